@@ -1,0 +1,310 @@
+"""The ``forestcoll`` command line: a thin layer over the library.
+
+Every user error is printed as one line ``forestcoll: error: ...`` on stderr
+with exit status 2; files are written whole (temporary file, then rename) or
+not at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+from forestcoll.errors import ForestCollError, UsageError
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2) instead of a usage dump."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message} (see --help)")
+
+
+def _approx(x: Fraction) -> str:
+    return f"{float(x):.6g}"
+
+
+def _describe_set(members: Sequence[str], universe: Sequence[str], limit: int = 6) -> str:
+    inside = set(members)
+    if len(inside) * 2 > len(universe):
+        rest = [u for u in universe if u not in inside]
+        shown = ", ".join(rest[:limit]) + (", ..." if len(rest) > limit else "")
+        return f"every node except {{{shown}}} ({len(rest)} nodes)"
+    shown = ", ".join(list(members)[:limit]) + (", ..." if len(members) > limit else "")
+    return f"{{{shown}}} ({len(members)} nodes)"
+
+
+# ----- commands ---------------------------------------------------------------------------------
+
+
+def cmd_bound(args: argparse.Namespace) -> int:
+    from forestcoll.bound import canonical_collective, optimal_bound
+    from forestcoll.rational import format_rational as fr
+    from forestcoll.topology import load_topology
+
+    topo = load_topology(args.topology)
+    collective = canonical_collective(args.collective)
+    sym = not args.no_symmetry
+    ag = optimal_bound(topo, "allgather", symmetry=sym)
+    main = ag if collective == "allgather" else optimal_bound(topo, collective, args.root, sym)
+    ar = main if collective == "allreduce" else optimal_bound(topo, "allreduce", symmetry=sym)
+    rs = main if collective == "reduce_scatter" else optimal_bound(topo, "reduce_scatter", symmetry=sym)
+    fixed = None
+    if args.k is not None:
+        from forestcoll.generate import fixed_k_algbw
+
+        fixed = fixed_k_algbw(topo, collective, args.k, args.root, sym)
+    cut = ag.phases[0]
+    data: dict[str, Any] = {
+        "topology": topo.name,
+        "compute_nodes": topo.num_compute,
+        "switch_nodes": len(topo.switch_nodes),
+        "collective": collective,
+        "algbw_gbps": fr(main.algbw),
+        "busbw_gbps": fr(main.busbw),
+        "allgather_algbw_gbps": fr(ag.algbw),
+        "reduce_scatter_algbw_gbps": fr(rs.algbw),
+        "allreduce_algbw_gbps": fr(ar.algbw),
+        "bottleneck_cut": list(cut.cut_nodes),
+        "bottleneck_cut_bandwidth_gbps": fr(cut.cut_bandwidth),
+        "bottleneck_cut_ranks": cut.cut_weight,
+        "phases": [
+            {
+                "name": p.name,
+                "rate_per_root_gbps": fr(p.rate),
+                "bottleneck_cut": list(p.cut_nodes),
+                "cut_bandwidth_gbps": fr(p.cut_bandwidth),
+                "cut_roots": p.cut_weight,
+                "reversed_links": p.reversed,
+            }
+            for p in main.phases
+        ],
+    }
+    if main.root is not None:
+        data["root"] = main.root
+    if fixed is not None:
+        data["k"] = args.k
+        data["fixed_k_algbw_gbps"] = fr(fixed)
+    if args.json:
+        print(json.dumps(data, indent=1))
+        return 0
+    names = [n.name for n in topo.nodes]
+    print(f"topology        {topo.name}  ({topo.num_compute} compute, {len(topo.switch_nodes)} switch nodes)")
+    print(f"collective      {collective}" + (f" (root {main.root})" if main.root else ""))
+    print(f"optimal algbw   {fr(main.algbw)} GB/s  (~{_approx(main.algbw)})")
+    print(f"busbw           {fr(main.busbw)} GB/s  (~{_approx(main.busbw)})")
+    if collective != "allgather":
+        print(f"allgather algbw {fr(ag.algbw)} GB/s  (~{_approx(ag.algbw)})")
+    if fixed is not None:
+        print(f"with k={args.k:<8}  {fr(fixed)} GB/s  (~{_approx(fixed)}, {_approx(fixed / main.algbw * 100)}% of optimal)")
+    for p in main.phases:
+        side = "into" if p.reversed else "out of"
+        print(
+            f"bottleneck      {p.name}: {p.cut_weight} root(s) share {fr(p.cut_bandwidth)} GB/s {side} "
+            + _describe_set(p.cut_nodes, names)
+        )
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from forestcoll.fileio import atomic_write_text, dump_json
+    from forestcoll.generate import generate
+    from forestcoll.rational import format_rational as fr
+    from forestcoll.schedule import schedule_to_dict
+    from forestcoll.topology import load_topology
+
+    if args.k is not None and args.k < 1:
+        raise UsageError(f"--k must be >= 1, got {args.k}")
+    topo = load_topology(args.topology)
+    sched = generate(topo, args.collective, k=args.k, root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k)
+    text = dump_json(schedule_to_dict(sched))
+    if args.output:
+        atomic_write_text(args.output, text)
+    if args.json:
+        sys.stdout.write(text)
+        return 0
+    heights = [t.height() for t in sched.trees]
+    print(f"topology   {topo.name}  ({topo.num_compute} ranks)")
+    print(f"collective {sched.collective}" + (f" (root {sched.root})" if sched.root else ""))
+    print(f"k          {sched.k} chunks per shard" + (" (smallest exactly optimal k)" if args.k is None else ""))
+    print(f"trees      {len(sched.trees)}  (height max {max(heights)}, mean {sum(heights) / len(heights):.2f})")
+    print(f"algbw      {fr(sched.algbw)} GB/s  (~{_approx(sched.algbw)})")
+    print(f"optimal    {fr(sched.bound_algbw)} GB/s  ({_approx(sched.algbw / sched.bound_algbw * 100)}% of the bound)")
+    print(f"time       {sched.stats['seconds']:.3f} s")
+    if args.output:
+        print(f"wrote      {args.output}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from forestcoll.rational import format_rational as fr
+    from forestcoll.schedule import read_schedule
+    from forestcoll.topology import load_topology
+    from forestcoll.verify import verify
+
+    sched = read_schedule(args.schedule)
+    spec = args.topology or sched.topology
+    if not spec:
+        raise UsageError("the schedule names no topology; pass --topology")
+    topo = load_topology(spec)
+    report = verify(sched, topo)
+    if args.json:
+        out = {
+            "ok": report.ok,
+            "errors": report.errors,
+            "algbw_gbps": fr(report.algbw) if report.algbw is not None else None,
+            "claimed_algbw_gbps": fr(report.claimed_algbw),
+            "bound_algbw_gbps": fr(report.bound_algbw) if report.bound_algbw is not None else None,
+            "efficiency": fr(report.efficiency) if report.efficiency is not None else None,
+            "certified_optimal": report.certified_optimal,
+            "phases": [
+                {
+                    "name": p.name,
+                    "trees": p.trees,
+                    "algbw_gbps": fr(p.algbw),
+                    "cut_bound_algbw_gbps": fr(p.cut_algbw) if p.cut_algbw is not None else None,
+                    "busiest_link": list(p.busiest_link) if p.busiest_link else None,
+                }
+                for p in report.phases
+            ],
+        }
+        print(json.dumps(out, indent=1))
+    else:
+        print(f"schedule   {args.schedule}: {sched.collective}, k={sched.k}, {len(sched.trees)} trees")
+        print(f"topology   {topo.name}")
+        for p in report.phases:
+            link = f"{p.busiest_link[0]} -> {p.busiest_link[1]}" if p.busiest_link else "-"
+            print(f"phase      {p.name}: {p.trees} trees, algbw {fr(p.algbw)} GB/s, busiest link {link}")
+        if report.algbw is not None:
+            print(f"algbw      {fr(report.algbw)} GB/s  (~{_approx(report.algbw)}; claimed {fr(report.claimed_algbw)})")
+        if report.bound_algbw is not None and report.efficiency is not None:
+            print(f"bound      {fr(report.bound_algbw)} GB/s  ({_approx(report.efficiency * 100)}% reached)")
+        if report.certified_optimal:
+            print("verdict    OK, optimal: the loads reach the bound of the schedule's own bottleneck cut")
+        elif report.ok:
+            print("verdict    OK")
+        else:
+            for err in report.errors[:20]:
+                print(f"error      {err}")
+            if len(report.errors) > 20:
+                print(f"error      ... and {len(report.errors) - 20} more")
+            print("verdict    INVALID")
+    if not report.ok:
+        print(f"forestcoll: error: {args.schedule}: {report.errors[0]}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+def cmd_topo_export(args: argparse.Namespace) -> int:
+    from forestcoll.fileio import atomic_write_text, dump_json
+    from forestcoll.topology import load_topology, topology_to_dict
+
+    topo = load_topology(args.topology)
+    text = dump_json(topology_to_dict(topo, symmetries=not args.no_symmetries))
+    if args.output:
+        atomic_write_text(args.output, text)
+    if args.json or not args.output:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_topo_list(args: argparse.Namespace) -> int:
+    from forestcoll.topology import BUILTINS
+
+    for name, b in BUILTINS.items():
+        opts = ",".join(f"{k}={_show_default(p.default)}" for k, p in b.params.items())
+        print(f"{name + ':' + opts:44s} {b.summary}")
+    return 0
+
+
+def _show_default(value: object) -> str:
+    if isinstance(value, tuple):
+        return "x".join(map(str, value))
+    if isinstance(value, Fraction):
+        from forestcoll.rational import format_rational
+
+        return format_rational(value)
+    return str(value)
+
+
+# ----- parser ----------------------------------------------------------------------------------
+
+TOPOLOGY_HELP = "a built-in NAME[:key=value,...] (see `forestcoll topo list`) or a topology .json file"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="forestcoll", description="Throughput-optimal collective schedules for any fabric.")
+    parser.add_argument("--version", action="version", version="forestcoll 0.1.0")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    p = sub.add_parser("bound", help="exact optimal algbw and the bottleneck cut that proves it")
+    p.add_argument("topology", help=TOPOLOGY_HELP)
+    p.add_argument("--collective", "-c", default="allgather", help="allgather (default), reduce_scatter, allreduce, broadcast, reduce")
+    p.add_argument("--root", help="root rank name for broadcast / reduce (default: the first rank)")
+    p.add_argument("--k", type=int, help="also report the best algbw with exactly K trees per root")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--no-symmetry", action="store_true", help="do not exploit automorphisms (slower; for checking)")
+    p.set_defaults(func=cmd_bound)
+
+    p = sub.add_parser("generate", help="generate a schedule of spanning trees")
+    p.add_argument("topology", help=TOPOLOGY_HELP)
+    p.add_argument("--collective", "-c", default="allgather", help="allgather (default), reduce_scatter, allreduce, broadcast, reduce")
+    p.add_argument("--k", type=int, help="exactly K trees (chunks) per root; default: the smallest exactly optimal k")
+    p.add_argument("--root", help="root rank name for broadcast / reduce (default: the first rank)")
+    p.add_argument("--max-k", type=int, default=100_000, help="refuse optimal schedules needing more than this k")
+    p.add_argument("-o", "--output", help="write the schedule JSON here")
+    p.add_argument("--json", action="store_true", help="print the schedule JSON on stdout")
+    p.add_argument("--no-symmetry", action="store_true", help="do not exploit automorphisms")
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("verify", help="check a schedule against its topology, independently of the generator")
+    p.add_argument("schedule", help="schedule JSON file")
+    p.add_argument("--topology", "-t", help=TOPOLOGY_HELP + " (default: the one named in the schedule)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_verify)
+
+    topo = sub.add_parser("topo", help="topology tools")
+    tsub = topo.add_subparsers(dest="topo_command", metavar="ACTION", parser_class=_Parser)
+    tsub.required = True
+    p = tsub.add_parser("export", help="write a topology as JSON")
+    p.add_argument("topology", help=TOPOLOGY_HELP)
+    p.add_argument("--json", action="store_true", help="print the JSON (the default when no -o is given)")
+    p.add_argument("-o", "--output", help="write the JSON here")
+    p.add_argument("--no-symmetries", action="store_true", help="leave out the declared automorphisms")
+    p.set_defaults(func=cmd_topo_export)
+    p = tsub.add_parser("list", help="list the built-in topologies")
+    p.set_defaults(func=cmd_topo_list)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``forestcoll`` console script."""
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args) or 0)
+    except ForestCollError as exc:
+        print(f"forestcoll: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("forestcoll: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug: say so in one line unless asked for the traceback
+        if os.environ.get("FORESTCOLL_DEBUG"):
+            traceback.print_exc()
+        print(f"forestcoll: internal error: {type(exc).__name__}: {exc} (set FORESTCOLL_DEBUG=1 for details)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""Reading and writing files safely: whole-file atomic writes and friendly read errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from forestcoll.errors import ForestCollError
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file and rename, so no partial file is ever left."""
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    if not directory.is_dir():
+        raise ForestCollError(f"{target}: directory {directory} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
+    """Read a UTF-8 text file, turning OS errors into one-line ForestCollErrors."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ForestCollError(f"{path}: no such {what}") from None
+    except IsADirectoryError:
+        raise ForestCollError(f"{path}: is a directory, expected a {what}") from None
+    except UnicodeDecodeError as exc:
+        raise ForestCollError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise ForestCollError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def load_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
+    """Parse a JSON file exactly: non-integer numbers become Decimal (never float)."""
+    text = read_text(path, what)
+    try:
+        return json.loads(text, parse_float=Decimal)
+    except json.JSONDecodeError as exc:
+        raise ForestCollError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise ForestCollError(f"{path}: JSON nested too deeply") from None
+
+
+def dump_json(data: Any) -> str:
+    """Deterministic pretty JSON text (keys in insertion order) with a trailing newline."""
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"

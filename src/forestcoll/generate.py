@@ -1,0 +1,264 @@
+"""The generation pipeline: topology -> exact bound -> switch removal -> tree packing -> schedule.
+
+One *phase* packs out-trees on the fabric (allgather, broadcast) or on the
+reversed fabric (reduce-scatter, reduce: the out-trees there are in-trees
+here).  Allreduce is a reduce-scatter phase followed by an allgather phase; on
+a fabric whose links have equal bandwidth both ways the allgather trees,
+reversed, serve as the reduce-scatter trees.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from forestcoll.bound import (
+    Oracle,
+    canonical_collective,
+    floor_caps,
+    min_scale_for_k,
+    optimal_bound,
+    optimal_rate,
+    root_weights,
+    smallest_optimal_k,
+)
+from forestcoll.errors import UsageError
+from forestcoll.packing import Tree, pack_trees, pack_trees_symmetric
+from forestcoll.schedule import COLLECTIVE_PHASES, Edge, PhaseInfo, Schedule, ScheduleTree
+from forestcoll.splitting import Path, split_switches
+from forestcoll.topology.model import Topology
+
+DEFAULT_MAX_K = 100_000
+
+
+@dataclass
+class PhaseResult:
+    """One packed phase before it becomes part of a schedule."""
+
+    name: str
+    k: int
+    scale: Fraction  # U: the phase moves M/(D*k) bytes per tree unit in U*M/(D*k) seconds
+    rate: Fraction
+    total_weight: int
+    trees: list[ScheduleTree]
+    cut: tuple[str, ...]
+    stats: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def algbw(self) -> Fraction:
+        """algbw of this phase alone: D*k/U."""
+        return self.total_weight * self.k / self.scale
+
+    @property
+    def bound_algbw(self) -> Fraction:
+        return self.total_weight * self.rate
+
+
+def _allocate(bundle: dict[Path, int], need: int) -> list[tuple[Path, int]]:
+    """Take ``need`` units from a path bundle, preferring one path that covers them all (best fit)."""
+    fits = [p for p, a in bundle.items() if a >= need]
+    if fits:
+        p = min(fits, key=lambda p: (bundle[p], p))
+        chosen = [(p, need)]
+    else:
+        chosen = []
+        left = need
+        for p in sorted(bundle, key=lambda p: (-bundle[p], p)):
+            a = min(bundle[p], left)
+            chosen.append((p, a))
+            left -= a
+            if left == 0:
+                break
+        assert left == 0, "a logical arc ran out of physical paths"
+    for p, a in chosen:
+        bundle[p] -= a
+        if bundle[p] == 0:
+            del bundle[p]
+    return chosen
+
+
+def _map_back(
+    packed: Sequence[Tree], bundles: dict[tuple[int, int], dict[Path, int]], compute: Sequence[int]
+) -> list[tuple[int, int, list[tuple[int, int, Path]]]]:
+    """Replace logical arcs by physical paths, splitting a tree where its units take different paths.
+
+    Returns (root node, multiplicity, [(src, dst, path)]) in node indices.
+    """
+    out = []
+    for tree in packed:
+        allocations = []
+        cuts = {0, tree.multiplicity}
+        for x, y in tree.arcs:
+            alloc = _allocate(bundles[(compute[x], compute[y])], tree.multiplicity)
+            allocations.append(alloc)
+            acc = 0
+            for _, a in alloc:
+                acc += a
+                cuts.add(acc)
+        bounds = sorted(cuts)
+        for lo, hi in zip(bounds, bounds[1:]):
+            edges = []
+            for (x, y), alloc in zip(tree.arcs, allocations):
+                acc = 0
+                for p, a in alloc:
+                    if acc <= lo < acc + a:
+                        edges.append((compute[x], compute[y], p))
+                        break
+                    acc += a
+            out.append((compute[tree.root], hi - lo, edges))
+    return out
+
+
+def _invariant_symmetries(topo: Topology, weights: Sequence[int]) -> list[tuple[int, ...]]:
+    n = len(topo.nodes)
+    return [p for p in topo.symmetries if all(weights[p[i]] == weights[i] for i in range(n))]
+
+
+def solve_phase(
+    topo: Topology,
+    name: str,
+    weights: Sequence[int],
+    reverse: bool,
+    k: int | None = None,
+    symmetry: bool = True,
+    max_k: int = DEFAULT_MAX_K,
+) -> PhaseResult:
+    """Pack the trees of one phase: optimal (smallest exact k) when ``k`` is None, else the best with k."""
+    stats: dict[str, float] = {}
+    fabric = topo.reversed() if reverse else topo
+    t0 = time.perf_counter()
+    oracle = Oracle.build(fabric, weights, symmetry)
+    rate = optimal_rate(oracle)
+    stats["bound_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if k is None:
+        best_k = smallest_optimal_k(oracle, rate.rate, max_k)
+        if best_k is None:
+            raise UsageError(
+                f"the exactly optimal schedule needs more than {max_k} trees per root; pass --k K for the best with K"
+            )
+        k = best_k
+        scale = Fraction(k) / rate.rate
+    else:
+        if k < 1:
+            raise UsageError(f"k must be >= 1, got {k}")
+        scale = min_scale_for_k(oracle, k, rate.rate)
+    stats["k_search_s"] = time.perf_counter() - t0
+    stats["bound_maxflows"] = oracle.maxflows
+    caps = floor_caps(oracle, scale)
+    n = len(fabric.nodes)
+    arcs = [(u, v, c) for (u, v, _), c in zip(fabric.arcs, caps)]
+    total = sum(weights)
+    t0 = time.perf_counter()
+    gens = _invariant_symmetries(fabric, weights) if symmetry else []
+    split = split_switches(n, arcs, fabric.is_compute, [k * w for w in weights], k * total, gens)
+    stats["split_s"] = time.perf_counter() - t0
+    stats["split_maxflows"] = split.stats["maxflows"]
+    stats["split_group_order"] = len(split.group)
+    compute = [i for i in range(n) if fabric.is_compute[i]]
+    pos = {c: j for j, c in enumerate(compute)}
+    ccaps = {(pos[u], pos[v]): c for (u, v), c in split.caps.items()}
+    t0 = time.perf_counter()
+    demand = [k * weights[c] for c in compute]
+    if len(split.group) > 1:
+        group = [[pos[g[c]] for c in compute] for g in split.group]
+        packed = pack_trees_symmetric(len(compute), ccaps, demand, group)
+    else:
+        packed = pack_trees(len(compute), ccaps, demand)
+    stats["pack_s"] = time.perf_counter() - t0
+    for key, value in packed.stats.items():
+        stats[f"pack_{key}"] = value
+    t0 = time.perf_counter()
+    routed = _map_back(packed.trees, {a: dict(b) for a, b in split.paths.items()}, compute)
+    names = [node.name for node in fabric.nodes]
+    trees = []
+    for root, mult, edges in routed:
+        if reverse:
+            sched_edges = tuple(Edge(names[y], names[x], tuple(names[i] for i in reversed(p))) for x, y, p in reversed(edges))
+        else:
+            sched_edges = tuple(Edge(names[x], names[y], tuple(names[i] for i in p)) for x, y, p in edges)
+        trees.append(ScheduleTree(names[root], mult, name, sched_edges))
+    stats["map_s"] = time.perf_counter() - t0
+    stats["packed_trees"] = len(packed.trees)
+    cut = tuple(names[i] for i in rate.cut.nodes)
+    return PhaseResult(name, k, scale, rate.rate, total, trees, cut, stats)
+
+
+def _reverse_phase(phase: PhaseResult, name: str) -> PhaseResult:
+    """Out-trees on a fabric equal to its own reverse, read backwards as in-trees."""
+    trees = [
+        ScheduleTree(t.root, t.chunks, name, tuple(Edge(e.dst, e.src, tuple(reversed(e.path))) for e in reversed(t.edges)))
+        for t in phase.trees
+    ]
+    return PhaseResult(name, phase.k, phase.scale, phase.rate, phase.total_weight, trees, phase.cut, dict(phase.stats))
+
+
+def generate(
+    topo: Topology,
+    collective: str = "allgather",
+    k: int | None = None,
+    root: str | None = None,
+    symmetry: bool = True,
+    max_k: int = DEFAULT_MAX_K,
+) -> Schedule:
+    """A throughput-optimal (``k=None``) or best-with-``k``-trees-per-root schedule for ``collective``.
+
+    Raises UsageError for bad parameters; the result verifies with :func:`forestcoll.verify.verify`.
+    """
+    collective = canonical_collective(collective)
+    weights = root_weights(topo, collective, root)
+    t0 = time.perf_counter()
+    phases: list[PhaseResult] = []
+    for name in COLLECTIVE_PHASES[collective]:
+        reverse = name in ("reduce_scatter", "reduce")
+        if reverse and collective == "allreduce" and topo.is_symmetric():
+            continue  # filled in from the allgather phase below
+        phases.append(solve_phase(topo, name, weights, reverse, k, symmetry, max_k))
+    if collective == "allreduce" and topo.is_symmetric():
+        phases.insert(0, _reverse_phase(phases[0], "reduce_scatter"))
+    common_k = math.lcm(*(p.k for p in phases))
+    trees = []
+    for p in phases:
+        factor = common_k // p.k
+        trees.extend(ScheduleTree(t.root, t.chunks * factor, t.phase, t.edges) for t in p.trees)
+    total = phases[0].total_weight
+    algbw = total / sum(p.scale / p.k for p in phases)
+    bound = optimal_bound(topo, collective, root if collective in ("broadcast", "reduce") else None, symmetry)
+    stats: dict[str, float] = {"seconds": time.perf_counter() - t0}
+    for p in phases:
+        for key, value in p.stats.items():
+            stats[f"{p.name}.{key}"] = value
+    root_name = bound.root
+    return Schedule(
+        collective=collective,
+        topology=topo.name,
+        ranks=topo.compute_nodes,
+        k=common_k,
+        algbw=algbw,
+        bound_algbw=bound.algbw,
+        phases=tuple(PhaseInfo(p.name, common_k, p.algbw, p.bound_algbw, p.cut) for p in phases),
+        trees=tuple(trees),
+        root=root_name,
+        stats=stats,
+    )
+
+
+def fixed_k_algbw(
+    topo: Topology, collective: str = "allgather", k: int = 1, root: str | None = None, symmetry: bool = True
+) -> Fraction:
+    """The best algbw any schedule with exactly ``k`` trees per root can reach (no trees are built)."""
+    collective = canonical_collective(collective)
+    if k < 1:
+        raise UsageError(f"k must be >= 1, got {k}")
+    weights = root_weights(topo, collective, root)
+    total_time = Fraction(0)
+    for name in COLLECTIVE_PHASES[collective]:
+        reverse = name in ("reduce_scatter", "reduce")
+        fabric = topo.reversed() if reverse else topo
+        oracle = Oracle.build(fabric, weights, symmetry)
+        rate = optimal_rate(oracle).rate
+        total_time += min_scale_for_k(oracle, k, rate) / k
+    return sum(weights) / total_time

@@ -1,0 +1,508 @@
+"""Packing spanning out-trees with multiplicities on a switch-free graph (Edmonds, constructively).
+
+Input: nodes ``0..N-1``, integer arc capacities ``c``, and a demand ``R[r]`` of
+trees rooted at each node.  Edmonds' branching theorem: the trees exist iff
+every non-empty set X has in-capacity >= sum of R[r] over roots r outside X.
+
+Trees are built one at a time (Lovász's constructive proof, with
+multiplicities).  The roots' unbuilt trees form a *pool*; the tree being grown
+has vertex set V, multiplicity C and already holds C units on each of its arcs.
+The invariant is
+
+    rho_res(X) >= sum_{r not in X} pool[r] + C*[V and X disjoint]    for every X.
+
+Adding arc x->y (x in V, y not in V) with multiplicity c keeps it iff c is at
+most the slack of every X that contains y and meets V but not x.  One max-flow
+gives that bound: from a node z with arcs z->x (unbounded) and z->r (pool[r])
+to y in the residual graph; the answer is min(C, res(x,y), flow - sum(pool)).
+When c < C, the remainder C-c goes back to the pool and its units are released
+on the tree's arcs, which keeps the invariant (every set that the partial tree
+enters is entered at least once).
+
+Each tree grows breadth-first from its root (so trees stay shallow), first
+taking only arcs that admit its whole multiplicity (so trees rarely split);
+only when none does is the arc admitting the largest part taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from forestcoll.maxflow import FlowNetwork, check_capacities
+
+
+class PackingError(RuntimeError):
+    """Internal: Edmonds' condition failed although the input satisfied it (a bug)."""
+
+
+@dataclass(frozen=True)
+class Tree:
+    """An out-tree on nodes 0..N-1: ``arcs`` are (parent, child) pairs, parents first."""
+
+    root: int
+    multiplicity: int
+    arcs: tuple[tuple[int, int], ...]
+
+
+@dataclass
+class PackResult:
+    trees: list[Tree]
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+class Packer:
+    """Tree-by-tree arborescence packing with exact single-max-flow arc tests."""
+
+    def __init__(self, n: int, caps: dict[tuple[int, int], int], demand: Sequence[int], accept: int = 1) -> None:
+        self.n = n
+        self.accept = accept  # breadth-first growth takes an arc admitting >= 1/accept of the multiplicity
+        self.res: dict[tuple[int, int], int] = {a: c for a, c in caps.items() if c > 0}
+        self.out: list[list[int]] = [[] for _ in range(n)]
+        for a, b in sorted(self.res):
+            self.out[a].append(b)
+        self.pool = list(demand)
+        self.pool_total = sum(demand)
+        self.big = sum(self.res.values()) + self.pool_total + 1
+        check_capacities(list(self.res.values()) + [self.big])
+        self.maxflows = 0
+        self.net: FlowNetwork | None = None
+        self.arc_slots: dict[tuple[int, int], int] = {}
+        self.capvec: list[int] = []
+
+    # ----- the flow network of the current tree ------------------------------------------
+    def _rebuild(self) -> None:
+        """Network: residual arcs with capacity, then z->v for every v (z = node n)."""
+        arcs = sorted(a for a, c in self.res.items() if c > 0)
+        self.arc_slots = {a: i for i, a in enumerate(arcs)}
+        z = self.n
+        tails = [a for a, _ in arcs] + [z] * self.n
+        heads = [b for _, b in arcs] + list(range(self.n))
+        self.net = FlowNetwork(self.n + 1, tails, heads)
+        self.capvec = [self.res[a] for a in arcs] + list(self.pool)
+
+    def _use(self, x: int, y: int, amount: int) -> None:
+        self.res[(x, y)] -= amount
+        slot = self.arc_slots.get((x, y))
+        if slot is not None:
+            self.capvec[slot] = self.res[(x, y)]
+
+    def _set_pool(self, r: int, value: int) -> None:
+        self.pool_total += value - self.pool[r]
+        self.pool[r] = value
+        self.capvec[len(self.arc_slots) + r] = value
+
+    def admissible(self, x: int, y: int, mult: int) -> int:
+        """Largest c <= mult with which arc x->y may join the tree being grown (0 if none)."""
+        c = min(mult, self.res.get((x, y), 0))
+        if c <= 0:
+            return 0
+        assert self.net is not None
+        self.maxflows += 1
+        slot = len(self.arc_slots) + x
+        saved = self.capvec[slot]
+        self.capvec[slot] = self.big
+        flow = self.net.value(self.capvec, self.n, y)
+        self.capvec[slot] = saved
+        return max(0, min(c, flow - self.pool_total))
+
+    # ----- growing one tree ---------------------------------------------------------------
+    def grow(self, root: int) -> Tree:
+        """Take all of ``root``'s pool as one tree and grow it to span every node."""
+        self._rebuild()
+        mult = self.pool[root]
+        self._set_pool(root, 0)
+        in_tree = [False] * self.n
+        in_tree[root] = True
+        order = [root]
+        arcs: list[tuple[int, int]] = []
+
+        def attach(x: int, y: int, c: int) -> None:
+            nonlocal mult
+            if c < mult:
+                extra = mult - c
+                for a, b in arcs:
+                    self._use(a, b, -extra)
+                self._set_pool(root, self.pool[root] + extra)
+                mult = c
+            self._use(x, y, mult)
+            arcs.append((x, y))
+            in_tree[y] = True
+            order.append(y)
+
+        while len(order) < self.n:
+            # pass 1, breadth-first: arcs that keep the whole multiplicity
+            added = False
+            partial: dict[tuple[int, int], int] = {}
+            i = 0
+            while i < len(order) and len(order) < self.n:
+                x = order[i]
+                i += 1
+                for y in self.out[x]:
+                    if in_tree[y] or self.res[(x, y)] * self.accept < mult:
+                        continue
+                    c = self.admissible(x, y, mult)
+                    if c * self.accept >= mult:
+                        attach(x, y, c)
+                        added = True
+                    elif c > 0:
+                        partial[(x, y)] = c
+            if added:
+                continue
+            # pass 2: nothing takes all of it; take the arc that admits the largest part.
+            # Nothing changed since the pass-1 tests, so their answers still hold.
+            best = max(partial.items(), key=lambda item: (item[1], -item[0][0], -item[0][1]), default=None)
+            for x in order:
+                for y in self.out[x]:
+                    if in_tree[y] or (x, y) in partial:
+                        continue
+                    if best is not None and self.res[(x, y)] <= best[1]:
+                        continue
+                    c = self.admissible(x, y, mult)
+                    if c > 0 and (best is None or c > best[1]):
+                        best = ((x, y), c)
+            if best is None:
+                raise PackingError(f"the tree of root {root} cannot be extended")
+            (x, y), c = best
+            attach(x, y, c)
+        return Tree(root, mult, tuple(arcs))
+
+    def run(self) -> PackResult:
+        roots = [r for r in range(self.n) if self.pool[r] > 0]
+        trees: list[Tree] = []
+        # round-robin over roots so no root is left with only the scraps
+        while self.pool_total > 0:
+            for r in roots:
+                if self.pool[r] > 0:
+                    trees.append(self.grow(r))
+        return PackResult(trees, {"maxflows": self.maxflows})
+
+
+def pack_trees(n: int, caps: dict[tuple[int, int], int], demand: Sequence[int], accept: int = 1) -> PackResult:
+    """Pack demand[r] spanning out-trees rooted at each r within ``caps`` (see module docstring)."""
+    return Packer(n, caps, demand, accept).run()
+
+
+# ---------------------------------------------------------------------------------------------
+# Symmetric packing
+
+
+class SymmetryStuck(RuntimeError):
+    """The symmetric growth found no arc orbit to add; the caller falls back to fewer symmetries."""
+
+
+class SymmetricPacker:
+    """Packs trees for one root per orbit of a group H of automorphisms; the rest are their images.
+
+    H (rows of ``group``: permutations of 0..N-1, the identity first) must act
+    freely on the nodes and preserve capacities and demands.  A base tree T of
+    multiplicity C stands for the |H| trees gT.  Each step adds a batch of arcs
+    (a breadth-first layer) to T, hence their images to every gT, and keeps the
+    invariant of :class:`Packer` with all |H| partial trees present:
+
+        rho_res(X) >= sum_{r not in X} pool[r] + C * #{g : gV and X disjoint}.
+
+    It is tested with one max-flow per node orbit (the network, with a node s_g
+    feeding gV for every g, is H-invariant).  After adding the batch with
+    multiplicity c (the rest of C rewound to the pool), a set's slack is linear
+    in c, so a violated cut gives the next c directly (Newton); when even c = 1
+    fails, the arcs of the batch that enter the violated set are thinned out.
+    No theorem promises that a symmetric packing exists: when no single arc
+    orbit can be added, :class:`SymmetryStuck` is raised and the caller
+    continues with fewer symmetries from the same (valid) state.
+    """
+
+    def __init__(self, n: int, caps: dict[tuple[int, int], int], demand: Sequence[int], group: Sequence[Sequence[int]]):
+        import numpy as np
+
+        self.np = np
+        self.n = n
+        self.G = np.asarray(group, dtype=np.int64)
+        self.h = len(self.G)
+        arcs = sorted(a for a, c in caps.items() if c > 0)
+        self.tails = np.array([a for a, _ in arcs], dtype=np.int64)
+        self.heads = np.array([b for _, b in arcs], dtype=np.int64)
+        self.res = np.array([caps[a] for a in arcs], dtype=np.int64)
+        self.arc_id = {a: i for i, a in enumerate(arcs)}
+        self.id_matrix = np.full((n, n), -1, dtype=np.int64)
+        self.id_matrix[self.tails, self.heads] = np.arange(len(arcs))
+        images = self.id_matrix[self.G[:, self.tails], self.G[:, self.heads]]
+        if (images < 0).any():
+            raise ValueError("the group does not preserve the arcs")
+        self.arc_orbit = images.min(axis=0)
+        self.out: list[list[int]] = [[] for _ in range(n)]
+        for a, b in arcs:
+            self.out[a].append(b)
+        self.pool = np.array(demand, dtype=np.int64)
+        node_orbit = self.G.min(axis=0)
+        self.targets = sorted(set(node_orbit.tolist()))
+        self.big = int(self.res.sum() + self.pool.sum() + 1)
+        check_capacities([self.big])
+        self.maxflows = 0
+        self.checks = 0
+        self.learned: list = []  # (X mask, X[G]): sets that refused a batch, with their images
+        self._learned_keys: set[bytes] = set()
+
+    # ----- tentative state and its test ----------------------------------------------------------
+    def _image_ids(self, arcs: list[tuple[int, int]]):
+        np = self.np
+        if not arcs:
+            return np.zeros((self.h, 0), dtype=np.int64)
+        xs = np.array([a for a, _ in arcs], dtype=np.int64)
+        ys = np.array([b for _, b in arcs], dtype=np.int64)
+        return self.id_matrix[self.G[:, xs], self.G[:, ys]]
+
+    def _check(self, root, tree_arcs, batch, verts, big_c, c):
+        """Violated cuts after adding ``batch`` with multiplicity c: list of (slack, sink mask)."""
+        np = self.np
+        res = self.res.copy()
+        if big_c != c and tree_arcs:
+            np.add.at(res, self._image_ids(tree_arcs).ravel(), big_c - c)
+        np.add.at(res, self._image_ids(batch).ravel(), -c)
+        if (res < 0).any():
+            return None
+        pool = self.pool.copy()
+        pool[self.G[:, root]] += big_c - c
+        n, h = self.n, self.h
+        z = n
+        live = np.nonzero(res > 0)[0]
+        roots = np.nonzero(pool > 0)[0]
+        vimg = self.G[:, np.array(verts, dtype=np.int64)]  # h x |V|
+        tails = np.concatenate([self.tails[live], np.full(len(roots), z), np.full(h, z), np.repeat(np.arange(h) + n + 1, vimg.shape[1])])
+        heads = np.concatenate([self.heads[live], roots, np.arange(h) + n + 1, vimg.ravel()])
+        caps = np.concatenate([res[live], pool[roots], np.full(h, c), np.full(vimg.size, self.big)])
+        net = FlowNetwork(n + h + 1, tails, heads)
+        total = int(pool.sum()) + h * c
+        found = []
+        self.checks += 1
+        for v in self.targets:
+            self.maxflows += 1
+            value = net.value(caps, z, v)
+            if value < total:
+                _, mask = net.min_cut(caps, z, v)
+                self.maxflows += 1
+                sink = np.array([not m for m in mask[:n]], dtype=bool)
+                found.append((value - total, sink))
+                self._learn(sink)
+        return found
+
+    def _learn(self, sink) -> None:
+        key = sink.tobytes()
+        if key not in self._learned_keys and len(self.learned) < 256:
+            self._learned_keys.add(key)
+            self.learned.append((sink, sink[self.G]))
+
+    def _slack(self, sink, images, verts, big_c) -> int:
+        """Exact slack of a set X (sink mask) in the committed state with the partial tree at big_c."""
+        np = self.np
+        rho = int(self.res[~sink[self.tails] & sink[self.heads]].sum())
+        missed = int(np.count_nonzero(~images[:, verts].any(axis=1)))
+        return rho - int(self.pool[~sink].sum()) - big_c * missed
+
+    def _slope(self, root, tree_arcs, batch, verts, sink) -> int:
+        """beta(X): how fast the slack of sink side X falls per unit of multiplicity."""
+        np = self.np
+        G = self.G
+
+        def entering(arcs):
+            if not arcs:
+                return 0
+            xs = G[:, [a for a, _ in arcs]]
+            ys = G[:, [b for _, b in arcs]]
+            return int(np.count_nonzero(~sink[xs] & sink[ys]))
+
+        q = int(np.count_nonzero(~sink[G[:, root]]))
+        p = int(np.count_nonzero(~sink[G[:, np.array(verts, dtype=np.int64)]].any(axis=1)))
+        return entering(tree_arcs) + entering(batch) - q + p
+
+    def _budget(self, tree_arcs, batch, big_c) -> int:
+        """Largest c for which every arc still has residual >= 0 after the change."""
+        used_t: dict[int, int] = {}
+        used_b: dict[int, int] = {}
+        for arcs, used in ((tree_arcs, used_t), (batch, used_b)):
+            for x, y in arcs:
+                i = self.arc_id[(x, y)]
+                o = int(self.arc_orbit[i])
+                used[o] = used.get(o, 0) + 1
+        c = big_c
+        for o, ub in used_b.items():
+            ut = used_t.get(o, 0)
+            c = min(c, (int(self.res[o]) + big_c * ut) // (ut + ub))
+        return c
+
+    def _largest(self, root, tree_arcs, batch, verts, big_c):
+        """Largest c <= big_c keeping the invariant after adding ``batch`` (Newton); and the last violated set."""
+        c = self._budget(tree_arcs, batch, big_c)
+        last = None
+        while c > 0:
+            violated = self._check(root, tree_arcs, batch, verts, big_c, c)
+            if violated is None:
+                return 0, None
+            if not violated:
+                return c, None
+            new = c
+            for slack, sink in violated:
+                beta = self._slope(root, tree_arcs, batch, verts, sink)
+                assert beta > 0, "a violated set must lose slack with multiplicity"
+                alpha = slack + c * beta
+                new = min(new, alpha // beta)
+                last = sink
+            assert new < c
+            c = max(new, 0)
+        return 0, last
+
+    # ----- growing one base tree -----------------------------------------------------------------
+    def _layer(self, in_tree, order, depth, tree_arcs, big_c, forbidden):
+        """One breadth-first layer: the shallowest parent with room for every reachable new node.
+
+        Room means residual for the whole multiplicity; when no arc has that,
+        room for one unit (the multiplicity then drops to what fits).
+        """
+        for need in ((big_c, 1) if big_c > 1 else (1,)):
+            batch = self._layer_at(in_tree, order, depth, tree_arcs, need, forbidden)
+            if batch:
+                return batch
+        return []
+
+    def _layer_at(self, in_tree, order, depth, tree_arcs, need, forbidden):
+        np = self.np
+        big_c = self._current
+        verts = np.array(order, dtype=np.int64)
+        # learned sets: remaining slack (in units of the multiplicity) and which images the tree meets
+        guards = []
+        if need == big_c:
+            for sink, images in self.learned:
+                room = self._slack(sink, images, verts, big_c) // big_c
+                guards.append([images, images[:, verts].any(axis=1), room])
+        in_tree_use: dict[int, int] = {}
+        for x, y in tree_arcs:
+            o = int(self.arc_orbit[self.arc_id[(x, y)]])
+            in_tree_use[o] = in_tree_use.get(o, 0) + 1
+        batch_use: dict[int, int] = {}
+        batch = []
+        claimed = set()
+        for _, _, x in sorted((depth[v], i, v) for i, v in enumerate(order)):
+            for y in sorted(self.out[x], key=lambda y: (-int(self.res[self.arc_id[(x, y)]]), y)):
+                if in_tree[y] or y in claimed or (x, y) in forbidden:
+                    continue
+                o = int(self.arc_orbit[self.arc_id[(x, y)]])
+                ut = in_tree_use.get(o, 0)
+                ub = batch_use.get(o, 0)
+                # residual after rewinding the tree to `need` and adding one more arc of this orbit
+                if int(self.res[o]) + (big_c - need) * ut < need * (ub + 1):
+                    continue
+                deltas = []
+                for images, met, room in guards:
+                    # images of the set that the arc enters cost a unit; images the tree meets anew give one
+                    inside = images[:, y]
+                    delta = int(np.count_nonzero(inside & ~met)) - int(np.count_nonzero(inside & ~images[:, x]))
+                    deltas.append(delta)
+                    if room + delta < 0:
+                        break
+                else:
+                    for guard, delta in zip(guards, deltas):
+                        guard[1] = guard[1] | guard[0][:, y]
+                        guard[2] += delta
+                    deltas = None
+                if deltas is not None:
+                    continue
+                batch_use[o] = ub + 1
+                claimed.add(y)
+                batch.append((x, y))
+        return batch
+
+    def grow(self, root: int) -> Tree:
+        np = self.np
+        big_c = int(self.pool[root])
+        self.pool[self.G[:, root]] = 0
+        in_tree = [False] * self.n
+        in_tree[root] = True
+        order = [root]
+        depth = {root: 0}
+        tree_arcs: list[tuple[int, int]] = []
+        forbidden: set[tuple[int, int]] = set()
+        while len(order) < self.n:
+            self._current = big_c
+            batch = self._layer(in_tree, order, depth, tree_arcs, big_c, forbidden)
+            if not batch:
+                self._rewind(root, tree_arcs, big_c)
+                raise SymmetryStuck(f"no arc orbit extends the tree of root {root}")
+            while batch:
+                verts = order + [y for _, y in batch]
+                c, sink = self._largest(root, tree_arcs, batch, verts, big_c)
+                if c > 0:
+                    break
+                if sink is None:
+                    culprits = list(range(len(batch)))
+                else:
+                    culprits = [i for i, (x, y) in enumerate(batch)
+                                if np.count_nonzero(~sink[self.G[:, x]] & sink[self.G[:, y]])]
+                    if not culprits:
+                        culprits = list(range(len(batch)))
+                if len(culprits) > 1:
+                    # the tree enters the violated set too often: keep its first way in only
+                    drop = set(culprits[1:])
+                else:
+                    drop = set(culprits)
+                    forbidden.update(batch[i] for i in drop)
+                batch = [a for i, a in enumerate(batch) if i not in drop]
+            if not batch:
+                continue
+            # commit: rewind the part of the multiplicity that does not fit, then take the batch
+            if c < big_c:
+                if tree_arcs:
+                    np.add.at(self.res, self._image_ids(tree_arcs).ravel(), big_c - c)
+                self.pool[self.G[:, root]] += big_c - c
+                big_c = c
+            np.add.at(self.res, self._image_ids(batch).ravel(), -big_c)
+            for x, y in batch:
+                tree_arcs.append((x, y))
+                in_tree[y] = True
+                depth[y] = depth[x] + 1
+                order.append(y)
+            forbidden.clear()
+        return Tree(root, big_c, tuple(tree_arcs))
+
+    def _rewind(self, root: int, tree_arcs, big_c: int) -> None:
+        if tree_arcs:
+            self.np.add.at(self.res, self._image_ids(tree_arcs).ravel(), big_c)
+        self.pool[self.G[:, root]] += big_c
+
+    def residual(self) -> dict[tuple[int, int], int]:
+        return {(int(a), int(b)): int(r) for a, b, r in zip(self.tails, self.heads, self.res) if r > 0}
+
+    def images(self, tree: Tree) -> list[Tree]:
+        """The |H| trees a base tree stands for."""
+        G = self.G
+        return [
+            Tree(int(G[g, tree.root]), tree.multiplicity, tuple((int(G[g, x]), int(G[g, y])) for x, y in tree.arcs))
+            for g in range(self.h)
+        ]
+
+    def run(self) -> tuple[list[Tree], bool]:
+        """Base trees' images for as much demand as symmetry allows; True when all demand is met."""
+        trees: list[Tree] = []
+        base_roots = [r for r in self.targets if self.pool[r] > 0]
+        try:
+            while self.pool.sum() > 0:
+                for r in base_roots:
+                    if self.pool[r] > 0:
+                        trees.extend(self.images(self.grow(r)))
+        except SymmetryStuck:
+            return trees, False
+        return trees, True
+
+
+def pack_trees_symmetric(
+    n: int, caps: dict[tuple[int, int], int], demand: Sequence[int], group: Sequence[Sequence[int]], accept: int = 1
+) -> PackResult:
+    """Pack with symmetry first; whatever symmetry cannot place is packed without it."""
+    sym = SymmetricPacker(n, caps, demand, group)
+    trees, done = sym.run()
+    stats = {"maxflows": sym.maxflows, "symmetric_checks": sym.checks, "symmetric_trees": len(trees)}
+    if not done:
+        rest = Packer(n, sym.residual(), [int(p) for p in sym.pool], accept)
+        tail = rest.run()
+        trees.extend(tail.trees)
+        stats["maxflows"] += rest.maxflows
+    return PackResult(trees, stats)

@@ -1,0 +1,286 @@
+"""Schedules: trees of chunks over compute nodes, routed along physical paths; their JSON file.
+
+Schedule JSON, version 1 (``"format": "forestcoll-schedule"``)::
+
+    {"format": "forestcoll-schedule", "version": 1,
+     "collective": "allgather" | "reduce_scatter" | "allreduce" | "broadcast" | "reduce",
+     "topology": "dgx-a100:nodes=2",          # the spec or file it was made for
+     "k": 13,                                 # chunks per root shard in every phase
+     "algbw_gbps": "1040/3",                  # what the schedule reaches (nccl-tests algbw)
+     "bound_algbw_gbps": "1040/3",            # the exact optimum for the collective
+     "ranks": ["n0.gpu0", ...],               # rank i runs compute node i
+     "root": null,                            # broadcast / reduce only
+     "phases": [{"name": "allgather", "direction": "out", "k": 13,
+                 "algbw_gbps": "1040/3", "bottleneck_cut": ["n0.gpu0", ...]}],
+     "trees": [{"root": "n0.gpu0", "chunks": 5, "phase": "allgather", "direction": "out",
+                "edges": [{"src": "n0.gpu0", "dst": "n1.gpu0",
+                           "path": ["n0.gpu0", "n0.nic0", "ib0", "n1.nic0", "n1.gpu0"]}]}]}
+
+Semantics.  Every root's data (its shard: M/N bytes of an M-byte allgather
+output; the whole buffer for broadcast) is cut into ``k`` equal chunks; a tree
+with ``chunks = c`` carries c of them.  The chunks of each root sum to k in
+every phase.  ``path`` is the physical route from ``src`` to ``dst`` (switches
+in between).
+
+* ``direction: "out"`` (allgather, broadcast): an out-tree from ``root``; edges
+  are listed parent before child, data flows src -> dst.
+* ``direction: "in"`` (reduce_scatter, reduce): an in-tree into ``root``, the
+  rank that ends with the reduced shard; each edge sends the partial sum of
+  ``src``'s subtree to ``dst``, one step nearer the root; edges are listed
+  leaves first (a node's incoming edges come before its outgoing one).
+* ``allreduce`` holds a ``reduce_scatter`` phase then an ``allgather`` phase;
+  the second starts on a chunk once the first has finished it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from forestcoll.errors import ForestCollError, ScheduleError
+from forestcoll.fileio import load_json
+from forestcoll.rational import format_rational, parse_rational
+
+FORMAT = "forestcoll-schedule"
+VERSION = 1
+PHASE_DIRECTION = {"allgather": "out", "broadcast": "out", "reduce_scatter": "in", "reduce": "in"}
+COLLECTIVE_PHASES = {
+    "allgather": ("allgather",),
+    "broadcast": ("broadcast",),
+    "reduce_scatter": ("reduce_scatter",),
+    "reduce": ("reduce",),
+    "allreduce": ("reduce_scatter", "allgather"),
+}
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A tree edge src -> dst (data-flow direction) and its physical route."""
+
+    src: str
+    dst: str
+    path: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ScheduleTree:
+    """One tree of ``chunks`` chunks of ``root``'s shard in one phase."""
+
+    root: str
+    chunks: int
+    phase: str
+    edges: tuple[Edge, ...]
+
+    @property
+    def direction(self) -> str:
+        return PHASE_DIRECTION[self.phase]
+
+    def height(self) -> int:
+        """Number of edges on the longest root-leaf chain."""
+        depth = {self.root: 0}
+        if self.direction == "out":
+            for e in self.edges:
+                depth[e.dst] = depth[e.src] + 1
+        else:
+            children: dict[str, list[str]] = {}
+            for e in self.edges:
+                children.setdefault(e.dst, []).append(e.src)
+            stack = [self.root]
+            while stack:
+                v = stack.pop()
+                for c in children.get(v, []):
+                    depth[c] = depth[v] + 1
+                    stack.append(c)
+        return max(depth.values())
+
+
+@dataclass(frozen=True)
+class PhaseInfo:
+    """Per-phase facts: chunks per root shard, the algbw the phase reaches alone, its bottleneck cut."""
+
+    name: str
+    k: int
+    algbw: Fraction
+    bound_algbw: Fraction
+    bottleneck_cut: tuple[str, ...] = ()
+
+    @property
+    def direction(self) -> str:
+        return PHASE_DIRECTION[self.name]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A whole collective schedule (see the module docstring for the file format)."""
+
+    collective: str
+    topology: str
+    ranks: tuple[str, ...]
+    k: int
+    algbw: Fraction
+    bound_algbw: Fraction
+    phases: tuple[PhaseInfo, ...]
+    trees: tuple[ScheduleTree, ...]
+    root: str | None = None
+    stats: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def optimal(self) -> bool:
+        return self.algbw == self.bound_algbw
+
+    def phase_trees(self, phase: str) -> list[ScheduleTree]:
+        return [t for t in self.trees if t.phase == phase]
+
+    def max_height(self) -> int:
+        return max((t.height() for t in self.trees), default=0)
+
+
+# ----- JSON ---------------------------------------------------------------------------------
+
+
+def schedule_to_dict(s: Schedule) -> dict[str, Any]:
+    """The JSON object of a schedule (deterministic key order)."""
+    out: dict[str, Any] = {
+        "format": FORMAT,
+        "version": VERSION,
+        "collective": s.collective,
+        "topology": s.topology,
+        "k": s.k,
+        "algbw_gbps": format_rational(s.algbw),
+        "bound_algbw_gbps": format_rational(s.bound_algbw),
+        "optimal": s.optimal,
+        "ranks": list(s.ranks),
+        "root": s.root,
+        "phases": [
+            {
+                "name": p.name,
+                "direction": p.direction,
+                "k": p.k,
+                "algbw_gbps": format_rational(p.algbw),
+                "bound_algbw_gbps": format_rational(p.bound_algbw),
+                "bottleneck_cut": list(p.bottleneck_cut),
+            }
+            for p in s.phases
+        ],
+        "trees": [
+            {
+                "root": t.root,
+                "chunks": t.chunks,
+                "phase": t.phase,
+                "direction": t.direction,
+                "edges": [{"src": e.src, "dst": e.dst, "path": list(e.path)} for e in t.edges],
+            }
+            for t in s.trees
+        ],
+    }
+    if s.stats:
+        out["generator"] = s.stats
+    return out
+
+
+def _req(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in obj:
+        raise ScheduleError(f"{where}: missing '{key}'")
+    value = obj[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        name = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise ScheduleError(f"{where}: '{key}' must be {name}")
+    return value
+
+
+def _rational(obj: Mapping[str, Any], key: str, where: str) -> Fraction:
+    if key not in obj:
+        raise ScheduleError(f"{where}: missing '{key}'")
+    try:
+        return parse_rational(obj[key], f"{where}: {key}")
+    except ForestCollError as exc:
+        raise ScheduleError(str(exc)) from None
+
+
+def _names(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ScheduleError(f"{where}: expected a list of node names")
+    return tuple(value)
+
+
+def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
+    """Parse and structurally validate a schedule object (semantics are checked by the verifier)."""
+    if not isinstance(data, Mapping):
+        raise ScheduleError(f"{source}: expected a JSON object")
+    if data.get("format", FORMAT) != FORMAT:
+        raise ScheduleError(f"{source}: not a forestcoll schedule (format {data.get('format')!r})")
+    version = data.get("version", VERSION)
+    if version != VERSION:
+        raise ScheduleError(f"{source}: schedule version {version!r} is not supported (this forestcoll reads {VERSION})")
+    collective = _req(data, "collective", str, source)
+    if collective not in COLLECTIVE_PHASES:
+        raise ScheduleError(f"{source}: unknown collective {collective!r}")
+    k = _req(data, "k", int, source)
+    if k < 1:
+        raise ScheduleError(f"{source}: 'k' must be >= 1")
+    ranks = _names(_req(data, "ranks", list, source), f"{source}: ranks")
+    root = data.get("root")
+    if root is not None and not isinstance(root, str):
+        raise ScheduleError(f"{source}: 'root' must be a node name or null")
+    phases = []
+    raw_phases = data.get("phases")
+    if raw_phases is None:  # minimal files: one phase named after the collective
+        if collective == "allreduce":
+            raise ScheduleError(f"{source}: an allreduce schedule needs 'phases'")
+        raw_phases = [{"name": collective, "k": k}]
+    if not isinstance(raw_phases, list):
+        raise ScheduleError(f"{source}: 'phases' must be a list")
+    algbw = _rational(data, "algbw_gbps", source)
+    bound = _rational(data, "bound_algbw_gbps", source) if "bound_algbw_gbps" in data else algbw
+    for i, p in enumerate(raw_phases):
+        where = f"{source}: phases[{i}]"
+        if not isinstance(p, Mapping):
+            raise ScheduleError(f"{where}: expected an object")
+        name = _req(p, "name", str, where)
+        if name not in PHASE_DIRECTION:
+            raise ScheduleError(f"{where}: unknown phase {name!r}")
+        pk = p.get("k", k)
+        if not isinstance(pk, int) or isinstance(pk, bool) or pk < 1:
+            raise ScheduleError(f"{where}: 'k' must be a positive integer")
+        palg = _rational(p, "algbw_gbps", where) if "algbw_gbps" in p else algbw
+        pbound = _rational(p, "bound_algbw_gbps", where) if "bound_algbw_gbps" in p else palg
+        cut = _names(p.get("bottleneck_cut", []), f"{where}: bottleneck_cut")
+        phases.append(PhaseInfo(name, pk, palg, pbound, cut))
+    trees = []
+    for i, t in enumerate(_req(data, "trees", list, source)):
+        where = f"{source}: trees[{i}]"
+        if not isinstance(t, Mapping):
+            raise ScheduleError(f"{where}: expected an object")
+        troot = _req(t, "root", str, where)
+        chunks = _req(t, "chunks", int, where)
+        if chunks < 1:
+            raise ScheduleError(f"{where}: 'chunks' must be >= 1")
+        phase = t.get("phase", phases[0].name if phases else collective)
+        if phase not in PHASE_DIRECTION:
+            raise ScheduleError(f"{where}: unknown phase {phase!r}")
+        edges = []
+        for j, e in enumerate(_req(t, "edges", list, where)):
+            ewhere = f"{where}.edges[{j}]"
+            if not isinstance(e, Mapping):
+                raise ScheduleError(f"{ewhere}: expected an object")
+            src = _req(e, "src", str, ewhere)
+            dst = _req(e, "dst", str, ewhere)
+            path = _names(e.get("path", [src, dst]), f"{ewhere}: path")
+            edges.append(Edge(src, dst, path))
+        trees.append(ScheduleTree(troot, chunks, phase, tuple(edges)))
+    topology = data.get("topology", "")
+    if not isinstance(topology, str):
+        raise ScheduleError(f"{source}: 'topology' must be a string")
+    stats = data.get("generator", {}) if isinstance(data.get("generator", {}), Mapping) else {}
+    return Schedule(collective, topology, ranks, k, algbw, bound, tuple(phases), tuple(trees), root, dict(stats))
+
+
+def read_schedule(path: str) -> Schedule:
+    """Read a schedule JSON file."""
+    try:
+        data = load_json(path, "schedule file")
+    except ForestCollError as exc:
+        raise ScheduleError(str(exc)) from None
+    return schedule_from_dict(data, str(path))

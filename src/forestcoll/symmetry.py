@@ -1,0 +1,105 @@
+"""Automorphisms of a fabric: closure of declared generators, orbits, and detection with bliss.
+
+A permutation is a tuple ``p`` with ``p[i]`` the image of node ``i``.  Every
+automorphism maps compute nodes to compute nodes and preserves each arc's
+bandwidth, so max-flow values from a symmetric super-source to ``v`` and to
+``p[v]`` are equal; algorithms therefore test one node per orbit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+Perm = tuple[int, ...]
+
+
+def compose(p: Perm, q: Perm) -> Perm:
+    """The permutation ``i -> p[q[i]]`` (apply q first)."""
+    return tuple(p[j] for j in q)
+
+
+def orbits(n: int, generators: Sequence[Perm]) -> list[int]:
+    """Orbit id of each of ``n`` points under the group the generators span (smallest member as id)."""
+    if not generators:
+        return list(range(n))
+    import igraph
+    import numpy as np
+
+    src = np.tile(np.arange(n), len(generators))
+    dst = np.concatenate([np.asarray(p, dtype=np.int64) for p in generators])
+    moved = src != dst
+    graph = igraph.Graph(n=n, edges=np.column_stack([src[moved], dst[moved]]).tolist(), directed=False)
+    membership = graph.connected_components().membership
+    smallest: dict[int, int] = {}
+    for i, m in enumerate(membership):
+        smallest.setdefault(m, i)
+    return [smallest[m] for m in membership]
+
+
+def group_elements(generators: Sequence[Perm], n: int, limit: int) -> list[Perm] | None:
+    """All elements of the generated group (identity first), or None when there are more than ``limit``."""
+    identity = tuple(range(n))
+    seen = {identity}
+    order = [identity]
+    frontier = [identity]
+    while frontier:
+        nxt = []
+        for g in frontier:
+            for s in generators:
+                h = compose(s, g)
+                if h not in seen:
+                    seen.add(h)
+                    order.append(h)
+                    nxt.append(h)
+                    if len(order) > limit:
+                        return None
+        frontier = nxt
+    return order
+
+
+def is_automorphism(perm: Perm, kinds: Sequence[bool], arcs: dict[tuple[int, int], Fraction]) -> bool:
+    """True when ``perm`` preserves node kinds and every arc's capacity."""
+    if any(kinds[i] != kinds[j] for i, j in enumerate(perm)):
+        return False
+    return all(arcs.get((perm[u], perm[v])) == c for (u, v), c in arcs.items())
+
+
+def detect_automorphisms(
+    n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[int, int, Fraction]]
+) -> list[Perm]:
+    """Generators of the automorphism group found with bliss (via igraph).
+
+    Arcs are subdivided by a vertex coloured by the arc's bandwidth, so the
+    automorphisms found preserve bandwidths; each is re-checked before use.
+    """
+    import igraph
+    import numpy as np
+
+    bw_colour: dict[Fraction, int] = {}
+    colours = [0 if c else 1 for c in is_compute]
+    edges = []
+    arc_colour = []
+    for u, v, bw in arcs:
+        mid = len(colours)
+        colour = bw_colour.setdefault(bw, len(bw_colour))
+        arc_colour.append(colour)
+        colours.append(2 + colour)
+        edges.append((u, mid))
+        edges.append((mid, v))
+    graph = igraph.Graph(n=len(colours), edges=edges, directed=True)
+    tails = np.array([u for u, _, _ in arcs], dtype=np.int64)
+    heads = np.array([v for _, v, _ in arcs], dtype=np.int64)
+    ncol = max(len(bw_colour), 1)
+    col = np.array(arc_colour, dtype=np.int64)
+    keys = np.sort((tails * n + heads) * ncol + col)
+    kind = np.array(is_compute, dtype=bool)
+    result = []
+    for gen in graph.automorphism_group(sh="fl", color=colours):
+        perm = np.asarray(gen[:n], dtype=np.int64)
+        if np.array_equal(perm, np.arange(n)) or not np.array_equal(kind[perm], kind):
+            continue
+        mapped = np.sort((perm[tails] * n + perm[heads]) * ncol + col)
+        if np.array_equal(mapped, keys):
+            result.append(tuple(int(i) for i in perm))
+    return result

@@ -1,0 +1,113 @@
+"""The topology JSON file: ``{"nodes": [...], "links": [...]}``.
+
+Format (every field beyond these is optional)::
+
+    {"nodes": [{"name": "gpu0", "kind": "compute"}, {"name": "sw", "kind": "switch"}],
+     "links": [{"src": "gpu0", "dst": "sw", "bandwidth": "20.6"}]}
+
+``bandwidth`` is GB/s in one direction: a JSON number, a decimal string or a
+fraction string such as ``"1040/3"``.  Optional fields: top-level ``name``,
+per-link ``class`` (nvlink, ib, ...), and ``symmetries``: a list of
+automorphisms, each the list of node names that ``nodes`` map to, in order.
+Writers emit integer bandwidths as numbers and others as ``"p/q"`` strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from forestcoll.errors import ForestCollError, TopologyError
+from forestcoll.fileio import load_json
+from forestcoll.rational import parse_bandwidth
+from forestcoll.topology.model import NODE_KINDS, Link, Node, Topology, make_topology
+
+
+def bandwidth_to_json(bw) -> int | str:
+    """An exact JSON value for a bandwidth: an int when integral, else ``"p/q"``."""
+    return bw.numerator if bw.denominator == 1 else f"{bw.numerator}/{bw.denominator}"
+
+
+def topology_to_dict(topo: Topology, symmetries: bool = True) -> dict[str, Any]:
+    """The JSON form of ``topo``; node and link order are preserved."""
+    out: dict[str, Any] = {}
+    if topo.name:
+        out["name"] = topo.name
+    out["nodes"] = [{"name": n.name, "kind": n.kind} for n in topo.nodes]
+    links = []
+    for l in topo.links:
+        item: dict[str, Any] = {"src": l.src, "dst": l.dst, "bandwidth": bandwidth_to_json(l.bandwidth)}
+        if l.cls:
+            item["class"] = l.cls
+        links.append(item)
+    out["links"] = links
+    if symmetries and topo.symmetries:
+        out["symmetries"] = [[topo.nodes[j].name for j in perm] for perm in topo.symmetries]
+    return out
+
+
+def topology_from_dict(data: Any, source: str = "topology") -> Topology:
+    """Validate and build a Topology from parsed JSON; errors name ``source`` and the element."""
+    if not isinstance(data, Mapping):
+        raise TopologyError(f"{source}: expected a JSON object with 'nodes' and 'links'")
+    for key in ("nodes", "links"):
+        if key not in data:
+            raise TopologyError(f"{source}: missing '{key}'")
+        if not isinstance(data[key], list):
+            raise TopologyError(f"{source}: '{key}' must be a list")
+    nodes = []
+    for i, item in enumerate(data["nodes"]):
+        where = f"{source}: nodes[{i}]"
+        if not isinstance(item, Mapping):
+            raise TopologyError(f"{where}: expected an object with 'name' and 'kind'")
+        name = item.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise TopologyError(f"{where}: 'name' must be a non-empty string")
+        kind = item.get("kind", "compute")
+        if kind not in NODE_KINDS:
+            raise TopologyError(f"{where} ({name}): 'kind' must be 'compute' or 'switch', got {kind!r}")
+        nodes.append(Node(name, kind))
+    links = []
+    for i, item in enumerate(data["links"]):
+        where = f"{source}: links[{i}]"
+        if not isinstance(item, Mapping):
+            raise TopologyError(f"{where}: expected an object with 'src', 'dst' and 'bandwidth'")
+        src, dst = item.get("src"), item.get("dst")
+        for key, val in (("src", src), ("dst", dst)):
+            if not isinstance(val, str):
+                raise TopologyError(f"{where}: '{key}' must be a node name")
+        if "bandwidth" not in item:
+            raise TopologyError(f"{where} ({src} -> {dst}): missing 'bandwidth'")
+        try:
+            bw = parse_bandwidth(item["bandwidth"], f"{where} ({src} -> {dst}) bandwidth")
+        except ForestCollError as exc:
+            raise TopologyError(str(exc)) from None
+        cls = item.get("class", "")
+        if not isinstance(cls, str):
+            raise TopologyError(f"{where}: 'class' must be a string")
+        links.append(Link(src, dst, bw, cls))
+    syms = []
+    raw_syms = data.get("symmetries", [])
+    if not isinstance(raw_syms, list):
+        raise TopologyError(f"{source}: 'symmetries' must be a list")
+    for k, perm in enumerate(raw_syms):
+        if not isinstance(perm, list) or len(perm) != len(nodes) or not all(isinstance(p, str) for p in perm):
+            raise TopologyError(f"{source}: symmetries[{k}] must list {len(nodes)} node names")
+        syms.append({n.name: p for n, p in zip(nodes, perm)})
+    name = data.get("name", "")
+    if not isinstance(name, str):
+        raise TopologyError(f"{source}: 'name' must be a string")
+    try:
+        return make_topology(nodes, links, name, syms)
+    except TopologyError as exc:
+        raise TopologyError(f"{source}: {exc}") from None
+
+
+def read_topology_json(path: str) -> Topology:
+    """Read a topology JSON file."""
+    try:
+        data = load_json(path, "topology file")
+    except ForestCollError as exc:
+        raise TopologyError(str(exc)) from None
+    topo = topology_from_dict(data, str(path))
+    return topo if topo.name else topo.renamed(str(path))

@@ -1,0 +1,317 @@
+"""The fabric model: compute and switch nodes joined by directed links.
+
+A :class:`Topology` is immutable plain data.  Bandwidths are exact rationals in
+GB/s (10^9 bytes per second) per direction; parallel links between the same
+pair of nodes add up.  Compute nodes are the ranks, numbered in the order they
+appear in ``nodes``.  Switches only forward data: they neither copy nor reduce.
+
+``symmetries`` optionally lists automorphisms of the fabric (each a permutation
+of node indices: ``perm[i]`` is the image of node ``i``) that the algorithms may
+exploit; every one is checked to preserve node kinds and link bandwidths.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import cached_property
+
+from forestcoll.errors import TopologyError
+from forestcoll.rational import parse_bandwidth
+
+COMPUTE = "compute"
+SWITCH = "switch"
+NODE_KINDS = (COMPUTE, SWITCH)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A named node: ``kind`` is ``"compute"`` (a rank) or ``"switch"`` (forwards only)."""
+
+    name: str
+    kind: str = COMPUTE
+
+
+@dataclass(frozen=True)
+class Link:
+    """One directed link ``src -> dst`` of ``bandwidth`` GB/s; ``cls`` labels its technology (nvlink, ib, ...)."""
+
+    src: str
+    dst: str
+    bandwidth: Fraction
+    cls: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class Topology:
+    """A validated fabric.  Build one with :class:`TopologyBuilder` or :func:`make_topology`."""
+
+    nodes: tuple[Node, ...]
+    links: tuple[Link, ...]
+    name: str = ""
+    symmetries: tuple[tuple[int, ...], ...] = field(default=())
+
+    # ----- derived views (computed once) ---------------------------------
+    @cached_property
+    def index(self) -> dict[str, int]:
+        """Node name -> position in ``nodes``."""
+        return {n.name: i for i, n in enumerate(self.nodes)}
+
+    @cached_property
+    def compute_nodes(self) -> tuple[str, ...]:
+        """Names of the compute nodes in rank order."""
+        return tuple(n.name for n in self.nodes if n.kind == COMPUTE)
+
+    @cached_property
+    def switch_nodes(self) -> tuple[str, ...]:
+        """Names of the switch nodes."""
+        return tuple(n.name for n in self.nodes if n.kind == SWITCH)
+
+    @cached_property
+    def is_compute(self) -> tuple[bool, ...]:
+        """``is_compute[i]`` tells whether node ``i`` is a compute node."""
+        return tuple(n.kind == COMPUTE for n in self.nodes)
+
+    @cached_property
+    def capacity(self) -> dict[tuple[str, str], Fraction]:
+        """Total bandwidth of each ordered node pair that has links (parallel links summed)."""
+        cap: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
+        for link in self.links:
+            cap[link.src, link.dst] += link.bandwidth
+        return dict(cap)
+
+    @cached_property
+    def arcs(self) -> tuple[tuple[int, int, Fraction], ...]:
+        """Merged directed arcs as ``(tail index, head index, bandwidth)``, sorted by indices."""
+        idx = self.index
+        return tuple(sorted((idx[a], idx[b], bw) for (a, b), bw in self.capacity.items()))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Topology):
+            return NotImplemented
+        return (
+            [(n.name, n.kind) for n in self.nodes] == [(n.name, n.kind) for n in other.nodes]
+            and sorted((l.src, l.dst, l.bandwidth, l.cls) for l in self.links)
+            == sorted((l.src, l.dst, l.bandwidth, l.cls) for l in other.links)
+        )
+
+    def __hash__(self) -> int:
+        return hash((tuple(self.nodes), len(self.links)))
+
+    @property
+    def num_compute(self) -> int:
+        return len(self.compute_nodes)
+
+    def kind(self, name: str) -> str:
+        """Kind of the node called ``name``."""
+        return self.nodes[self.index[name]].kind
+
+    def reversed(self) -> Topology:
+        """The same fabric with every link turned around (used for reduce-scatter and reduce)."""
+        return Topology(
+            nodes=self.nodes,
+            links=tuple(Link(l.dst, l.src, l.bandwidth, l.cls) for l in self.links),
+            name=self.name,
+            symmetries=self.symmetries,
+        )
+
+    def is_symmetric(self) -> bool:
+        """True when every link pair has equal bandwidth both ways (then reversing changes nothing)."""
+        cap = self.capacity
+        return all(cap.get((b, a)) == bw for (a, b), bw in cap.items())
+
+    def with_symmetries(self, perms: Iterable[Sequence[int]]) -> Topology:
+        """A copy that declares the given automorphisms (validated)."""
+        topo = Topology(self.nodes, self.links, self.name, tuple(tuple(p) for p in perms))
+        _check_symmetries(topo)
+        return topo
+
+    def renamed(self, name: str) -> Topology:
+        return Topology(self.nodes, self.links, name, self.symmetries)
+
+
+class TopologyBuilder:
+    """Accumulates nodes and links, then :meth:`build` validates them into a :class:`Topology`."""
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+        self._nodes: list[Node] = []
+        self._links: list[Link] = []
+        self._symmetries: list[dict[str, str]] = []
+
+    def compute(self, name: str) -> str:
+        """Add a compute node and return its name."""
+        self._nodes.append(Node(name, COMPUTE))
+        return name
+
+    def switch(self, name: str) -> str:
+        """Add a switch node and return its name."""
+        self._nodes.append(Node(name, SWITCH))
+        return name
+
+    def link(self, src: str, dst: str, bandwidth: object, cls: str = "") -> None:
+        """Add one directed link."""
+        self._links.append(Link(src, dst, parse_bandwidth(bandwidth, f"link {src}->{dst} bandwidth"), cls))
+
+    def duplex(self, a: str, b: str, bandwidth: object, cls: str = "") -> None:
+        """Add a two-way link: ``bandwidth`` GB/s in each direction."""
+        self.link(a, b, bandwidth, cls)
+        self.link(b, a, bandwidth, cls)
+
+    def symmetry(self, mapping: Mapping[str, str]) -> None:
+        """Declare an automorphism as a name map (names left out map to themselves)."""
+        self._symmetries.append(dict(mapping))
+
+    def build(self) -> Topology:
+        return make_topology(self._nodes, self._links, self.name, self._symmetries)
+
+
+def make_topology(
+    nodes: Iterable[Node],
+    links: Iterable[Link],
+    name: str = "",
+    symmetries: Iterable[Mapping[str, str] | Sequence[int]] = (),
+) -> Topology:
+    """Validate nodes, links and declared symmetries and return a :class:`Topology`.
+
+    Raises :class:`TopologyError` with a one-line message naming the offending element.
+    """
+    nodes = tuple(nodes)
+    links = tuple(links)
+    _check_nodes(nodes)
+    index = {n.name: i for i, n in enumerate(nodes)}
+    _check_links(links, index)
+    perms = []
+    for k, sym in enumerate(symmetries):
+        if isinstance(sym, Mapping):
+            for a, b in sym.items():
+                if a not in index or b not in index:
+                    raise TopologyError(f"symmetry {k}: unknown node {a if a not in index else b!r}")
+            perms.append(tuple(index[sym.get(n.name, n.name)] for n in nodes))
+        else:
+            perms.append(tuple(int(i) for i in sym))
+    topo = Topology(nodes, links, name, tuple(perms))
+    _check_connected(topo)
+    _check_symmetries(topo)
+    return topo
+
+
+def _check_nodes(nodes: tuple[Node, ...]) -> None:
+    seen: set[str] = set()
+    for i, node in enumerate(nodes):
+        if not isinstance(node.name, str) or not node.name.strip():
+            raise TopologyError(f"node {i}: name must be a non-empty string")
+        if node.kind not in NODE_KINDS:
+            raise TopologyError(f"node {node.name!r}: kind must be 'compute' or 'switch', got {node.kind!r}")
+        if node.name in seen:
+            raise TopologyError(f"node {node.name!r} is defined twice")
+        seen.add(node.name)
+    ncomp = sum(n.kind == COMPUTE for n in nodes)
+    if ncomp < 2:
+        raise TopologyError(f"the topology has {ncomp} compute node(s); at least 2 are needed")
+
+
+def _check_links(links: tuple[Link, ...], index: Mapping[str, int]) -> None:
+    for i, link in enumerate(links):
+        for end in (link.src, link.dst):
+            if end not in index:
+                raise TopologyError(f"link {i} ({link.src} -> {link.dst}): unknown node {end!r}")
+        if link.src == link.dst:
+            raise TopologyError(f"link {i}: self-loop on {link.src!r}")
+        if not isinstance(link.bandwidth, Fraction) or link.bandwidth <= 0:
+            raise TopologyError(f"link {i} ({link.src} -> {link.dst}): bandwidth must be a positive number")
+
+
+def _reach(n: int, adj: Sequence[Sequence[int]], start: int) -> list[bool]:
+    seen = [False] * n
+    seen[start] = True
+    queue = deque([start])
+    while queue:
+        u = queue.popleft()
+        for v in adj[u]:
+            if not seen[v]:
+                seen[v] = True
+                queue.append(v)
+    return seen
+
+
+def _check_connected(topo: Topology) -> None:
+    """Every compute node must reach every other one (through switches if needed)."""
+    n = len(topo.nodes)
+    fwd: list[list[int]] = [[] for _ in range(n)]
+    bwd: list[list[int]] = [[] for _ in range(n)]
+    for u, v, _ in topo.arcs:
+        fwd[u].append(v)
+        bwd[v].append(u)
+    comp = [i for i in range(n) if topo.is_compute[i]]
+    first = comp[0]
+    out = _reach(n, fwd, first)
+    for c in comp:
+        if not out[c]:
+            raise TopologyError(
+                f"disconnected fabric: compute node {topo.nodes[first].name!r} cannot reach {topo.nodes[c].name!r}"
+            )
+    back = _reach(n, bwd, first)
+    for c in comp:
+        if not back[c]:
+            raise TopologyError(
+                f"disconnected fabric: compute node {topo.nodes[c].name!r} cannot reach {topo.nodes[first].name!r}"
+            )
+
+
+def _check_symmetries(topo: Topology) -> None:
+    n = len(topo.nodes)
+    arcs = {(u, v): bw for u, v, bw in topo.arcs}
+    for k, perm in enumerate(topo.symmetries):
+        if sorted(perm) != list(range(n)):
+            raise TopologyError(f"symmetry {k} is not a permutation of the {n} nodes")
+        for i, j in enumerate(perm):
+            if topo.nodes[i].kind != topo.nodes[j].kind:
+                raise TopologyError(
+                    f"symmetry {k} maps {topo.nodes[i].kind} {topo.nodes[i].name!r} to "
+                    f"{topo.nodes[j].kind} {topo.nodes[j].name!r}"
+                )
+        for (u, v), bw in arcs.items():
+            if arcs.get((perm[u], perm[v])) != bw:
+                raise TopologyError(
+                    f"symmetry {k} is not an automorphism: link {topo.nodes[u].name} -> {topo.nodes[v].name} "
+                    f"({bw} GB/s) maps to {topo.nodes[perm[u]].name} -> {topo.nodes[perm[v]].name}"
+                )
+
+
+def to_networkx(topo: Topology):
+    """A networkx DiGraph: node attribute ``kind``, edge attributes ``bandwidth`` (Fraction, summed) and ``cls``."""
+    import networkx as nx
+
+    g = nx.DiGraph(name=topo.name)
+    for node in topo.nodes:
+        g.add_node(node.name, kind=node.kind)
+    classes: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for link in topo.links:
+        if link.cls:
+            classes[link.src, link.dst].add(link.cls)
+    for (a, b), bw in topo.capacity.items():
+        g.add_edge(a, b, bandwidth=bw, cls="+".join(sorted(classes[a, b])))
+    return g
+
+
+def from_networkx(graph, name: str | None = None) -> Topology:
+    """Build a Topology from a networkx (Multi)DiGraph or Graph.
+
+    Nodes carry ``kind`` ("compute" by default); edges carry ``bandwidth`` (or
+    ``capacity``) and optionally ``cls``.  Undirected graphs get a link each way.
+    """
+    nodes = [Node(str(v), str(data.get("kind", COMPUTE))) for v, data in graph.nodes(data=True)]
+    links = []
+    for a, b, data in graph.edges(data=True):
+        raw = data.get("bandwidth", data.get("capacity"))
+        if raw is None:
+            raise TopologyError(f"edge {a} -> {b} has no 'bandwidth' attribute")
+        bw = parse_bandwidth(raw, f"edge {a} -> {b} bandwidth")
+        cls = str(data.get("cls", ""))
+        links.append(Link(str(a), str(b), bw, cls))
+        if not graph.is_directed():
+            links.append(Link(str(b), str(a), bw, cls))
+    return make_topology(nodes, links, name if name is not None else str(graph.graph.get("name", "")))
