@@ -219,6 +219,11 @@ def floor_caps(oracle: Oracle, scale: Fraction) -> list[int]:
     return [math.floor(scale * bw) for _, _, bw in oracle.topo.arcs]
 
 
+def next_breakpoint(oracle: Oracle, scale: Fraction) -> Fraction:
+    """The smallest U > scale at which some floor(U * b_a) grows."""
+    return min(Fraction(math.floor(scale * bw) + 1) / bw for _, _, bw in oracle.topo.arcs)
+
+
 def _min_scale_for_cut(oracle: Oracle, mask: Sequence[bool], demand: int, lower: Fraction) -> Fraction:
     """Smallest U >= lower with sum over arcs leaving ``mask`` of floor(U*b) >= demand."""
     bws = [bw for u, v, bw in oracle.topo.arcs if mask[u] and not mask[v]]
@@ -232,11 +237,11 @@ def _min_scale_for_cut(oracle: Oracle, mask: Sequence[bool], demand: int, lower:
     return points[pos]
 
 
-def min_scale_for_k(oracle: Oracle, k: int, rate: Fraction) -> Fraction:
-    """Smallest U such that floor(U*b) capacities carry k trees per unit weight (exact)."""
+def min_scale_for_k(oracle: Oracle, k: int, rate: Fraction, start: Fraction | None = None) -> Fraction:
+    """Smallest U (>= start) such that floor(U*b) capacities carry k trees per unit weight (exact)."""
     if k < 1:
         raise UsageError(f"k must be >= 1, got {k}")
-    scale = Fraction(k) / rate
+    scale = Fraction(k) / rate if start is None else max(start, Fraction(k) / rate)
     root_caps = [k * oracle.weights[r] for r in oracle.roots]
     need = k * oracle.total_weight
     while True:
@@ -251,7 +256,7 @@ def min_scale_for_k(oracle: Oracle, k: int, rate: Fraction) -> Fraction:
         scale = new
 
 
-def smallest_optimal_k(oracle: Oracle, rate: Fraction, max_k: int | None = None) -> int | None:
+def smallest_optimal_k(oracle: Oracle, rate: Fraction, max_k: int | None = None, start: int = 1) -> int | None:
     """The smallest k whose floor(k*b/x*) capacities keep the condition (exactly optimal), or None past max_k.
 
     k = lcm of the denominators of b/x* always works; candidates below it are
@@ -262,7 +267,7 @@ def smallest_optimal_k(oracle: Oracle, rate: Fraction, max_k: int | None = None)
     limit = k_exact if max_k is None else min(k_exact, max_k)
     root_caps_unit = [oracle.weights[r] for r in oracle.roots]
     known: list[tuple[list[Fraction], int]] = []  # (ratios of arcs leaving the cut, weight of the cut)
-    k = 1
+    k = start
     while k <= limit:
         if any(sum(math.floor(k * r) for r in rs) < k * w for rs, w in known):
             k += 1
@@ -292,6 +297,7 @@ class PhaseBound:
     cut_bandwidth: Fraction
     cut_weight: int
     reversed: bool
+    unbalanced: tuple[str, ...] = ()  # switches that may keep trees below the bound (see unbalanced_switches)
 
 
 @dataclass(frozen=True)
@@ -334,13 +340,45 @@ def root_weights(topo: Topology, collective: str, root: str | None) -> tuple[int
     return tuple(1 if c else 0 for c in topo.is_compute)
 
 
-def phase_bound(topo: Topology, name: str, weights: Sequence[int], reverse: bool, symmetry: bool = True) -> PhaseBound:
-    """The optimal rate of one phase, on the fabric or on its reverse."""
+def unbalanced_switches(fabric: Topology) -> tuple[str, ...]:
+    """Switches whose links can carry more out of them than into them.
+
+    A switch cannot copy, so trees never use more of its out-links than of its
+    in-links; max-flow does not see that, so on such fabrics the cut bound is
+    an upper bound that trees may not reach (the generator then tells).
+    """
+    n = len(fabric.nodes)
+    into = [Fraction(0)] * n
+    out = [Fraction(0)] * n
+    for u, v, bw in fabric.arcs:
+        out[u] += bw
+        into[v] += bw
+    return tuple(fabric.nodes[i].name for i in range(n) if not fabric.is_compute[i] and out[i] > into[i])
+
+
+@dataclass
+class PreparedPhase:
+    """A phase's fabric (reversed for in-tree phases), its oracle, and x* with its certificate cut."""
+
+    fabric: Topology
+    oracle: Oracle
+    rate: RateResult
+    unbalanced: tuple[str, ...] = ()
+
+
+def prepare_phase(topo: Topology, weights: Sequence[int], reverse: bool, symmetry: bool = True) -> PreparedPhase:
+    """Orient the fabric for the phase and compute x* exactly."""
     fabric = topo.reversed() if reverse else topo
     oracle = Oracle.build(fabric, weights, symmetry)
-    res = optimal_rate(oracle)
-    names = tuple(fabric.nodes[i].name for i in res.cut.nodes)
-    return PhaseBound(name, res.rate, names, res.cut.bandwidth, res.cut.weight, reverse)
+    return PreparedPhase(fabric, oracle, optimal_rate(oracle), unbalanced_switches(fabric))
+
+
+def phase_bound(topo: Topology, name: str, weights: Sequence[int], reverse: bool, symmetry: bool = True) -> PhaseBound:
+    """The optimal rate of one phase, on the fabric or on its reverse."""
+    prep = prepare_phase(topo, weights, reverse, symmetry)
+    res = prep.rate
+    names = tuple(prep.fabric.nodes[i].name for i in res.cut.nodes)
+    return PhaseBound(name, res.rate, names, res.cut.bandwidth, res.cut.weight, reverse, prep.unbalanced)
 
 
 def optimal_bound(topo: Topology, collective: str = "allgather", root: str | None = None, symmetry: bool = True) -> Bound:
@@ -363,7 +401,11 @@ def optimal_bound(topo: Topology, collective: str = "allgather", root: str | Non
         algbw = sum(weights) * phases[0].rate
     else:
         ag = phase_bound(topo, "allgather", weights, False, symmetry)
-        rs = PhaseBound("reduce_scatter", ag.rate, ag.cut_nodes, ag.cut_bandwidth, ag.cut_weight, True) if symmetric else phase_bound(topo, "reduce_scatter", weights, True, symmetry)
+        rs = (
+            PhaseBound("reduce_scatter", ag.rate, ag.cut_nodes, ag.cut_bandwidth, ag.cut_weight, True, ag.unbalanced)
+            if symmetric
+            else phase_bound(topo, "reduce_scatter", weights, True, symmetry)
+        )
         phases = (rs, ag)
         algbw = n / (1 / rs.rate + 1 / ag.rate)
     root_name = None

@@ -16,19 +16,21 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from forestcoll.bound import (
-    Oracle,
     canonical_collective,
     floor_caps,
     min_scale_for_k,
+    next_breakpoint,
     optimal_bound,
-    optimal_rate,
+    PreparedPhase,
+    prepare_phase,
     root_weights,
     smallest_optimal_k,
 )
-from forestcoll.errors import UsageError
+from forestcoll.errors import TopologyError, UsageError
+from forestcoll.rational import format_rational
 from forestcoll.packing import Tree, pack_trees, pack_trees_symmetric
 from forestcoll.schedule import COLLECTIVE_PHASES, Edge, PhaseInfo, Schedule, ScheduleTree
-from forestcoll.splitting import Path, split_switches
+from forestcoll.splitting import Path, split_switches, trim_switch_excess
 from forestcoll.topology.model import Topology
 
 DEFAULT_MAX_K = 100_000
@@ -47,10 +49,12 @@ class PhaseResult:
     cut: tuple[str, ...]
     stats: dict[str, float] = field(default_factory=dict)
 
+    load_ratio: Fraction = Fraction(0)  # max over links of (chunks carried) / bandwidth
+
     @property
     def algbw(self) -> Fraction:
-        """algbw of this phase alone: D*k/U."""
-        return self.total_weight * self.k / self.scale
+        """algbw of this phase alone: D*k / max(load/b); equals D*k/U when the scale is tight."""
+        return self.total_weight * self.k / self.load_ratio
 
     @property
     def bound_algbw(self) -> Fraction:
@@ -117,6 +121,51 @@ def _invariant_symmetries(topo: Topology, weights: Sequence[int]) -> list[tuple[
     return [p for p in topo.symmetries if all(weights[p[i]] == weights[i] for i in range(n))]
 
 
+MAX_SCALE_STEPS = 10_000
+
+
+def phase_capacities(
+    prep: PreparedPhase, weights: Sequence[int], k: int | None, max_k: int = DEFAULT_MAX_K
+) -> tuple[int, Fraction, list[tuple[int, int, int]]]:
+    """k, the scale U and the integer arcs (floor(U*b), switch excess trimmed) of one phase.
+
+    With ``k=None``: the smallest exactly optimal k.  Otherwise the smallest U
+    for that k.  When a switch's excess out-capacity cannot be trimmed without
+    breaking the condition (only possible after rounding down, or with one-way
+    links), the next k, or the next scale at which a capacity grows, is tried.
+    """
+    fabric, oracle, rate = prep.fabric, prep.oracle, prep.rate.rate
+    names = [node.name for node in fabric.nodes]
+    n = len(fabric.nodes)
+    total = sum(weights)
+    if k is not None and k < 1:
+        raise UsageError(f"k must be >= 1, got {k}")
+    auto_k = k is None
+    k = smallest_optimal_k(oracle, rate, max_k) if auto_k else k
+    if k is None:
+        raise UsageError(f"the exactly optimal schedule needs more than {max_k} trees per root; pass --k K for the best with K")
+    scale = Fraction(k) / rate if auto_k else min_scale_for_k(oracle, k, rate)
+    for _ in range(MAX_SCALE_STEPS):
+        floors = floor_caps(oracle, scale)
+        arcs, stuck = trim_switch_excess(
+            n, [(u, v, c) for (u, v, _), c in zip(fabric.arcs, floors)], fabric.is_compute, [k * w for w in weights], k * total
+        )
+        if arcs is not None:
+            return k, scale, arcs
+        if auto_k:
+            k = smallest_optimal_k(oracle, rate, max_k, start=k + 1)
+            if k is None:
+                raise TopologyError(
+                    f"switch {names[stuck]!r} can send more than it receives, and a switch cannot copy: no tree "
+                    f"schedule reaches the bound {format_rational(total * rate)} GB/s; pass --k K for the best "
+                    "schedule forestcoll can build with K trees per root"
+                )
+            scale = Fraction(k) / rate
+        else:
+            scale = min_scale_for_k(oracle, k, rate, start=next_breakpoint(oracle, scale))
+    raise TopologyError(f"switch {names[stuck]!r} can send more than it receives; no schedule with k={k} was found")
+
+
 def solve_phase(
     topo: Topology,
     name: str,
@@ -128,32 +177,19 @@ def solve_phase(
 ) -> PhaseResult:
     """Pack the trees of one phase: optimal (smallest exact k) when ``k`` is None, else the best with k."""
     stats: dict[str, float] = {}
-    fabric = topo.reversed() if reverse else topo
     t0 = time.perf_counter()
-    oracle = Oracle.build(fabric, weights, symmetry)
-    rate = optimal_rate(oracle)
+    prep = prepare_phase(topo, weights, reverse, symmetry)
+    fabric, oracle, rate = prep.fabric, prep.oracle, prep.rate
     stats["bound_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    if k is None:
-        best_k = smallest_optimal_k(oracle, rate.rate, max_k)
-        if best_k is None:
-            raise UsageError(
-                f"the exactly optimal schedule needs more than {max_k} trees per root; pass --k K for the best with K"
-            )
-        k = best_k
-        scale = Fraction(k) / rate.rate
-    else:
-        if k < 1:
-            raise UsageError(f"k must be >= 1, got {k}")
-        scale = min_scale_for_k(oracle, k, rate.rate)
+    k, scale, arcs = phase_capacities(prep, weights, k, max_k)
     stats["k_search_s"] = time.perf_counter() - t0
     stats["bound_maxflows"] = oracle.maxflows
-    caps = floor_caps(oracle, scale)
     n = len(fabric.nodes)
-    arcs = [(u, v, c) for (u, v, _), c in zip(fabric.arcs, caps)]
     total = sum(weights)
     t0 = time.perf_counter()
-    gens = _invariant_symmetries(fabric, weights) if symmetry else []
+    trimmed = [c for _, _, c in arcs] != floor_caps(oracle, scale)
+    gens = _invariant_symmetries(fabric, weights) if symmetry and not trimmed else []
     split = split_switches(n, arcs, fabric.is_compute, [k * w for w in weights], k * total, gens)
     stats["split_s"] = time.perf_counter() - t0
     stats["split_maxflows"] = split.stats["maxflows"]
@@ -183,8 +219,19 @@ def solve_phase(
         trees.append(ScheduleTree(names[root], mult, name, sched_edges))
     stats["map_s"] = time.perf_counter() - t0
     stats["packed_trees"] = len(packed.trees)
-    cut = tuple(names[i] for i in rate.cut.nodes)
-    return PhaseResult(name, k, scale, rate.rate, total, trees, cut, stats)
+    cut = tuple(fabric.nodes[i].name for i in rate.cut.nodes)
+    return PhaseResult(name, k, scale, rate.rate, total, trees, cut, stats, _load_ratio(trees, topo))
+
+
+def _load_ratio(trees: Sequence[ScheduleTree], topo: Topology) -> Fraction:
+    """max over physical links of (chunks crossing it) / bandwidth, exactly."""
+    load: dict[tuple[str, str], int] = {}
+    for t in trees:
+        for e in t.edges:
+            for hop in zip(e.path, e.path[1:]):
+                load[hop] = load.get(hop, 0) + t.chunks
+    cap = topo.capacity
+    return max(Fraction(l) / cap[hop] for hop, l in load.items())
 
 
 def _reverse_phase(phase: PhaseResult, name: str) -> PhaseResult:
@@ -193,7 +240,9 @@ def _reverse_phase(phase: PhaseResult, name: str) -> PhaseResult:
         ScheduleTree(t.root, t.chunks, name, tuple(Edge(e.dst, e.src, tuple(reversed(e.path))) for e in reversed(t.edges)))
         for t in phase.trees
     ]
-    return PhaseResult(name, phase.k, phase.scale, phase.rate, phase.total_weight, trees, phase.cut, dict(phase.stats))
+    return PhaseResult(
+        name, phase.k, phase.scale, phase.rate, phase.total_weight, trees, phase.cut, dict(phase.stats), phase.load_ratio
+    )
 
 
 def generate(
@@ -225,7 +274,7 @@ def generate(
         factor = common_k // p.k
         trees.extend(ScheduleTree(t.root, t.chunks * factor, t.phase, t.edges) for t in p.trees)
     total = phases[0].total_weight
-    algbw = total / sum(p.scale / p.k for p in phases)
+    algbw = total / sum(p.load_ratio / p.k for p in phases)
     bound = optimal_bound(topo, collective, root if collective in ("broadcast", "reduce") else None, symmetry)
     stats: dict[str, float] = {"seconds": time.perf_counter() - t0}
     for p in phases:
@@ -249,7 +298,12 @@ def generate(
 def fixed_k_algbw(
     topo: Topology, collective: str = "allgather", k: int = 1, root: str | None = None, symmetry: bool = True
 ) -> Fraction:
-    """The best algbw any schedule with exactly ``k`` trees per root can reach (no trees are built)."""
+    """The best algbw any schedule with exactly ``k`` trees per root can reach (no trees are built).
+
+    An upper bound for every k-tree schedule; :func:`generate` reaches it whenever every switch
+    still receives at least what it can send after capacities are rounded down (always so when
+    each switch's links have the same bandwidth both ways).
+    """
     collective = canonical_collective(collective)
     if k < 1:
         raise UsageError(f"k must be >= 1, got {k}")
@@ -257,8 +311,6 @@ def fixed_k_algbw(
     total_time = Fraction(0)
     for name in COLLECTIVE_PHASES[collective]:
         reverse = name in ("reduce_scatter", "reduce")
-        fabric = topo.reversed() if reverse else topo
-        oracle = Oracle.build(fabric, weights, symmetry)
-        rate = optimal_rate(oracle).rate
-        total_time += min_scale_for_k(oracle, k, rate) / k
+        prep = prepare_phase(topo, weights, reverse, symmetry)
+        total_time += min_scale_for_k(prep.oracle, k, prep.rate.rate) / k
     return sum(weights) / total_time

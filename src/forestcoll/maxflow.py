@@ -2,8 +2,9 @@
 
 * igraph (push-relabel in C): fastest per call on small networks (tens of
   nodes, a few hundred arcs), which dominate tree packing.  It takes
-  capacities as doubles; all of ours are integers and their total stays below
-  2**52 (checked), so its additions and subtractions are exact.
+  capacities as doubles; all of ours are integers, and a network whose total
+  capacity reaches 2**52 goes to OR-Tools instead, so the arithmetic (sums and
+  differences of integers) is always exact.
 * OR-Tools ``SimpleMaxFlow`` (C++, int64): builds large networks from numpy
   arrays two orders of magnitude faster than igraph and solves them faster,
   so it serves networks from 2,000 arcs up.
@@ -21,17 +22,22 @@ import numpy as np
 
 from forestcoll.errors import ForestCollError
 
-EXACT_LIMIT = 2**52
+DOUBLE_EXACT = 2**52  # igraph computes in doubles: exact below this total
+EXACT_LIMIT = 2**62  # OR-Tools computes in int64
 ORTOOLS_FROM_ARCS = 2000
 
 
+def _total(caps: Sequence[int] | np.ndarray) -> float:
+    return float(np.sum(caps, dtype=np.float64)) if isinstance(caps, np.ndarray) else float(sum(caps))
+
+
 def check_capacities(caps: Sequence[int] | np.ndarray) -> None:
-    """Refuse capacities whose total could make the arithmetic inexact."""
-    total = float(np.sum(caps, dtype=np.float64)) if isinstance(caps, np.ndarray) else sum(caps)
+    """Refuse capacities whose total could overflow exact integer arithmetic."""
+    total = _total(caps)
     if total >= EXACT_LIMIT:
         raise ForestCollError(
             "bandwidths need too many significant digits for exact max-flow arithmetic "
-            f"(scaled total {total} >= 2^52); round them to fewer digits"
+            f"(scaled total {int(total)} >= 2^62); round them to fewer digits or pass a smaller --k"
         )
 
 
@@ -54,18 +60,33 @@ class FlowNetwork:
         self.tails = np.asarray(tails, dtype=np.int32)
         self.heads = np.asarray(heads, dtype=np.int32)
         self.backend = backend or choose_backend(len(self.tails))
+        self._smf = None
         if self.backend == "ortools":
-            from ortools.graph.python import max_flow
-
-            self._smf = max_flow.SimpleMaxFlow()
-            if len(self.tails):
-                self._smf.add_arcs_with_capacity(self.tails, self.heads, np.zeros(len(self.tails), dtype=np.int64))
-            self._all = np.arange(len(self.tails), dtype=np.int32)
-            self._optimal = max_flow.SimpleMaxFlow.OPTIMAL
+            self._init_ortools()
         else:
             import igraph
 
             self._graph = igraph.Graph(n=n, edges=np.column_stack([self.tails, self.heads]).tolist(), directed=True)
+
+    def _init_ortools(self) -> None:
+        from ortools.graph.python import max_flow
+
+        self._smf = max_flow.SimpleMaxFlow()
+        if len(self.tails):
+            self._smf.add_arcs_with_capacity(self.tails, self.heads, np.zeros(len(self.tails), dtype=np.int64))
+        self._all = np.arange(len(self.tails), dtype=np.int32)
+        self._optimal = max_flow.SimpleMaxFlow.OPTIMAL
+
+    def _use_ortools(self, caps: Sequence[int] | np.ndarray) -> bool:
+        """OR-Tools when chosen, or when the total is too large for igraph's doubles to stay exact."""
+        if self.backend == "ortools":
+            return True
+        if _total(caps) < DOUBLE_EXACT:
+            return False
+        check_capacities(caps)
+        if self._smf is None:
+            self._init_ortools()
+        return True
 
     def _solve(self, caps: Sequence[int] | np.ndarray, source: int, sink: int) -> int:
         if len(self.tails):
@@ -77,7 +98,7 @@ class FlowNetwork:
 
     def value(self, caps: Sequence[int] | np.ndarray, source: int, sink: int) -> int:
         """Maximum flow value from ``source`` to ``sink``."""
-        if self.backend == "ortools":
+        if self._use_ortools(caps):
             return self._solve(caps, source, sink)
         caps_list = caps.tolist() if isinstance(caps, np.ndarray) else caps
         return int(round(self._graph.maxflow_value(source, sink, caps_list)))
@@ -85,7 +106,7 @@ class FlowNetwork:
     def min_cut(self, caps: Sequence[int] | np.ndarray, source: int, sink: int) -> tuple[int, list[bool]]:
         """Minimum cut: its value and a mask of the source side (True = with the source)."""
         mask = [False] * self.n
-        if self.backend == "ortools":
+        if self._use_ortools(caps):
             value = self._solve(caps, source, sink)
             for v in self._smf.get_source_side_min_cut():
                 mask[v] = True

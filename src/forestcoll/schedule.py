@@ -175,8 +175,6 @@ def schedule_to_dict(s: Schedule) -> dict[str, Any]:
             for t in s.trees
         ],
     }
-    if s.stats:
-        out["generator"] = s.stats
     return out
 
 
@@ -273,8 +271,7 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
     topology = data.get("topology", "")
     if not isinstance(topology, str):
         raise ScheduleError(f"{source}: 'topology' must be a string")
-    stats = data.get("generator", {}) if isinstance(data.get("generator", {}), Mapping) else {}
-    return Schedule(collective, topology, ranks, k, algbw, bound, tuple(phases), tuple(trees), root, dict(stats))
+    return Schedule(collective, topology, ranks, k, algbw, bound, tuple(phases), tuple(trees), root)
 
 
 def read_schedule(path: str) -> Schedule:

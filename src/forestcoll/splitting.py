@@ -15,7 +15,8 @@ dangerous cuts for v is f + g0, so the largest safe amount is exactly
 switch's in-capacity does not exceed its out-capacity, its in-arcs can be split
 off completely; extra in-capacity is paired with a virtual arc w -> s, which no
 cut counts, and is dropped.  Switches with just two neighbours are split
-without any test (every s-v flow survives).
+without any test (every s-v flow survives), and dead-end switches (one
+neighbour) are simply dropped.
 
 With a group H of automorphisms (the topology's declared symmetries, restricted
 to those that fix the root weights), every split is applied to a whole H-orbit
@@ -189,6 +190,9 @@ class Splitter:
         self.root_caps = list(root_caps)  # per node (0 for non-roots)
         self.need = need
         self.compute = [i for i in range(n) if is_compute[i]]
+        caps0 = {(u, v): c for u, v, c in arcs if c > 0}
+        # only symmetries that preserve the integer capacities are usable
+        generators = [p for p in generators if all(caps0.get((p[u], p[v])) == c for (u, v), c in caps0.items())]
         ext = [tuple(p) + (n,) for p in generators]
         self.groups = _subgroups(ext, n + 1, self.compute, group_limit)
         self.level = 0
@@ -319,8 +323,10 @@ class Splitter:
     def _split_two_neighbour(self, w: int) -> bool:
         st = self.state
         nbrs = st.inn[w] | st.out[w]
-        if len(nbrs) != 2:
+        if len(nbrs) > 2:
             return False
+        if len(nbrs) < 2:
+            return True  # a dead end: anything through it comes straight back
         a, b = sorted(nbrs)
         for x, y in ((a, b), (b, a)):
             amount = min(st.caps.get((x, w), 0), st.caps.get((w, y), 0))
@@ -385,7 +391,7 @@ class Splitter:
         cands = sorted(t for t in st.out[w] if t != s and t != u)
         if not cands and u not in st.out[w] and (w, s) not in st.caps:
             return False
-        spread = len(cands) if len(cands) <= 8 else max(8, len(cands).bit_length())
+        spread = max(1, len(cands) if len(cands) <= 8 else max(8, len(cands).bit_length()))
         share = max(self.unit, -(-st.caps[(u, w)] // spread))
         pos = {t: (i - sum(1 for c in cands if c <= u)) % max(1, len(cands)) for i, t in enumerate(cands)}
         progressed = False
@@ -405,6 +411,53 @@ class Splitter:
             if (u, w) in st.caps and (w, t) in st.caps:
                 progressed |= self._try(u, w, t, st.caps[(u, w)]) > 0
         return progressed
+
+
+def trim_switch_excess(
+    n: int,
+    arcs: Sequence[tuple[int, int, int]],
+    is_compute: Sequence[bool],
+    root_caps: Sequence[int],
+    need: int,
+) -> tuple[list[tuple[int, int, int]] | None, int | None]:
+    """Lower the out-arcs of switches whose out-capacity exceeds their in-capacity.
+
+    A switch cannot copy, so trees use no more of its out-arcs than of its
+    in-arcs; and only when in >= out at every switch is a complete splitting
+    guaranteed.  Rounding capacities down (floor(U*b)), or one-way links, can
+    break that.  The excess is removed one out-arc at a time, each by the
+    largest amount that keeps the rooted condition (exact: a cut loses what
+    is removed from its arcs), repeating until every switch is balanced (a trim
+    lowers the in-capacity of the switch downstream).  Returns the trimmed
+    arcs and None, or None and the first switch whose excess could not go.
+    """
+    caps = {(u, v): c for u, v, c in arcs if c > 0}
+    compute = [i for i in range(n) if is_compute[i]]
+    source = n
+    while True:
+        into = [0] * n
+        out = [0] * n
+        for (u, v), c in caps.items():
+            out[u] += c
+            into[v] += c
+        excess = {w: out[w] - into[w] for w in range(n) if not is_compute[w] and out[w] > into[w]}
+        if not excess:
+            return [(u, v, caps.get((u, v), 0)) for u, v, _ in arcs], None
+        for w, extra in sorted(excess.items()):
+            for t in sorted(t for (a, t) in caps if a == w):
+                if extra == 0:
+                    break
+                cut = min(extra, caps[(w, t)])
+                caps[(w, t)] -= cut
+                keys = [a for a, c in caps.items() if c > 0]
+                net = FlowNetwork(n + 1, [a for a, _ in keys] + [source] * len(compute), [b for _, b in keys] + compute)
+                values = [caps[a] for a in keys] + [root_caps[c] for c in compute]
+                short = max(need - net.value(values, source, v) for v in compute)
+                restore = max(0, min(cut, short))  # each unit removed lowers a cut through w->t by one
+                caps[(w, t)] += restore
+                extra -= cut - restore
+            if extra > 0:
+                return None, w
 
 
 def split_switches(

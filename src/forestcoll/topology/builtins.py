@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from forestcoll.errors import TopologyError
+from forestcoll.errors import ForestCollError, TopologyError
 from forestcoll.rational import format_rational, parse_bandwidth
 from forestcoll.topology.model import Topology, TopologyBuilder
 
@@ -75,7 +75,10 @@ def _count(lo: int) -> Callable[[str, str], int]:
 
 
 def _bw(text: str, what: str) -> Fraction:
-    return parse_bandwidth(text, what)
+    try:
+        return parse_bandwidth(text, what)
+    except ForestCollError as exc:
+        raise TopologyError(str(exc)) from None
 
 
 def _dims(text: str, what: str) -> tuple[int, ...]:

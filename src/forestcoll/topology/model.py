@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
 
-from forestcoll.errors import TopologyError
+from forestcoll.errors import ForestCollError, TopologyError
 from forestcoll.rational import parse_bandwidth
 
 COMPUTE = "compute"
@@ -153,7 +153,11 @@ class TopologyBuilder:
 
     def link(self, src: str, dst: str, bandwidth: object, cls: str = "") -> None:
         """Add one directed link."""
-        self._links.append(Link(src, dst, parse_bandwidth(bandwidth, f"link {src}->{dst} bandwidth"), cls))
+        try:
+            bw = parse_bandwidth(bandwidth, f"link {src} -> {dst} bandwidth")
+        except ForestCollError as exc:
+            raise TopologyError(str(exc)) from None
+        self._links.append(Link(src, dst, bw, cls))
 
     def duplex(self, a: str, b: str, bandwidth: object, cls: str = "") -> None:
         """Add a two-way link: ``bandwidth`` GB/s in each direction."""

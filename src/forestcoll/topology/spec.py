@@ -36,7 +36,7 @@ def load_topology(spec: str | os.PathLike[str] | Topology) -> Topology:
     if isinstance(spec, Topology):
         return spec
     text = os.fspath(spec)
-    if text.lower().endswith(".json") or os.path.sep in text or os.path.isfile(text):
+    if os.path.isfile(text) or text.lower().endswith(".json"):
         return read_topology_json(text)
     name, options = parse_spec(text)
     return build_builtin(name, options)

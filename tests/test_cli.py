@@ -1,0 +1,104 @@
+"""The command line: real output, one-line errors with exit 2, no partial files."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from forestcoll.cli import main
+
+
+def run(*args, cwd=None):
+    proc = subprocess.run([sys.executable, "-m", "forestcoll", *args], capture_output=True, text=True, cwd=cwd)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_bound_json():
+    code, out, err = run("bound", "dgx-a100:nodes=2", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["compute_nodes"] == 16
+    assert data["allgather_algbw_gbps"] == "1040/3"
+    assert data["allreduce_algbw_gbps"] == "520/3"
+    assert len(data["bottleneck_cut"]) == 35 and data["bottleneck_cut_ranks"] == 15
+
+
+def test_bound_text_and_fixed_k(capsys):
+    assert main(["bound", "mi250:nodes=2", "--k", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "5312/15 GB/s" in out and "with k=1" in out and "320 GB/s" in out
+
+
+def test_generate_verify_export(tmp_path, capsys):
+    sched = tmp_path / "sched.json"
+    assert main(["generate", "mi250:nodes=2", "--collective", "allreduce", "-o", str(sched)]) == 0
+    assert json.loads(sched.read_text())["collective"] == "allreduce"
+    assert main(["verify", str(sched), "--topology", "mi250:nodes=2"]) == 0
+    assert "OK, optimal" in capsys.readouterr().out
+    topo = tmp_path / "fabric.json"
+    assert main(["topo", "export", "dgx-a100:nodes=2", "--json", "-o", str(topo)]) == 0
+    data = json.loads(topo.read_text())
+    assert {"nodes", "links"} <= set(data)
+    assert main(["generate", str(topo), "--collective", "allgather", "--k", "1", "-o", str(sched)]) == 0
+    assert main(["verify", str(sched), "--json"]) == 1 - 1  # topology taken from the schedule's name
+    capsys.readouterr()
+    assert main(["verify", str(sched), "-t", str(topo), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] and report["algbw_gbps"] == "2400/7"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["bound", "nosuch"], "unknown topology 'nosuch'"),
+        (["bound", "ring:n=0"], "must be >= 2"),
+        (["bound", "ring:bw=0"], "must be > 0"),
+        (["bound", "ring:n=4", "--collective", "gather"], "unknown collective"),
+        (["bound", "ring:n=4", "--collective", "broadcast", "--root", "zz"], "unknown root"),
+        (["generate", "ring:n=4", "--k", "0"], "--k must be >= 1"),
+        (["generate", "ring:n=4", "--k", "x"], "invalid int value"),
+        (["frobnicate"], "invalid choice"),
+        (["bound"], "required"),
+        (["verify", "absent.json"], "no such schedule file"),
+        (["bound", "absent.json"], "no such topology file"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(args, message):
+    code, out, err = run(*args)
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_malformed_topology_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"nodes": [{"name": "a"}, {"name": "b"}], "links": [{"src": "a", "dst": "b", "bandwidth": 0}]}')
+    code, _, err = run("bound", str(bad))
+    assert code == 2 and "must be > 0" in err and err.count("\n") == 1
+
+
+def test_no_partial_output_on_error(tmp_path):
+    out = tmp_path / "sched.json"
+    code, _, err = run("generate", "mi250:nodes=2", "--max-k", "2", "-o", str(out))
+    assert code == 2 and "more than 2 trees" in err
+    assert not out.exists() and os.listdir(tmp_path) == []
+    code, _, _ = run("generate", "ring:n=4", "-o", str(tmp_path / "no" / "dir" / "s.json"))
+    assert code == 2
+
+
+def test_invalid_schedule_fails_verify(tmp_path):
+    sched = tmp_path / "s.json"
+    assert main(["generate", "ring:n=4", "-o", str(sched)]) == 0
+    data = json.loads(sched.read_text())
+    data["trees"][0]["chunks"] += 1
+    sched.write_text(json.dumps(data))
+    code, out, err = run("verify", str(sched))
+    assert code == 2 and "INVALID" in out and err.count("\n") == 1
+
+
+def test_topo_list(capsys):
+    assert main(["topo", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "dgx-a100:nodes=1" in out and "mi250" in out
