@@ -37,7 +37,7 @@ def _describe_set(members: Sequence[str], universe: Sequence[str], limit: int = 
     if len(inside) * 2 > len(universe):
         rest = [u for u in universe if u not in inside]
         shown = ", ".join(rest[:limit]) + (", ..." if len(rest) > limit else "")
-        return f"every node except {{{shown}}} ({len(rest)} nodes)"
+        return f"every node except {{{shown}}}"
     shown = ", ".join(list(members)[:limit]) + (", ..." if len(members) > limit else "")
     return f"{{{shown}}} ({len(members)} nodes)"
 
@@ -107,10 +107,16 @@ def cmd_bound(args: argparse.Namespace) -> int:
         print(f"with k={args.k:<8}  {fr(fixed)} GB/s  (~{_approx(fixed)}, {_approx(fixed / main.algbw * 100)}% of optimal)")
     for p in main.phases:
         side = "into" if p.reversed else "out of"
+        ranks = "rank" if p.cut_weight == 1 else "ranks"
         print(
-            f"bottleneck      {p.name}: {p.cut_weight} root(s) share {fr(p.cut_bandwidth)} GB/s {side} "
-            + _describe_set(p.cut_nodes, names)
+            f"bottleneck      {p.name}: S = {_describe_set(p.cut_nodes, names)} holds {p.cut_weight} {ranks} "
+            f"but has only {fr(p.cut_bandwidth)} GB/s of links {side} it"
         )
+        if p.unbalanced:
+            print(
+                f"warning         switch {p.unbalanced[0]!r} can send more than it receives: trees may not reach "
+                "this bound (generate tells)"
+            )
     return 0
 
 

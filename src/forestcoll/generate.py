@@ -9,6 +9,7 @@ reversed, serve as the reduce-scatter trees.
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from collections.abc import Sequence
@@ -63,10 +64,20 @@ class PhaseResult:
 
 def _allocate(bundle: dict[Path, int], need: int) -> list[tuple[Path, int]]:
     """Take ``need`` units from a path bundle, preferring one path that covers them all (best fit)."""
-    fits = [p for p, a in bundle.items() if a >= need]
-    if fits:
-        p = min(fits, key=lambda p: (bundle[p], p))
-        chosen = [(p, need)]
+    if len(bundle) == 1:
+        ((p, a),) = bundle.items()
+        assert a >= need, "a logical arc ran out of physical paths"
+        if a == need:
+            del bundle[p]
+        else:
+            bundle[p] = a - need
+        return [(p, need)]
+    best = None
+    for p, a in bundle.items():
+        if a >= need and (best is None or (a, p) < (bundle[best], best)):
+            best = p
+    if best is not None:
+        chosen = [(best, need)]
     else:
         chosen = []
         left = need
@@ -210,28 +221,24 @@ def solve_phase(
     t0 = time.perf_counter()
     routed = _map_back(packed.trees, {a: dict(b) for a, b in split.paths.items()}, compute)
     names = [node.name for node in fabric.nodes]
+    name_of = names.__getitem__
     trees = []
+    load: dict[tuple[int, int], int] = {}
     for root, mult, edges in routed:
+        for _, _, p in edges:
+            for hop in zip(p, p[1:]):
+                load[hop] = load.get(hop, 0) + mult
         if reverse:
-            sched_edges = tuple(Edge(names[y], names[x], tuple(names[i] for i in reversed(p))) for x, y, p in reversed(edges))
+            sched_edges = tuple(Edge(names[y], names[x], tuple(map(name_of, p[::-1]))) for x, y, p in reversed(edges))
         else:
-            sched_edges = tuple(Edge(names[x], names[y], tuple(names[i] for i in p)) for x, y, p in edges)
+            sched_edges = tuple(Edge(names[x], names[y], tuple(map(name_of, p))) for x, y, p in edges)
         trees.append(ScheduleTree(names[root], mult, name, sched_edges))
     stats["map_s"] = time.perf_counter() - t0
     stats["packed_trees"] = len(packed.trees)
     cut = tuple(fabric.nodes[i].name for i in rate.cut.nodes)
-    return PhaseResult(name, k, scale, rate.rate, total, trees, cut, stats, _load_ratio(trees, topo))
-
-
-def _load_ratio(trees: Sequence[ScheduleTree], topo: Topology) -> Fraction:
-    """max over physical links of (chunks crossing it) / bandwidth, exactly."""
-    load: dict[tuple[str, str], int] = {}
-    for t in trees:
-        for e in t.edges:
-            for hop in zip(e.path, e.path[1:]):
-                load[hop] = load.get(hop, 0) + t.chunks
-    cap = topo.capacity
-    return max(Fraction(l) / cap[hop] for hop, l in load.items())
+    bandwidth = {(u, v): bw for u, v, bw in fabric.arcs}
+    ratio = max(Fraction(l) / bandwidth[hop] for hop, l in load.items())  # max over links of chunks / bandwidth
+    return PhaseResult(name, k, scale, rate.rate, total, trees, cut, stats, ratio)
 
 
 def _reverse_phase(phase: PhaseResult, name: str) -> PhaseResult:
@@ -260,6 +267,17 @@ def generate(
     collective = canonical_collective(collective)
     weights = root_weights(topo, collective, root)
     t0 = time.perf_counter()
+    # millions of small objects (tree edges) are made and none is garbage: pause the cycle collector
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _generate(topo, collective, weights, k, root, symmetry, max_k, t0)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _generate(topo, collective, weights, k, root, symmetry, max_k, t0) -> Schedule:
     phases: list[PhaseResult] = []
     for name in COLLECTIVE_PHASES[collective]:
         reverse = name in ("reduce_scatter", "reduce")

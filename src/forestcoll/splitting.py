@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from forestcoll.maxflow import FlowNetwork, check_capacities
-from forestcoll.symmetry import Perm, group_elements, orbits
+from forestcoll.symmetry import Perm, element_orbits, group_elements
 
 
 class SplittingError(RuntimeError):
@@ -210,7 +210,7 @@ class Splitter:
     def _targets(self) -> list[int]:
         """One compute node per orbit of the current group."""
         if self.level not in self._targets_cache:
-            orbit = orbits(self.n + 1, self.group[1:])
+            orbit = element_orbits(self.group)
             seen: set[int] = set()
             out = []
             for c in self.compute:

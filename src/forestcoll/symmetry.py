@@ -39,23 +39,34 @@ def orbits(n: int, generators: Sequence[Perm]) -> list[int]:
 
 def group_elements(generators: Sequence[Perm], n: int, limit: int) -> list[Perm] | None:
     """All elements of the generated group (identity first), or None when there are more than ``limit``."""
-    identity = tuple(range(n))
-    seen = {identity}
+    import numpy as np
+
+    identity = np.arange(n, dtype=np.int64)
+    gens = [np.asarray(g, dtype=np.int64) for g in generators]
+    seen = {identity.tobytes()}
     order = [identity]
     frontier = [identity]
     while frontier:
         nxt = []
         for g in frontier:
-            for s in generators:
-                h = compose(s, g)
-                if h not in seen:
-                    seen.add(h)
+            for s in gens:
+                h = s[g]  # i -> s[g[i]]
+                key = h.tobytes()
+                if key not in seen:
+                    seen.add(key)
                     order.append(h)
                     nxt.append(h)
                     if len(order) > limit:
                         return None
         frontier = nxt
-    return order
+    return [tuple(int(x) for x in g) for g in order]
+
+
+def element_orbits(elements: Sequence[Perm]) -> list[int]:
+    """Orbit id (smallest member) of each point, given *all* elements of a group."""
+    import numpy as np
+
+    return np.asarray(elements, dtype=np.int64).min(axis=0).tolist()
 
 
 def is_automorphism(perm: Perm, kinds: Sequence[bool], arcs: dict[tuple[int, int], Fraction]) -> bool:

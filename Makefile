@@ -1,0 +1,43 @@
+# forestcoll: two entry points on a fresh machine (only Python >= 3.11 needed).
+#   make demo   set up .venv, generate + verify optimal schedules for a 2x8 DGX-A100
+#   make test   set up .venv with the test extras, run the whole test suite
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+OUT    := out
+
+.PHONY: demo test bench lint clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "forestcoll needs Python >= 3.11 (set PYTHON=...)")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.base: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	@touch $@
+
+$(VENV)/.test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".[test]"
+	@touch $@ $(VENV)/.base
+
+demo: $(VENV)/.base
+	@mkdir -p $(OUT)
+	$(BIN)/forestcoll bound dgx-a100:nodes=2
+	$(BIN)/forestcoll generate dgx-a100:nodes=2 --collective allreduce -o $(OUT)/dgx-a100x2-allreduce.json
+	$(BIN)/forestcoll verify $(OUT)/dgx-a100x2-allreduce.json
+
+test: $(VENV)/.test
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.base
+	$(BIN)/python benchmarks/generate.py
+	$(BIN)/python benchmarks/maxflow_backends.py
+
+lint: $(VENV)/.test
+	$(BIN)/python -m pip install -q ruff
+	$(BIN)/ruff check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis
