@@ -102,7 +102,7 @@ def fabrics(draw, max_compute: int = 5, max_switches: int = 3, symmetric_links: 
         if a != b:
             add(a, b)
     # switches left unattached get one link each way to a compute node
-    used = {l.src for l in links} | {l.dst for l in links}
+    used = {lk.src for lk in links} | {lk.dst for lk in links}
     for name in names[nc:]:
         if name not in used:
             c = f"c{draw(st.integers(0, nc - 1))}"

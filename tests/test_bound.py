@@ -2,13 +2,12 @@ from fractions import Fraction
 
 import networkx as nx
 import pytest
+from conftest import brute_force_rate, fabrics, symmetric_fabrics
 from hypothesis import given
 
 from forestcoll import fixed_k_algbw, generate, load_topology, optimal_bound, verify
 from forestcoll.bound import Oracle, bus_factor, canonical_collective, optimal_rate, root_weights, smallest_optimal_k
 from forestcoll.errors import TopologyError, UsageError
-
-from conftest import brute_force_rate, fabrics, symmetric_fabrics
 
 
 def spec_of(entry):

@@ -3,13 +3,12 @@
 from fractions import Fraction
 
 import pytest
+from conftest import fabrics, refused_for_imbalance, symmetric_fabrics
 from hypothesis import given
 from hypothesis import strategies as st
 
 from forestcoll import fixed_k_algbw, generate, load_topology, optimal_bound, verify
 from forestcoll.errors import UsageError
-
-from conftest import fabrics, refused_for_imbalance, symmetric_fabrics
 
 
 def assert_verified_at(sched, topo, expected):

@@ -3,6 +3,7 @@
 from collections import defaultdict
 
 import networkx as nx
+from conftest import fabrics, refused_for_imbalance, symmetric_fabrics
 from hypothesis import given
 
 from forestcoll import load_topology
@@ -10,8 +11,6 @@ from forestcoll.bound import prepare_phase, root_weights
 from forestcoll.generate import phase_capacities
 from forestcoll.splitting import _shortcut, split_switches
 from forestcoll.topology import TopologyBuilder
-
-from conftest import fabrics, refused_for_imbalance, symmetric_fabrics
 
 
 def split_at_optimum(topo, symmetry=True):

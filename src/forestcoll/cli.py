@@ -8,7 +8,6 @@ not at all.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import traceback
@@ -17,6 +16,7 @@ from fractions import Fraction
 from typing import Any
 
 from forestcoll.errors import ForestCollError, UsageError
+from forestcoll.fileio import dump_json
 
 EXIT_USAGE = 2
 
@@ -94,7 +94,7 @@ def cmd_bound(args: argparse.Namespace) -> int:
         data["k"] = args.k
         data["fixed_k_algbw_gbps"] = fr(fixed)
     if args.json:
-        print(json.dumps(data, indent=1))
+        sys.stdout.write(dump_json(data))
         return 0
     names = [n.name for n in topo.nodes]
     print(f"topology        {topo.name}  ({topo.num_compute} compute, {len(topo.switch_nodes)} switch nodes)")
@@ -182,7 +182,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 for p in report.phases
             ],
         }
-        print(json.dumps(out, indent=1))
+        sys.stdout.write(dump_json(out))
     else:
         print(f"schedule   {args.schedule}: {sched.collective}, k={sched.k}, {len(sched.trees)} trees")
         print(f"topology   {topo.name}")

@@ -56,6 +56,26 @@ def load_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
         raise ForestCollError(f"{path}: JSON nested too deeply") from None
 
 
+def _compact(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _pretty(obj: Any, indent: str) -> str:
+    if not isinstance(obj, (dict, list)) or not obj:
+        return _compact(obj)
+    if isinstance(obj, list) and all(not isinstance(x, (dict, list)) for x in obj):
+        return _compact(obj)  # a list of names or numbers stays on one line
+    text = _compact(obj)
+    if len(text) + len(indent) <= 110:
+        return text
+    inner = indent + " "
+    if isinstance(obj, dict):
+        items = [f"{inner}{json.dumps(k, ensure_ascii=False)}: {_pretty(v, inner)}" for k, v in obj.items()]
+        return "{\n" + ",\n".join(items) + "\n" + indent + "}"
+    items = [inner + _pretty(v, inner) for v in obj]
+    return "[\n" + ",\n".join(items) + "\n" + indent + "]"
+
+
 def dump_json(data: Any) -> str:
-    """Deterministic pretty JSON text (keys in insertion order) with a trailing newline."""
-    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+    """Deterministic JSON text: containers that fit on a line stay on one, the rest are indented."""
+    return _pretty(data, "") + "\n"

@@ -17,19 +17,19 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from forestcoll.bound import (
+    PreparedPhase,
     canonical_collective,
     floor_caps,
     min_scale_for_k,
     next_breakpoint,
     optimal_bound,
-    PreparedPhase,
     prepare_phase,
     root_weights,
     smallest_optimal_k,
 )
 from forestcoll.errors import TopologyError, UsageError
-from forestcoll.rational import format_rational
 from forestcoll.packing import Tree, pack_trees, pack_trees_symmetric
+from forestcoll.rational import format_rational
 from forestcoll.schedule import COLLECTIVE_PHASES, Edge, PhaseInfo, Schedule, ScheduleTree
 from forestcoll.splitting import Path, split_switches, trim_switch_excess
 from forestcoll.topology.model import Topology
@@ -237,7 +237,7 @@ def solve_phase(
     stats["packed_trees"] = len(packed.trees)
     cut = tuple(fabric.nodes[i].name for i in rate.cut.nodes)
     bandwidth = {(u, v): bw for u, v, bw in fabric.arcs}
-    ratio = max(Fraction(l) / bandwidth[hop] for hop, l in load.items())  # max over links of chunks / bandwidth
+    ratio = max(Fraction(amount) / bandwidth[hop] for hop, amount in load.items())  # max over links of chunks / bandwidth
     return PhaseResult(name, k, scale, rate.rate, total, trees, cut, stats, ratio)
 
 

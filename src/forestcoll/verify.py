@@ -172,13 +172,13 @@ def verify(schedule: Schedule, topo: Topology) -> VerifyReport:
     bound_time = Fraction(0)
     bound_known = True
     for phase in schedule.phases:
-        trees = [t for t in schedule.trees if t.phase == phase.name]
+        trees = [(i, t) for i, t in enumerate(schedule.trees) if t.phase == phase.name]
         if phase.k != k:
             errors.append(f"phase {phase.name}: k={phase.k} differs from the schedule's k={k}")
         chunks: dict[str, int] = defaultdict(int)
         load: dict[tuple[str, str], int] = defaultdict(int)
-        for i, tree in enumerate(trees):
-            where = f"{phase.name} tree {schedule.trees.index(tree)} (root {tree.root})"
+        for index, tree in trees:
+            where = f"{phase.name} tree {index} (root {tree.root})"
             if tree.direction != PHASE_DIRECTION[phase.name]:
                 errors.append(f"{where}: wrong direction")
                 continue
@@ -196,9 +196,9 @@ def verify(schedule: Schedule, topo: Topology) -> VerifyReport:
         cap = topo.capacity
         ratio = Fraction(0)
         busiest = None
-        for hop, l in load.items():
-            if hop in cap and Fraction(l) / cap[hop] > ratio:
-                ratio = Fraction(l) / cap[hop]
+        for hop, amount in load.items():
+            if hop in cap and Fraction(amount) / cap[hop] > ratio:
+                ratio = Fraction(amount) / cap[hop]
                 busiest = hop
         d = len(roots)
         algbw = d * k / ratio if ratio else None

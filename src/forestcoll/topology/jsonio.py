@@ -35,10 +35,10 @@ def topology_to_dict(topo: Topology, symmetries: bool = True) -> dict[str, Any]:
         out["name"] = topo.name
     out["nodes"] = [{"name": n.name, "kind": n.kind} for n in topo.nodes]
     links = []
-    for l in topo.links:
-        item: dict[str, Any] = {"src": l.src, "dst": l.dst, "bandwidth": bandwidth_to_json(l.bandwidth)}
-        if l.cls:
-            item["class"] = l.cls
+    for lk in topo.links:
+        item: dict[str, Any] = {"src": lk.src, "dst": lk.dst, "bandwidth": bandwidth_to_json(lk.bandwidth)}
+        if lk.cls:
+            item["class"] = lk.cls
         links.append(item)
     out["links"] = links
     if symmetries and topo.symmetries:

@@ -93,8 +93,8 @@ class Topology:
             return NotImplemented
         return (
             [(n.name, n.kind) for n in self.nodes] == [(n.name, n.kind) for n in other.nodes]
-            and sorted((l.src, l.dst, l.bandwidth, l.cls) for l in self.links)
-            == sorted((l.src, l.dst, l.bandwidth, l.cls) for l in other.links)
+            and sorted((lk.src, lk.dst, lk.bandwidth, lk.cls) for lk in self.links)
+            == sorted((lk.src, lk.dst, lk.bandwidth, lk.cls) for lk in other.links)
         )
 
     def __hash__(self) -> int:
@@ -112,7 +112,7 @@ class Topology:
         """The same fabric with every link turned around (used for reduce-scatter and reduce)."""
         return Topology(
             nodes=self.nodes,
-            links=tuple(Link(l.dst, l.src, l.bandwidth, l.cls) for l in self.links),
+            links=tuple(Link(lk.dst, lk.src, lk.bandwidth, lk.cls) for lk in self.links),
             name=self.name,
             symmetries=self.symmetries,
         )
