@@ -22,7 +22,6 @@ from forestcoll.bound import (
     floor_caps,
     min_scale_for_k,
     next_breakpoint,
-    optimal_bound,
     prepare_phase,
     root_weights,
     smallest_optimal_k,
@@ -293,19 +292,20 @@ def _generate(topo, collective, weights, k, root, symmetry, max_k, t0) -> Schedu
         trees.extend(ScheduleTree(t.root, t.chunks * factor, t.phase, t.edges) for t in p.trees)
     total = phases[0].total_weight
     algbw = total / sum(p.load_ratio / p.k for p in phases)
-    bound = optimal_bound(topo, collective, root if collective in ("broadcast", "reduce") else None, symmetry)
+    # the optimum: phases run one after the other, each at its own x*
+    bound_algbw = total / sum(1 / p.rate for p in phases)
     stats: dict[str, float] = {"seconds": time.perf_counter() - t0}
     for p in phases:
         for key, value in p.stats.items():
             stats[f"{p.name}.{key}"] = value
-    root_name = bound.root
+    root_name = topo.nodes[weights.index(1)].name if collective in ("broadcast", "reduce") else None
     return Schedule(
         collective=collective,
         topology=topo.name,
         ranks=topo.compute_nodes,
         k=common_k,
         algbw=algbw,
-        bound_algbw=bound.algbw,
+        bound_algbw=bound_algbw,
         phases=tuple(PhaseInfo(p.name, common_k, p.algbw, p.bound_algbw, p.cut) for p in phases),
         trees=tuple(trees),
         root=root_name,
