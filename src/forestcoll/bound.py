@@ -173,11 +173,7 @@ def _initial_cut(oracle: Oracle) -> Cut:
     """The best single-node cut: {c} (its out-bandwidth) or everything but c (its in-bandwidth)."""
     topo = oracle.topo
     n = len(topo.nodes)
-    out_bw = [Fraction(0)] * n
-    in_bw = [Fraction(0)] * n
-    for u, v, bw in topo.arcs:
-        out_bw[u] += bw
-        in_bw[v] += bw
+    in_bw, out_bw = topo.node_bandwidth
     total = oracle.total_weight
     best: tuple[Fraction, int, bool] | None = None
     for c in range(n):
@@ -347,13 +343,8 @@ def unbalanced_switches(fabric: Topology) -> tuple[str, ...]:
     in-links; max-flow does not see that, so on such fabrics the cut bound is
     an upper bound that trees may not reach (the generator then tells).
     """
-    n = len(fabric.nodes)
-    into = [Fraction(0)] * n
-    out = [Fraction(0)] * n
-    for u, v, bw in fabric.arcs:
-        out[u] += bw
-        into[v] += bw
-    return tuple(fabric.nodes[i].name for i in range(n) if not fabric.is_compute[i] and out[i] > into[i])
+    into, out = fabric.node_bandwidth
+    return tuple(node.name for i, node in enumerate(fabric.nodes) if not fabric.is_compute[i] and out[i] > into[i])
 
 
 @dataclass

@@ -88,6 +88,16 @@ class Topology:
         idx = self.index
         return tuple(sorted((idx[a], idx[b], bw) for (a, b), bw in self.capacity.items()))
 
+    @cached_property
+    def node_bandwidth(self) -> tuple[tuple[Fraction, ...], tuple[Fraction, ...]]:
+        """(bandwidth into, bandwidth out of) every node, by index."""
+        into = [Fraction(0)] * len(self.nodes)
+        out = [Fraction(0)] * len(self.nodes)
+        for u, v, bw in self.arcs:
+            out[u] += bw
+            into[v] += bw
+        return tuple(into), tuple(out)
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Topology):
             return NotImplemented
