@@ -63,6 +63,12 @@ def test_generate_verify_export(tmp_path, capsys):
         (["bound"], "required"),
         (["verify", "absent.json"], "no such schedule file"),
         (["bound", "absent.json"], "no such topology file"),
+        (["bound", "absent.xml"], "no such topology file"),
+        (["bound", "dgx-a100", "--nodes", "0"], "--nodes must be >= 1"),
+        (["bound", "dgx-a100", "--fabric", "torus"], "invalid choice"),
+        (["bound", "dgx-a100:nodes=2", "--nodes", "3"], "given both"),
+        (["bound", "dgx-h100:fabric=leaf-spine,oversub=0"], "must be > 0"),
+        (["bound", "ring:n=4", "--nodes", "2"], "unknown option 'nodes'"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args, message):
@@ -101,4 +107,49 @@ def test_invalid_schedule_fails_verify(tmp_path):
 def test_topo_list(capsys):
     assert main(["topo", "list"]) == 0
     out = capsys.readouterr().out
-    assert "dgx-a100:nodes=1" in out and "mi250" in out
+    for name in ("dgx-a100", "dgx-h100", "dgx-b200", "hgx-h100", "mi250", "mi300x", "dgx-1", "ndv2", "hetero", "torus", "hypercube"):
+        assert f"\n{name} " in "\n" + out
+    assert main(["topo", "list", "--options"]) == 0
+    assert "nodes=1" in capsys.readouterr().out
+
+
+def test_topo_show_and_import(capsys, tmp_path):
+    assert main(["topo", "show", "dgx-a100:nodes=2"]) == 0
+    out = capsys.readouterr().out
+    assert "16 compute (ranks), 20 switch, 2 boxes" in out and "in 325 GB/s, out 325 GB/s" in out
+    assert main(["topo", "show", "dgx-h100", "--nodes", "2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["compute_nodes"] == 16 and data["rank_in_gbps"] == ["500", "500"]
+    xml = tmp_path / "t.xml"
+    xml.write_text(MINIMAL_XML)
+    out_json = tmp_path / "t.json"
+    assert main(["topo", "import", str(xml), "-o", str(out_json)]) == 0
+    assert "2 compute (ranks)" in capsys.readouterr().out
+    assert json.loads(out_json.read_text())["nodes"][0] == {"name": "n0.gpu0", "kind": "compute"}
+    assert main(["bound", str(xml), "--nodes", "4", "--fabric", "rail", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["compute_nodes"] == 8
+
+
+def test_topo_draw(tmp_path, capsys):
+    png = tmp_path / "f.png"
+    assert main(["topo", "draw", "dgx-a100:nodes=2", "--cut", "-o", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = tmp_path / "f.svg"
+    assert main(["topo", "draw", "torus:dims=3x3", "-o", str(svg)]) == 0
+    assert "<svg" in svg.read_text()
+    code, _, err = run("topo", "draw", "ring:n=4", "-o", str(tmp_path / "f.gif"))
+    assert code == 2 and "unknown picture format" in err and not (tmp_path / "f.gif").exists()
+
+
+MINIMAL_XML = """<system version="1">
+  <cpu numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="85">
+    <pci busid="0000:02:00.0" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16">
+      <gpu dev="0" sm="80" rank="0"><nvlink target="0000:03:00.0" count="12" tclass="0x030200"/></gpu>
+    </pci>
+    <pci busid="0000:03:00.0" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16">
+      <gpu dev="1" sm="80" rank="1"><nvlink target="0000:02:00.0" count="12" tclass="0x030200"/></gpu>
+    </pci>
+    <nic><net name="eth0" dev="0" speed="100000" port="0" guid="0x0"/></nic>
+  </cpu>
+</system>
+"""

@@ -45,12 +45,30 @@ def _describe_set(members: Sequence[str], universe: Sequence[str], limit: int = 
 # ----- commands ---------------------------------------------------------------------------------
 
 
+def _cluster_options(args: argparse.Namespace) -> dict[str, str]:
+    """--nodes / --fabric as spec options."""
+    extra: dict[str, str] = {}
+    if getattr(args, "nodes", None) is not None:
+        if args.nodes < 1:
+            raise UsageError(f"--nodes must be >= 1, got {args.nodes}")
+        extra["nodes"] = str(args.nodes)
+    if getattr(args, "fabric", None):
+        extra["fabric"] = args.fabric
+    return extra
+
+
+def _topology(args: argparse.Namespace):
+    from forestcoll.topology import load_topology
+
+    return load_topology(args.topology, _cluster_options(args))
+
+
+
 def cmd_bound(args: argparse.Namespace) -> int:
     from forestcoll.bound import canonical_collective, optimal_bound
     from forestcoll.rational import format_rational as fr
-    from forestcoll.topology import load_topology
 
-    topo = load_topology(args.topology)
+    topo = _topology(args)
     collective = canonical_collective(args.collective)
     sym = not args.no_symmetry
     ag = optimal_bound(topo, "allgather", symmetry=sym)
@@ -125,11 +143,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from forestcoll.generate import generate
     from forestcoll.rational import format_rational as fr
     from forestcoll.schedule import schedule_to_dict
-    from forestcoll.topology import load_topology
 
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
-    topo = load_topology(args.topology)
+    topo = _topology(args)
     sched = generate(topo, args.collective, k=args.k, root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k)
     text = dump_json(schedule_to_dict(sched))
     if args.output:
@@ -153,14 +170,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from forestcoll.rational import format_rational as fr
     from forestcoll.schedule import read_schedule
-    from forestcoll.topology import load_topology
     from forestcoll.verify import verify
 
     sched = read_schedule(args.schedule)
     spec = args.topology or sched.topology
     if not spec:
         raise UsageError("the schedule names no topology; pass --topology")
-    topo = load_topology(spec)
+    from forestcoll.topology import load_topology
+
+    topo = load_topology(spec, _cluster_options(args))
     report = verify(sched, topo)
     if args.json:
         out = {
@@ -211,9 +229,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_topo_export(args: argparse.Namespace) -> int:
     from forestcoll.fileio import atomic_write_text, dump_json
-    from forestcoll.topology import load_topology, topology_to_dict
+    from forestcoll.topology import topology_to_dict
 
-    topo = load_topology(args.topology)
+    topo = _topology(args)
     text = dump_json(topology_to_dict(topo, symmetries=not args.no_symmetries))
     if args.output:
         atomic_write_text(args.output, text)
@@ -222,12 +240,101 @@ def cmd_topo_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_topo_import(args: argparse.Namespace) -> int:
+    """Import an NCCL/RCCL XML dump (or any topology) and write the plain JSON."""
+    from forestcoll.fileio import atomic_write_text, dump_json
+    from forestcoll.topology import topology_to_dict
+
+    topo = _topology(args)
+    text = dump_json(topology_to_dict(topo))
+    if args.output:
+        atomic_write_text(args.output, text)
+    if args.json:
+        sys.stdout.write(text)
+        return 0
+    _print_summary(topo)
+    if args.output:
+        print(f"wrote        {args.output}")
+    return 0
+
+
+def _print_summary(topo) -> None:
+    from forestcoll.rational import format_rational as fr
+    from forestcoll.topology.show import summarize
+
+    s = summarize(topo)
+
+    def span(pair):
+        lo, hi = pair
+        return f"{fr(lo)} GB/s" if lo == hi else f"{fr(lo)} to {fr(hi)} GB/s"
+
+    boxes = f", {s.boxes} boxes" if s.boxes > 1 else ""
+    print(f"topology     {s.name}")
+    print(f"nodes        {s.compute} compute (ranks), {s.switches} switch{boxes}")
+    print(f"per rank     in {span(s.rank_in)}, out {span(s.rank_out)}")
+    for c in s.classes:
+        kinds = ", ".join(fr(b) for b in c.bandwidths[:4]) + (", ..." if len(c.bandwidths) > 4 else "")
+        print(f"links {c.name:<7} {c.count:>5} one-way links, {fr(c.total)} GB/s in all (each: {kinds} GB/s)")
+    if s.symmetries:
+        print(f"symmetries   {s.symmetries} declared generator(s)")
+
+
+def cmd_topo_show(args: argparse.Namespace) -> int:
+    from forestcoll.rational import format_rational as fr
+    from forestcoll.topology.show import summarize
+
+    topo = _topology(args)
+    if args.json:
+        s = summarize(topo)
+        sys.stdout.write(dump_json({
+            "topology": s.name,
+            "compute_nodes": s.compute,
+            "switch_nodes": s.switches,
+            "boxes": s.boxes,
+            "rank_in_gbps": [fr(x) for x in s.rank_in],
+            "rank_out_gbps": [fr(x) for x in s.rank_out],
+            "link_classes": [
+                {"class": c.name, "links": c.count, "total_gbps": fr(c.total), "bandwidths_gbps": [fr(b) for b in c.bandwidths]}
+                for c in s.classes
+            ],
+        }))
+        return 0
+    _print_summary(topo)
+    return 0
+
+
+def cmd_topo_draw(args: argparse.Namespace) -> int:
+    from forestcoll.topology.draw import draw
+
+    topo = _topology(args)
+    cut: tuple[str, ...] = ()
+    title = topo.name
+    if args.cut:
+        from forestcoll.bound import optimal_bound
+        from forestcoll.rational import format_rational as fr
+
+        bound = optimal_bound(topo, args.collective)
+        phase = bound.phases[-1]
+        cut = phase.cut_nodes
+        title = (f"{topo.name}: {bound.collective} bound {fr(bound.algbw)} GB/s; cut S holds {phase.cut_weight} "
+                 f"ranks with {fr(phase.cut_bandwidth)} GB/s {'in' if phase.reversed else 'out'}")
+    draw(topo, args.output, cut, title)
+    print(f"wrote {args.output}")
+    return 0
+
+
 def cmd_topo_list(args: argparse.Namespace) -> int:
     from forestcoll.topology import BUILTINS
+    from forestcoll.topology.builtins import CLUSTER_PARAMS
 
+    width = max(len(n) for n in BUILTINS) + 2
     for name, b in BUILTINS.items():
-        opts = ",".join(f"{k}={_show_default(p.default)}" for k, p in b.params.items())
-        print(f"{name + ':' + opts:44s} {b.summary}")
+        print(f"{name:<{width}}{b.summary}")
+        if args.options:
+            for key, p in b.params.items():
+                print(f"{'':<{width}}  {key}={_show_default(p.default)}  {p.help}")
+    if not args.options:
+        print(f"\nbox families also take {', '.join(CLUSTER_PARAMS)}; `forestcoll topo list --options` lists every option")
     return 0
 
 
@@ -243,7 +350,17 @@ def _show_default(value: object) -> str:
 
 # ----- parser ----------------------------------------------------------------------------------
 
-TOPOLOGY_HELP = "a built-in NAME[:key=value,...] (see `forestcoll topo list`) or a topology .json file"
+TOPOLOGY_HELP = (
+    "a built-in NAME[:key=value,...] (see `forestcoll topo list`), or a file (.json, .yaml, NCCL/RCCL .xml) "
+    "optionally followed by :key=value,..."
+)
+
+
+def _cluster_flags(p: argparse.ArgumentParser) -> None:
+    from forestcoll.topology.cluster import FABRICS
+
+    p.add_argument("--nodes", type=int, help="replicate the box N times (same as the spec option nodes=N)")
+    p.add_argument("--fabric", choices=FABRICS, help="how boxes are joined (same as fabric=...)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -254,6 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bound", help="exact optimal algbw and the bottleneck cut that proves it")
     p.add_argument("topology", help=TOPOLOGY_HELP)
+    _cluster_flags(p)
     p.add_argument("--collective", "-c", default="allgather", help="allgather (default), reduce_scatter, allreduce, broadcast, reduce")
     p.add_argument("--root", help="root rank name for broadcast / reduce (default: the first rank)")
     p.add_argument("--k", type=int, help="also report the best algbw with exactly K trees per root")
@@ -263,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("generate", help="generate a schedule of spanning trees")
     p.add_argument("topology", help=TOPOLOGY_HELP)
+    _cluster_flags(p)
     p.add_argument("--collective", "-c", default="allgather", help="allgather (default), reduce_scatter, allreduce, broadcast, reduce")
     p.add_argument("--k", type=int, help="exactly K trees (chunks) per root; default: the smallest exactly optimal k")
     p.add_argument("--root", help="root rank name for broadcast / reduce (default: the first rank)")
@@ -275,19 +394,40 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check a schedule against its topology, independently of the generator")
     p.add_argument("schedule", help="schedule JSON file")
     p.add_argument("--topology", "-t", help=TOPOLOGY_HELP + " (default: the one named in the schedule)")
+    _cluster_flags(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_verify)
 
     topo = sub.add_parser("topo", help="topology tools")
     tsub = topo.add_subparsers(dest="topo_command", metavar="ACTION", parser_class=_Parser)
     tsub.required = True
-    p = tsub.add_parser("export", help="write a topology as JSON")
+    p = tsub.add_parser("export", help="write a topology as the plain nodes/links JSON")
     p.add_argument("topology", help=TOPOLOGY_HELP)
+    _cluster_flags(p)
     p.add_argument("--json", action="store_true", help="print the JSON (the default when no -o is given)")
     p.add_argument("-o", "--output", help="write the JSON here")
     p.add_argument("--no-symmetries", action="store_true", help="leave out the declared automorphisms")
     p.set_defaults(func=cmd_topo_export)
+    p = tsub.add_parser("import", help="import an NCCL/RCCL topology dump (NCCL_TOPO_DUMP_FILE); summary, JSON")
+    p.add_argument("topology", help="an NCCL/RCCL topology .xml (or any topology argument)")
+    _cluster_flags(p)
+    p.add_argument("-o", "--output", help="write the topology JSON here")
+    p.add_argument("--json", action="store_true", help="print the topology JSON instead of the summary")
+    p.set_defaults(func=cmd_topo_import)
+    p = tsub.add_parser("show", help="counts, per-rank bandwidth and links by class")
+    p.add_argument("topology", help=TOPOLOGY_HELP)
+    _cluster_flags(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_topo_show)
+    p = tsub.add_parser("draw", help="draw the fabric (png, svg or pdf), optionally with its bottleneck cut")
+    p.add_argument("topology", help=TOPOLOGY_HELP)
+    _cluster_flags(p)
+    p.add_argument("-o", "--output", required=True, help="picture file: .png, .svg or .pdf")
+    p.add_argument("--cut", action="store_true", help="highlight the bottleneck cut of the collective")
+    p.add_argument("--collective", "-c", default="allgather", help="collective for --cut (default allgather)")
+    p.set_defaults(func=cmd_topo_draw)
     p = tsub.add_parser("list", help="list the built-in topologies")
+    p.add_argument("--options", action="store_true", help="also list every option with its default")
     p.set_defaults(func=cmd_topo_list)
     return parser
 

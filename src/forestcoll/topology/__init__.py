@@ -1,7 +1,10 @@
 """Fabric topologies: the model, built-in families, and file formats."""
 
-from forestcoll.topology.builtins import BUILTINS, build_builtin
-from forestcoll.topology.jsonio import read_topology_json, topology_from_dict, topology_to_dict
+from forestcoll.topology.builtins import BOX_FAMILIES, BUILTINS, build_builtin
+from forestcoll.topology.cluster import Box, Fabric, Port, build_cluster
+from forestcoll.topology.nccl_xml import import_nccl_xml
+from forestcoll.topology.declarative import read_topology_document
+from forestcoll.topology.jsonio import topology_from_dict, topology_to_dict
 from forestcoll.topology.model import (
     COMPUTE,
     SWITCH,
@@ -16,7 +19,13 @@ from forestcoll.topology.model import (
 from forestcoll.topology.spec import load_topology, parse_spec
 
 __all__ = [
+    "BOX_FAMILIES",
     "BUILTINS",
+    "Box",
+    "Fabric",
+    "Port",
+    "build_cluster",
+    "import_nccl_xml",
     "COMPUTE",
     "SWITCH",
     "Link",
@@ -28,7 +37,7 @@ __all__ = [
     "load_topology",
     "make_topology",
     "parse_spec",
-    "read_topology_json",
+    "read_topology_document",
     "to_networkx",
     "topology_from_dict",
     "topology_to_dict",

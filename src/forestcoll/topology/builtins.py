@@ -1,8 +1,13 @@
 """Built-in topologies, named ``NAME[:key=value,...]``.
 
-Each builder is a pure function from parameters to a validated :class:`Topology`
-that also declares its obvious automorphisms (box shifts, rotations) so the
-algorithms can exploit symmetry.  Compute nodes are numbered box by box.
+Two kinds: *box families* (dgx-a100, dgx-h100, dgx-b200, hgx-h100, mi250,
+mi300x, dgx-1, ndv2, and the mixed ``hetero``) build one machine and join
+``nodes=N`` of them with a fabric (``fabric=switch|rail|leaf-spine|mesh`` and
+its options, see :mod:`forestcoll.topology.cluster`); *generic* ones (ring,
+torus, fully-connected, switch, hypercube) are plain graphs.  Every builder is a
+pure function to a validated :class:`Topology` that declares its obvious
+automorphisms.  Compute nodes are numbered box by box.  Sources for every
+figure: docs/catalog.md.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from forestcoll.errors import ForestCollError, TopologyError
-from forestcoll.rational import format_rational, parse_bandwidth
+from forestcoll.rational import format_rational, parse_bandwidth, parse_rational
+from forestcoll.topology.cluster import FABRICS, Box, Fabric, Port, build_cluster
 from forestcoll.topology.model import Topology, TopologyBuilder
 
 # xGMI link counts between the 16 GCDs of one MI250 box (8 GPUs x 2 GCDs), as modelled by the
@@ -92,67 +98,150 @@ def _dims(text: str, what: str) -> tuple[int, ...]:
     return dims
 
 
-def dgx_a100(nodes: int = 1, nvlink_bw: Fraction = Fraction(300), nic_bw: Fraction = Fraction(25)) -> Topology:
-    """DGX-A100 boxes: 8 GPUs on one NVSwitch; with >1 box, a NIC per GPU and two shared IB switches.
-
-    GPU i's NIC joins IB switch i mod 2 (as in the ForestColl evaluation).
-    """
-    b = TopologyBuilder(f"dgx-a100:nodes={nodes}")
-    gpus = 8
-    for box in range(nodes):
-        for i in range(gpus):
-            b.compute(f"n{box}.gpu{i}")
-        nvs = b.switch(f"n{box}.nvswitch")
-        for i in range(gpus):
-            b.duplex(f"n{box}.gpu{i}", nvs, nvlink_bw, "nvlink")
-        if nodes > 1:
-            for i in range(gpus):
-                b.switch(f"n{box}.nic{i}")
-                b.duplex(f"n{box}.gpu{i}", f"n{box}.nic{i}", nic_bw, "pcie")
-    if nodes > 1:
-        for s in range(2):
-            b.switch(f"ib{s}")
-        for box in range(nodes):
-            for i in range(gpus):
-                b.duplex(f"n{box}.nic{i}", f"ib{i % 2}", nic_bw, "ib")
-    _box_shift(b, nodes, [f"gpu{i}" for i in range(gpus)] + ["nvswitch"] + ([f"nic{i}" for i in range(gpus)] if nodes > 1 else []))
-    rot = {}
-    for box in range(nodes):
-        for i in range(gpus):
-            rot[f"n{box}.gpu{i}"] = f"n{box}.gpu{(i + 1) % gpus}"
-            if nodes > 1:
-                rot[f"n{box}.nic{i}"] = f"n{box}.nic{(i + 1) % gpus}"
-    if nodes > 1:
-        rot.update({"ib0": "ib1", "ib1": "ib0"})
-    b.symmetry(rot)
-    return b.build()
+# NVLink counts of the DGX-1 (V100) hybrid cube-mesh, 25 GB/s per link per direction.
+DGX1_NVLINKS: tuple[tuple[int, ...], ...] = (
+    (0, 2, 1, 1, 2, 0, 0, 0),
+    (2, 0, 1, 2, 0, 1, 0, 0),
+    (1, 1, 0, 2, 0, 0, 2, 0),
+    (1, 2, 2, 0, 0, 0, 0, 1),
+    (2, 0, 0, 0, 0, 2, 1, 1),
+    (0, 1, 0, 0, 2, 0, 1, 2),
+    (0, 0, 2, 0, 1, 1, 0, 2),
+    (0, 0, 0, 1, 1, 2, 2, 0),
+)
 
 
-def mi250(nodes: int = 1, xgmi_bw: Fraction = Fraction(50), nic_bw: Fraction = Fraction(16)) -> Topology:
-    """AMD MI250 boxes: 16 GCDs joined by xGMI bundles; with >1 box every GCD joins one shared IB switch."""
-    b = TopologyBuilder(f"mi250:nodes={nodes}")
+def _rotation(prefixes: tuple[str, ...], count: int, step: int = 1) -> dict[str, str]:
+    return {f"{p}{i}": f"{p}{(i + step) % count}" for p in prefixes for i in range(count)}
+
+
+def nvswitch_box(kind: str, nvlink_bw: Fraction, nic_bw: Fraction, gpus: int = 8) -> Box:
+    """GPUs on one NVSwitch; GPU i owns NIC i (GPU<->NIC at the NIC's bandwidth), the NICs are the ports."""
+    b = TopologyBuilder(kind)
+    for i in range(gpus):
+        b.compute(f"gpu{i}")
+    b.switch("nvswitch")
+    for i in range(gpus):
+        b.switch(f"nic{i}")
+    for i in range(gpus):
+        b.duplex(f"gpu{i}", "nvswitch", nvlink_bw, "nvlink")
+        b.duplex(f"gpu{i}", f"nic{i}", nic_bw, "pcie")
+    b.symmetry(_rotation(("gpu", "nic"), gpus))
+    return Box(b.build(), tuple(Port(f"nic{i}", nic_bw) for i in range(gpus)), kind)
+
+
+def dgx_a100_box(nvlink_bw: Fraction = Fraction(300), nic_bw: Fraction = Fraction(25)) -> Box:
+    """DGX-A100: 8 GPUs x 300 GB/s to NVSwitch, a 200 Gb/s (25 GB/s) NIC per GPU."""
+    return nvswitch_box("dgx-a100", nvlink_bw, nic_bw)
+
+
+def dgx_h100_box(nvlink_bw: Fraction = Fraction(450), nic_bw: Fraction = Fraction(50)) -> Box:
+    """DGX-H100: 8 GPUs x 450 GB/s (18 NVLink4) to NVSwitch, a 400 Gb/s NIC per GPU."""
+    return nvswitch_box("dgx-h100", nvlink_bw, nic_bw)
+
+
+def dgx_b200_box(nvlink_bw: Fraction = Fraction(900), nic_bw: Fraction = Fraction(50)) -> Box:
+    """DGX-B200: 8 GPUs x 900 GB/s (18 NVLink5) to NVSwitch, a 400 Gb/s NIC per GPU."""
+    return nvswitch_box("dgx-b200", nvlink_bw, nic_bw)
+
+
+def hgx_h100_box(
+    nvlink_bw: Fraction = Fraction(450), nics: int = 8, nic_bw: Fraction = Fraction(50), pcie_bw: Fraction = Fraction(64)
+) -> Box:
+    """HGX-H100 board: 8 GPUs on NVSwitch; each pair of GPUs shares a PCIe switch with 1 or 2 NICs."""
+    if nics not in (4, 8):
+        raise TopologyError(f"hgx-h100:nics must be 4 or 8, got {nics}")
+    b = TopologyBuilder("hgx-h100")
+    for i in range(8):
+        b.compute(f"gpu{i}")
+    b.switch("nvswitch")
+    for j in range(4):
+        b.switch(f"pcie{j}")
+    for j in range(nics):
+        b.switch(f"nic{j}")
+    for i in range(8):
+        b.duplex(f"gpu{i}", "nvswitch", nvlink_bw, "nvlink")
+        b.duplex(f"gpu{i}", f"pcie{i // 2}", pcie_bw, "pcie")
+    for j in range(nics):
+        b.duplex(f"nic{j}", f"pcie{j * 4 // nics}", pcie_bw, "pcie")
+    nic_step = nics // 4
+    b.symmetry({**_rotation(("gpu",), 8, 2), **_rotation(("pcie",), 4), **_rotation(("nic",), nics, nic_step)})
+    swap = {f"gpu{2 * j}": f"gpu{2 * j + 1}" for j in range(4)} | {f"gpu{2 * j + 1}": f"gpu{2 * j}" for j in range(4)}
+    if nics == 8:
+        swap |= {f"nic{2 * j}": f"nic{2 * j + 1}" for j in range(4)} | {f"nic{2 * j + 1}": f"nic{2 * j}" for j in range(4)}
+    b.symmetry(swap)
+    return Box(b.build(), tuple(Port(f"nic{j}", nic_bw) for j in range(nics)), "hgx-h100")
+
+
+def mi250_box(xgmi_bw: Fraction = Fraction(50), nic_bw: Fraction = Fraction(16)) -> Box:
+    """AMD MI250 box: 16 GCDs joined by xGMI bundles; every GCD is a 16 GB/s network port itself."""
+    b = TopologyBuilder("mi250")
     n = len(MI250_XGMI_LINKS)
-    for box in range(nodes):
-        for i in range(n):
-            b.compute(f"n{box}.gcd{i}")
-        for i in range(n):
-            for j in range(n):
-                if MI250_XGMI_LINKS[i][j]:
-                    b.link(f"n{box}.gcd{i}", f"n{box}.gcd{j}", MI250_XGMI_LINKS[i][j] * xgmi_bw, "xgmi")
-    if nodes > 1:
-        ib = b.switch("ib")
-        for box in range(nodes):
-            for i in range(n):
-                b.duplex(f"n{box}.gcd{i}", ib, nic_bw, "ib")
-    _box_shift(b, nodes, [f"gcd{i}" for i in range(n)])
+    for i in range(n):
+        b.compute(f"gcd{i}")
+    for i in range(n):
+        for j in range(n):
+            if MI250_XGMI_LINKS[i][j]:
+                b.link(f"gcd{i}", f"gcd{j}", MI250_XGMI_LINKS[i][j] * xgmi_bw, "xgmi")
     for perm in MI250_GCD_SYMMETRIES:
-        b.symmetry({f"n{box}.gcd{i}": f"n{box}.gcd{perm[i]}" for box in range(nodes) for i in range(n)})
-    return b.build()
+        b.symmetry({f"gcd{i}": f"gcd{perm[i]}" for i in range(n)})
+    return Box(b.build(), tuple(Port(f"gcd{i}", nic_bw) for i in range(n)), "mi250")
 
 
-def _box_shift(b: TopologyBuilder, nodes: int, members: list[str]) -> None:
-    if nodes > 1:
-        b.symmetry({f"n{box}.{m}": f"n{(box + 1) % nodes}.{m}" for box in range(nodes) for m in members})
+def mi300x_box(xgmi_bw: Fraction = Fraction(64), nic_bw: Fraction = Fraction(50), pcie_bw: Fraction = Fraction(64)) -> Box:
+    """AMD MI300X platform: 8 GPUs, one 64 GB/s xGMI link between every pair, a 400 Gb/s NIC per GPU."""
+    b = TopologyBuilder("mi300x")
+    for i in range(8):
+        b.compute(f"gpu{i}")
+    for i in range(8):
+        b.switch(f"nic{i}")
+    for i in range(8):
+        for j in range(i + 1, 8):
+            b.duplex(f"gpu{i}", f"gpu{j}", xgmi_bw, "xgmi")
+        b.duplex(f"gpu{i}", f"nic{i}", pcie_bw, "pcie")
+    b.symmetry(_rotation(("gpu", "nic"), 8))
+    return Box(b.build(), tuple(Port(f"nic{i}", nic_bw) for i in range(8)), "mi300x")
+
+
+def dgx1_box(
+    nvlink_bw: Fraction = Fraction(25),
+    nics: int = 4,
+    nic_bw: Fraction = Fraction(25, 2),
+    pcie_bw: Fraction = Fraction(12),
+    qpi_bw: Fraction = Fraction(6),
+    kind: str = "dgx-1",
+) -> Box:
+    """DGX-1 (V100) hybrid cube-mesh: NVLink2 bundles per DGX1_NVLINKS; GPU pairs on PCIe switches under 2 CPUs.
+
+    ``nics`` 100 Gb/s EDR NICs sit on the first PCIe switches (DGX-1: 4, one per switch; NDv2: 1).
+    """
+    if not 1 <= nics <= 4:
+        raise TopologyError(f"{kind}:nics must be between 1 and 4, got {nics}")
+    b = TopologyBuilder(kind)
+    for i in range(8):
+        b.compute(f"gpu{i}")
+    for c in range(2):
+        b.switch(f"cpu{c}")
+    for j in range(4):
+        b.switch(f"pcie{j}")
+    for j in range(nics):
+        b.switch(f"nic{j}")
+    for i in range(8):
+        for j in range(8):
+            if DGX1_NVLINKS[i][j]:
+                b.link(f"gpu{i}", f"gpu{j}", DGX1_NVLINKS[i][j] * nvlink_bw, "nvlink")
+        b.duplex(f"gpu{i}", f"pcie{i // 2}", pcie_bw, "pcie")
+    for j in range(4):
+        b.duplex(f"pcie{j}", f"cpu{j // 2}", pcie_bw, "pcie")
+    for j in range(nics):
+        b.duplex(f"nic{j}", f"pcie{j}", pcie_bw, "pcie")
+    b.duplex("cpu0", "cpu1", qpi_bw, "sys")
+    return Box(b.build(), tuple(Port(f"nic{j}", nic_bw) for j in range(nics)), kind)
+
+
+def ndv2_box(nvlink_bw: Fraction = Fraction(25), nic_bw: Fraction = Fraction(25, 2)) -> Box:
+    """Azure NDv2: the DGX-1 V100 NVLink mesh with a single 100 Gb/s InfiniBand NIC."""
+    return dgx1_box(nvlink_bw, 1, nic_bw, kind="ndv2")
 
 
 def ring(n: int = 8, bw: Fraction = Fraction(100)) -> Topology:
@@ -218,26 +307,194 @@ def star_switch(n: int = 8, bw: Fraction = Fraction(100)) -> Topology:
     return b.build()
 
 
-BUILTINS: dict[str, Builtin] = {
-    "dgx-a100": Builtin(
+def hypercube(dim: int = 3, bw: Fraction = Fraction(100)) -> Topology:
+    """2**dim compute nodes; node i links to i XOR 2**d for every dimension d."""
+    b = TopologyBuilder(f"hypercube:dim={dim},bw={format_rational(bw)}")
+    n = 1 << dim
+    names = [b.compute(f"h{i}") for i in range(n)]
+    for i in range(n):
+        for d in range(dim):
+            j = i ^ (1 << d)
+            if i < j:
+                b.duplex(names[i], names[j], bw, "link")
+    for d in range(dim):
+        b.symmetry({names[i]: names[i ^ (1 << d)] for i in range(n)})
+    return b.build()
+
+
+# ----- registry ----------------------------------------------------------------------------------
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str, str], str]:
+    def parse(text: str, what: str) -> str:
+        if text not in options:
+            raise TopologyError(f"{what}: {text!r} is not one of {', '.join(options)}")
+        return text
+
+    return parse
+
+
+def _ratio(text: str, what: str) -> Fraction:
+    try:
+        value = parse_rational(text, what)
+    except ForestCollError as exc:
+        raise TopologyError(str(exc)) from None
+    if value <= 0:
+        raise TopologyError(f"{what}: must be > 0, got {text}")
+    return value
+
+
+CLUSTER_PARAMS: dict[str, Param] = {
+    "nodes": Param(_count(1), 1, "number of boxes"),
+    "fabric": Param(_choice(FABRICS), None, "how boxes are joined: " + ", ".join(FABRICS)),
+    "rails": Param(_count(1), None, "rail fabric: rail switches (default: ports per box)"),
+    "oversub": Param(_ratio, Fraction(1), "leaf-spine: downlink / uplink bandwidth of a leaf"),
+    "spines": Param(_count(1), 2, "leaf-spine: spine switches"),
+    "leaf_ports": Param(_count(1), None, "leaf-spine: ports per leaf (default: whole boxes, about 32)"),
+}
+
+
+@dataclass(frozen=True)
+class BoxFamily:
+    """A machine type: its box builder and parameters, and the fabric its clusters use by default."""
+
+    name: str
+    summary: str
+    params: dict[str, Param]
+    make_box: Callable[..., Box]
+    fabric: Fabric = Fabric()
+    prune_single: bool = False
+
+
+def fabric_from_options(options: dict[str, object], default: Fabric = Fabric()) -> Fabric:
+    """A Fabric from parsed cluster options; the family default applies when ``fabric`` is not given."""
+    kind = options.get("fabric")
+    if kind is None or kind == default.kind:
+        base = default
+    else:
+        base = Fabric(str(kind))
+    return Fabric(
+        base.kind,
+        rails=options.get("rails", base.rails),  # type: ignore[arg-type]
+        oversub=options.get("oversub", base.oversub),  # type: ignore[arg-type]
+        spines=options.get("spines", base.spines),  # type: ignore[arg-type]
+        leaf_ports=options.get("leaf_ports", base.leaf_ports),  # type: ignore[arg-type]
+        switch_names=base.switch_names if base is default and "rails" not in options else "",
+    )
+
+
+BOX_FAMILIES: dict[str, BoxFamily] = {
+    "dgx-a100": BoxFamily(
         "dgx-a100",
         "NVIDIA DGX-A100: 8 GPUs x 300 GB/s NVSwitch; boxes joined by 8 x 25 GB/s NICs on 2 IB switches",
-        {
-            "nodes": Param(_count(1), 1, "number of boxes"),
-            "nvlink_bw": Param(_bw, Fraction(300), "GPU<->NVSwitch GB/s each way"),
-            "nic_bw": Param(_bw, Fraction(25), "GPU<->NIC and NIC<->IB GB/s each way"),
-        },
-        dgx_a100,
+        {"nvlink_bw": Param(_bw, Fraction(300), "GPU<->NVSwitch GB/s each way"),
+         "nic_bw": Param(_bw, Fraction(25), "GPU<->NIC and NIC<->fabric GB/s each way")},
+        dgx_a100_box,
+        Fabric("rail", rails=2, switch_names="ib"),
+        prune_single=True,
     ),
-    "mi250": Builtin(
+    "dgx-h100": BoxFamily(
+        "dgx-h100",
+        "NVIDIA DGX-H100: 8 GPUs x 450 GB/s NVSwitch; 8 x 400 Gb/s NICs, rail-optimised",
+        {"nvlink_bw": Param(_bw, Fraction(450), "GPU<->NVSwitch GB/s each way"),
+         "nic_bw": Param(_bw, Fraction(50), "NIC GB/s each way")},
+        dgx_h100_box,
+        Fabric("rail"),
+    ),
+    "dgx-b200": BoxFamily(
+        "dgx-b200",
+        "NVIDIA DGX-B200: 8 GPUs x 900 GB/s NVSwitch; 8 x 400 Gb/s NICs, rail-optimised",
+        {"nvlink_bw": Param(_bw, Fraction(900), "GPU<->NVSwitch GB/s each way"),
+         "nic_bw": Param(_bw, Fraction(50), "NIC GB/s each way")},
+        dgx_b200_box,
+        Fabric("rail"),
+    ),
+    "hgx-h100": BoxFamily(
+        "hgx-h100",
+        "HGX-H100 board: 8 GPUs x 450 GB/s NVSwitch; 4 or 8 NICs on 4 PCIe switches (2 GPUs each)",
+        {"nvlink_bw": Param(_bw, Fraction(450), "GPU<->NVSwitch GB/s each way"),
+         "nics": Param(_count(1), 8, "NICs per box: 8 (one per GPU) or 4 (one per GPU pair)"),
+         "nic_bw": Param(_bw, Fraction(50), "NIC GB/s each way"),
+         "pcie_bw": Param(_bw, Fraction(64), "PCIe Gen5 x16 GB/s each way")},
+        hgx_h100_box,
+        Fabric("rail"),
+    ),
+    "mi250": BoxFamily(
         "mi250",
         "AMD MI250: 16 GCDs joined by 50 GB/s xGMI bundles; boxes joined by 16 GB/s per GCD to one IB switch",
-        {
-            "nodes": Param(_count(1), 1, "number of boxes"),
-            "xgmi_bw": Param(_bw, Fraction(50), "GB/s per xGMI link each way"),
-            "nic_bw": Param(_bw, Fraction(16), "GCD<->IB switch GB/s each way"),
-        },
-        mi250,
+        {"xgmi_bw": Param(_bw, Fraction(50), "GB/s per xGMI link each way"),
+         "nic_bw": Param(_bw, Fraction(16), "GCD<->fabric GB/s each way")},
+        mi250_box,
+        Fabric("switch", switch_names="ib"),
+    ),
+    "mi300x": BoxFamily(
+        "mi300x",
+        "AMD MI300X platform: 8 GPUs, 64 GB/s xGMI between every pair; 8 x 400 Gb/s NICs",
+        {"xgmi_bw": Param(_bw, Fraction(64), "GB/s per xGMI link each way"),
+         "nic_bw": Param(_bw, Fraction(50), "NIC GB/s each way"),
+         "pcie_bw": Param(_bw, Fraction(64), "GPU<->NIC PCIe GB/s each way")},
+        mi300x_box,
+        Fabric("rail"),
+    ),
+    "dgx-1": BoxFamily(
+        "dgx-1",
+        "NVIDIA DGX-1 (V100): hybrid cube-mesh NVLink (25 GB/s per link); 4 x 100 Gb/s NICs on PCIe",
+        {"nvlink_bw": Param(_bw, Fraction(25), "GB/s per NVLink each way"),
+         "nics": Param(_count(1), 4, "NICs per box (1-4)"),
+         "nic_bw": Param(_bw, Fraction(25, 2), "NIC GB/s each way"),
+         "pcie_bw": Param(_bw, Fraction(12), "PCIe GB/s each way"),
+         "qpi_bw": Param(_bw, Fraction(6), "CPU<->CPU GB/s each way")},
+        dgx1_box,
+        Fabric("rail"),
+    ),
+    "ndv2": BoxFamily(
+        "ndv2",
+        "Azure NDv2: 8 V100 in the DGX-1 NVLink mesh; one 100 Gb/s InfiniBand NIC per VM",
+        {"nvlink_bw": Param(_bw, Fraction(25), "GB/s per NVLink each way"),
+         "nic_bw": Param(_bw, Fraction(25, 2), "NIC GB/s each way")},
+        ndv2_box,
+        Fabric("switch"),
+    ),
+}
+
+
+def _family_builder(family: BoxFamily) -> Callable[..., Topology]:
+    def build(**options: object) -> Topology:
+        box_opts = {k: v for k, v in options.items() if k in family.params}
+        cluster_opts = {k: v for k, v in options.items() if k in CLUSTER_PARAMS}
+        box = family.make_box(**box_opts)
+        nodes = int(cluster_opts.get("nodes", 1))  # type: ignore[arg-type]
+        fabric = fabric_from_options(cluster_opts, family.fabric)
+        return build_cluster([box] * nodes, fabric, family.name, prune_single=family.prune_single)
+
+    return build
+
+
+def hetero(**options: object) -> Topology:
+    """A cluster mixing box types: ``hetero:dgx-a100=2,dgx-h100=2`` (the default; fabric: one switch)."""
+    boxes: list[Box] = []
+    if not any(name in BOX_FAMILIES for name in options):
+        options = {"dgx-a100": 2, "dgx-h100": 2, **options}
+    for name, count in options.items():
+        if name in BOX_FAMILIES:
+            boxes.extend([BOX_FAMILIES[name].make_box()] * int(count))  # type: ignore[call-overload]
+    if len(boxes) < 1:
+        raise TopologyError("hetero: give box counts, e.g. hetero:dgx-a100=2,dgx-h100=2")
+    cluster_opts = {k: v for k, v in options.items() if k in CLUSTER_PARAMS}
+    return build_cluster(boxes, fabric_from_options(cluster_opts, Fabric("switch")), "hetero")
+
+
+BUILTINS: dict[str, Builtin] = {
+    name: Builtin(name, fam.summary, {**fam.params, **CLUSTER_PARAMS}, _family_builder(fam))
+    for name, fam in BOX_FAMILIES.items()
+}
+BUILTINS.update({
+    "hetero": Builtin(
+        "hetero",
+        "a cluster mixing box types, e.g. hetero:dgx-a100=2,dgx-h100=2",
+        {**{name: Param(_count(0), 0, f"number of {name} boxes") for name in BOX_FAMILIES},
+         **{k: p for k, p in CLUSTER_PARAMS.items() if k != "nodes"}},
+        hetero,
     ),
     "ring": Builtin(
         "ring",
@@ -247,9 +504,15 @@ BUILTINS: dict[str, Builtin] = {
     ),
     "torus": Builtin(
         "torus",
-        "wrap-around torus, e.g. dims=4x4",
+        "wrap-around torus (TPU-like 2D/3D), e.g. dims=4x4x4",
         {"dims": Param(_dims, (4, 4), "sizes per dimension, e.g. 4x4x2"), "bw": Param(_bw, Fraction(100), "GB/s each way")},
         torus,
+    ),
+    "hypercube": Builtin(
+        "hypercube",
+        "2^dim compute nodes, links along every dimension",
+        {"dim": Param(_count(1), 3, "dimensions"), "bw": Param(_bw, Fraction(100), "GB/s each way")},
+        hypercube,
     ),
     "fully-connected": Builtin(
         "fully-connected",
@@ -263,13 +526,13 @@ BUILTINS: dict[str, Builtin] = {
         {"n": Param(_count(2), 8, "compute nodes"), "bw": Param(_bw, Fraction(100), "GB/s each way per port")},
         star_switch,
     ),
-}
+})
 
 
 def build_builtin(name: str, options: dict[str, str]) -> Topology:
     """Build built-in ``name`` from string options; unknown names or keys raise TopologyError."""
     if name not in BUILTINS:
-        raise TopologyError(f"unknown topology {name!r}; built-ins: {', '.join(sorted(BUILTINS))} (or a .json file)")
+        raise TopologyError(f"unknown topology {name!r}; built-ins: {', '.join(sorted(BUILTINS))} (or a .json / .yaml / .xml file)")
     spec = BUILTINS[name]
     kwargs = {}
     for key, text in options.items():

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from forestcoll.errors import ForestCollError, TopologyError
-from forestcoll.fileio import load_json
 from forestcoll.rational import parse_bandwidth
 from forestcoll.topology.model import NODE_KINDS, Link, Node, Topology, make_topology
 
@@ -101,13 +100,3 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
         return make_topology(nodes, links, name, syms)
     except TopologyError as exc:
         raise TopologyError(f"{source}: {exc}") from None
-
-
-def read_topology_json(path: str) -> Topology:
-    """Read a topology JSON file."""
-    try:
-        data = load_json(path, "topology file")
-    except ForestCollError as exc:
-        raise TopologyError(str(exc)) from None
-    topo = topology_from_dict(data, str(path))
-    return topo if topo.name else topo.renamed(str(path))

@@ -1,22 +1,29 @@
 """Turning a user's topology argument into a Topology.
 
-The argument is either a file (``*.json``) or a built-in spec
-``NAME[:key=value,...]`` such as ``dgx-a100:nodes=2``.
+The argument is a built-in ``NAME[:key=value,...]`` (``dgx-h100:nodes=4,fabric=rail``)
+or a file, optionally followed by the same options (``topo.xml:nodes=4,fabric=rail``):
+
+* ``.json`` / ``.yaml`` / ``.yml``: the plain nodes/links file or the declarative
+  box/fabric file (:mod:`forestcoll.topology.declarative`);
+* ``.xml``: an NCCL / RCCL topology dump, one box (:mod:`forestcoll.topology.nccl_xml`);
+  ``nodes=N`` replicates it and joins the boxes' NICs with the fabric (default: one switch).
+
+Options given on the command line (``--nodes``, ``--fabric``) merge into the spec's.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from forestcoll.errors import TopologyError
-from forestcoll.topology.builtins import build_builtin
-from forestcoll.topology.jsonio import read_topology_json
 from forestcoll.topology.model import Topology
 
+FILE_SUFFIXES = (".json", ".yaml", ".yml", ".xml")
 
-def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
-    """Split ``NAME:key=value,...`` into the name and an ordered option dict."""
-    name, _, rest = spec.strip().partition(":")
+
+def parse_options(spec: str, rest: str) -> dict[str, str]:
+    """``key=value,key=value`` into an ordered dict, with one-line errors."""
     options: dict[str, str] = {}
     if rest.strip():
         for part in rest.split(","):
@@ -26,17 +33,72 @@ def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
             if key.strip() in options:
                 raise TopologyError(f"{spec!r}: option {key.strip()!r} given twice")
             options[key.strip()] = value.strip()
+    return options
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
+    """Split ``NAME:key=value,...`` into the name and an ordered option dict."""
+    name, _, rest = spec.strip().partition(":")
     if not name:
         raise TopologyError("empty topology name")
-    return name, options
+    return name, parse_options(spec, rest)
 
 
-def load_topology(spec: str | os.PathLike[str] | Topology) -> Topology:
-    """A Topology from a Topology, a JSON file path or a built-in spec."""
+def split_file_spec(spec: str) -> tuple[str, dict[str, str]] | None:
+    """(path, options) when ``spec`` names a file, possibly followed by ``:options``; else None."""
+    text = spec.strip()
+    if os.path.isfile(text) or text.lower().endswith(FILE_SUFFIXES):
+        return text, {}
+    for i, ch in enumerate(text):
+        if ch == ":":
+            head = text[:i]
+            if os.path.isfile(head) or head.lower().endswith(FILE_SUFFIXES):
+                return head, parse_options(spec, text[i + 1 :])
+    return None
+
+
+def _merge(spec: str, options: dict[str, str], extra: Mapping[str, str] | None) -> dict[str, str]:
+    merged = dict(options)
+    for key, value in (extra or {}).items():
+        if key in merged and merged[key] != value:
+            raise TopologyError(f"{spec!r}: {key} is given both in the spec ({merged[key]}) and as --{key} ({value})")
+        merged[key] = value
+    return merged
+
+
+def load_topology(spec, extra: Mapping[str, str] | None = None) -> Topology:
+    """A Topology from a Topology, a file (with options) or a built-in spec; ``extra`` adds options."""
     if isinstance(spec, Topology):
+        if extra:
+            raise TopologyError("options such as --nodes need a topology spec or file, not a built Topology")
         return spec
     text = os.fspath(spec)
-    if os.path.isfile(text) or text.lower().endswith(".json"):
-        return read_topology_json(text)
+    found = split_file_spec(text)
+    if found is not None:
+        path, options = found
+        options = _merge(text, options, extra)
+        if path.lower().endswith(".xml"):
+            return _load_xml(path, options)
+        from forestcoll.topology.declarative import read_topology_document
+
+        return read_topology_document(path, options or None)
+    from forestcoll.topology.builtins import build_builtin
+
     name, options = parse_spec(text)
-    return build_builtin(name, options)
+    return build_builtin(name, _merge(text, options, extra))
+
+
+def _load_xml(path: str, options: dict[str, str]) -> Topology:
+    from forestcoll.topology.builtins import CLUSTER_PARAMS, fabric_from_options
+    from forestcoll.topology.cluster import Fabric, build_cluster
+    from forestcoll.topology.nccl_xml import import_nccl_xml
+
+    parsed = {}
+    for key, text in options.items():
+        if key not in CLUSTER_PARAMS:
+            raise TopologyError(f"{path}: unknown option {key!r}; an NCCL topology file takes {', '.join(CLUSTER_PARAMS)}")
+        parsed[key] = CLUSTER_PARAMS[key].parse(text, key)
+    box = import_nccl_xml(path)
+    nodes = int(parsed.get("nodes", 1))
+    label = os.path.basename(path) + ("" if not options else ":" + ",".join(f"{k}={v}" for k, v in options.items()))
+    return build_cluster([box] * nodes, fabric_from_options(parsed, Fabric("switch")), label)
