@@ -4,17 +4,15 @@ import re
 import subprocess
 import sys
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
+from conftest import SHARED, shared_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forestcoll import load_topology, optimal_bound
 from forestcoll.errors import ForestCollError, TopologyError
 from forestcoll.topology.nccl_xml import import_nccl_xml
-
-from conftest import SHARED, shared_file
 
 DATA = SHARED / "data" / "nccl-topo"
 

@@ -2,7 +2,6 @@
 
 from forestcoll.topology.builtins import BOX_FAMILIES, BUILTINS, build_builtin
 from forestcoll.topology.cluster import Box, Fabric, Port, build_cluster
-from forestcoll.topology.nccl_xml import import_nccl_xml
 from forestcoll.topology.declarative import read_topology_document
 from forestcoll.topology.jsonio import topology_from_dict, topology_to_dict
 from forestcoll.topology.model import (
@@ -16,6 +15,7 @@ from forestcoll.topology.model import (
     make_topology,
     to_networkx,
 )
+from forestcoll.topology.nccl_xml import import_nccl_xml
 from forestcoll.topology.spec import load_topology, parse_spec
 
 __all__ = [

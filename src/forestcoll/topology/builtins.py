@@ -366,7 +366,10 @@ class BoxFamily:
     prune_single: bool = False
 
 
-def fabric_from_options(options: dict[str, object], default: Fabric = Fabric()) -> Fabric:
+SWITCH_FABRIC = Fabric()
+
+
+def fabric_from_options(options: dict[str, object], default: Fabric = SWITCH_FABRIC) -> Fabric:
     """A Fabric from parsed cluster options; the family default applies when ``fabric`` is not given."""
     kind = options.get("fabric")
     if kind is None or kind == default.kind:
