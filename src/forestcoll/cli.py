@@ -253,6 +253,16 @@ def cmd_topo_import(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return 0
     _print_summary(topo)
+    path = args.topology.split(":", 1)[0]
+    if path.lower().endswith(".xml"):
+        from forestcoll.rational import format_rational as fr
+        from forestcoll.topology.nccl_xml import import_nccl_xml
+
+        ports = import_nccl_xml(path).ports
+        speeds = sorted({p.bandwidth for p in ports})
+        cards = len({p.node for p in ports})
+        each = ", ".join(f"{fr(b)} GB/s" for b in speeds)
+        print(f"network      {len(ports)} port(s) on {cards} NIC(s) per box, {each} each")
     if args.output:
         print(f"wrote        {args.output}")
     return 0
