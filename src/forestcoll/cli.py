@@ -146,8 +146,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
+    if args.format == "msccl":
+        if not args.output:
+            raise UsageError("--format msccl needs -o FILE.xml")
+        options = _export_options(args)
     topo = _topology(args)
     sched = generate(topo, args.collective, k=args.k, root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k)
+    if args.format == "msccl":
+        print(f"schedule   {sched.collective} on {topo.name}, k={sched.k}, {len(sched.trees)} trees, "
+              f"algbw {fr(sched.algbw)} GB/s (~{_approx(sched.algbw)}; {_approx(sched.algbw / sched.bound_algbw * 100)}% of the bound)")
+        return _write_msccl(sched, options, args)
     text = dump_json(schedule_to_dict(sched))
     if args.output:
         atomic_write_text(args.output, text)
@@ -225,6 +233,140 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"forestcoll: error: {args.schedule}: {report.errors[0]}", file=sys.stderr)
         return EXIT_USAGE
     return 0
+
+
+def _export_options(args: argparse.Namespace):
+    from forestcoll.msccl.export import ExportOptions
+
+    for flag in ("instances", "min_bytes", "max_bytes", "channels"):
+        value = getattr(args, flag)
+        if value is not None and value < (1 if flag in ("instances", "channels") else 0):
+            raise UsageError(f"--{flag.replace('_', '-')} must be >= {1 if flag in ('instances', 'channels') else 0}, got {value}")
+    opts = ExportOptions(
+        proto=args.proto,
+        instances=args.instances,
+        inplace=args.mode in ("both", "in-place"),
+        outofplace=args.mode in ("both", "out-of-place"),
+        min_bytes=args.min_bytes,
+        max_bytes=args.max_bytes,
+        runtime=args.runtime,
+        channels=args.channels,
+        name=args.name,
+    )
+    opts.check()
+    return opts
+
+
+def _write_msccl(sched, options, args: argparse.Namespace) -> int:
+    from forestcoll.fileio import atomic_write_text
+    from forestcoll.msccl.export import export_msccl, self_check
+    from forestcoll.msccl.ir import write_algo
+    from forestcoll.msccl.lint import RUNTIMES
+
+    result = export_msccl(sched, options)
+    algo = result.algo
+    checks = [] if args.no_check else self_check(result)
+    atomic_write_text(args.output, write_algo(algo))
+    if getattr(args, "json", False):
+        out = result.to_dict()
+        out["checked"] = not args.no_check
+        out["output"] = args.output
+        sys.stdout.write(dump_json(out))
+        return 0
+    modes = " + ".join(m for m, on in (("in-place", algo.inplace), ("out-of-place", algo.outofplace)) if on)
+    size = f"{algo.min_bytes}..{algo.max_bytes or 'any'} bytes"
+    print(f"algorithm  {algo.name}: {algo.coll}, {algo.ngpus} gpus, {algo.nchunksperloop} chunks per loop, "
+          f"{algo.proto}, {modes}, {size}")
+    print(f"layout     {result.channels} channel(s), {result.tbs_per_gpu} thread blocks per GPU (most), "
+          f"{result.steps_per_tb} steps per thread block (most), {result.total_steps} steps in all")
+    for name, lim in RUNTIMES.items():
+        verdict = "fits" if result.fits(name) else "DOES NOT FIT"
+        print(f"limits     {name}: {verdict} ({lim.steps_per_tb} steps/tb, {lim.tbs_per_gpu} tbs/GPU, {lim.channels} channels)")
+    for line in checks:
+        print(f"checked    {line}")
+    for note in result.notes:
+        print(f"note       {note}")
+    print(f"wrote      {args.output}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from forestcoll.schedule import read_schedule
+
+    options = _export_options(args)
+    sched = read_schedule(args.schedule)
+    print(f"schedule   {args.schedule}: {sched.collective}, k={sched.k}, {len(sched.trees)} trees, {len(sched.ranks)} ranks")
+    return _write_msccl(sched, options, args)
+
+
+def cmd_msccl_lint(args: argparse.Namespace) -> int:
+    from forestcoll.msccl.ir import read_algo
+    from forestcoll.msccl.lint import lint
+
+    algo, text = read_algo(args.file)
+    findings = lint(algo, text, args.runtime)
+    errors = [f for f in findings if f.severity == "error"]
+    if args.json:
+        sys.stdout.write(dump_json({"file": args.file, "runtime": args.runtime, "ok": not errors,
+                                    "findings": [{"line": f.line, "severity": f.severity, "message": f.message} for f in findings]}))
+    else:
+        for f in findings:
+            print(f.format(args.file))
+        print(f"{args.file}: {len(errors)} error(s), {len(findings) - len(errors)} warning(s) for {args.runtime}")
+    if errors:
+        print(f"forestcoll: error: {errors[0].format(args.file)}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+def cmd_msccl_run(args: argparse.Namespace) -> int:
+    from forestcoll.msccl.interpreter import run_modes
+    from forestcoll.msccl.ir import read_algo
+
+    algo, _text = read_algo(args.file)
+    nbytes: int | str | None = "auto"
+    if args.bytes is not None:
+        nbytes = None if args.bytes == "unbounded" else _positive_int(args.bytes, "--bytes")
+    results = run_modes(algo, None if args.mode == "declared" else args.mode, source=args.file, count=args.count,
+                        dtype=args.dtype, op=args.op, iterations=args.iterations, slots=args.slots, nbytes=nbytes,
+                        max_count=args.max_count, root=args.root, race_check=not args.no_race_check, seed=args.seed)
+    if args.json:
+        sys.stdout.write(dump_json({"file": args.file, "ok": all(r.ok for r in results), "runs": [r.to_dict() for r in results]}))
+    else:
+        tbs = max((len(g.tbs) for g in algo.gpus), default=0)
+        print(f"file       {args.file}: {algo.coll}, {algo.ngpus} gpus, {algo.nchunksperloop} chunks per loop, {algo.proto}, "
+              f"{algo.nchannels} channel(s), {tbs} thread blocks per GPU (most)")
+        for r in results:
+            regime = "unbounded size" if r.nbytes is None else f"a {r.nbytes}-byte call"
+            print(f"run        {r.mode}: count {r.count} {r.dtype} {r.op}, {r.chunk_elems} elements per chunk, "
+                  f"{r.iterations} iteration(s), {r.slots} slot(s) per connection, {r.max_count} chunk(s) per call "
+                  f"({regime})")
+            print(f"           {r.transmissions} transmissions, {r.calls} calls, {r.seconds:.2f} s")
+            print(f"result     {r.summary()}")
+            for s in r.stuck[:args.show]:
+                print(f"stuck      {s.format()}")
+            if len(r.stuck) > args.show:
+                print(f"stuck      ... and {len(r.stuck) - args.show} more thread blocks")
+            for e in r.errors[:args.show]:
+                print(f"error      {e}")
+            if len(r.errors) > args.show:
+                print(f"error      ... and {len(r.errors) - args.show} more")
+    bad = next((r for r in results if not r.ok), None)
+    if bad is not None:
+        what = f"deadlock: {bad.stuck[0].format()}" if bad.stuck else bad.errors[0]
+        print(f"forestcoll: error: {args.file} ({bad.mode}): {what}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+def _positive_int(text: str, flag: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"{flag} expects a positive integer or 'unbounded', got {text!r}") from None
+    if value < 1:
+        raise UsageError(f"{flag} must be >= 1, got {value}")
+    return value
 
 
 def cmd_topo_export(args: argparse.Namespace) -> int:
@@ -373,6 +515,27 @@ def _cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fabric", choices=FABRICS, help="how boxes are joined (same as fabric=...)")
 
 
+def _runtimes() -> tuple[str, ...]:
+    from forestcoll.msccl.lint import RUNTIMES
+
+    return tuple(RUNTIMES)
+
+
+def _export_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("MSCCL export")
+    g.add_argument("--proto", default="Simple", choices=("Simple", "LL", "LL128"), help="protocol (default Simple)")
+    g.add_argument("--instances", type=int, default=1, help="copies of the algorithm on separate channels (default 1)")
+    g.add_argument("--channels", type=int, help="channels per instance (default: the fewest within the step limit)")
+    g.add_argument("--mode", choices=("both", "in-place", "out-of-place"), default="both",
+                   help="calls the algorithm serves (default both)")
+    g.add_argument("--min-bytes", type=int, default=0, help="smallest call size to use it for (default 0)")
+    g.add_argument("--max-bytes", type=int, default=0, help="largest call size (default 0: no limit)")
+    g.add_argument("--runtime", default="msccl-executor-nccl", choices=_runtimes(),
+                   help="whose limits to keep to (default msccl-executor-nccl)")
+    g.add_argument("--name", help="algorithm name in the file")
+    g.add_argument("--no-check", action="store_true", help="skip running the file in the interpreter before writing it")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="forestcoll", description="Throughput-optimal collective schedules for any fabric.")
     parser.add_argument("--version", action="version", version="forestcoll 0.1.0")
@@ -396,10 +559,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, help="exactly K trees (chunks) per root; default: the smallest exactly optimal k")
     p.add_argument("--root", help="root rank name for broadcast / reduce (default: the first rank)")
     p.add_argument("--max-k", type=int, default=100_000, help="refuse optimal schedules needing more than this k")
-    p.add_argument("-o", "--output", help="write the schedule JSON here")
+    p.add_argument("-o", "--output", help="write the schedule JSON (or, with --format msccl, the MSCCL XML) here")
     p.add_argument("--json", action="store_true", help="print the schedule JSON on stdout")
     p.add_argument("--no-symmetry", action="store_true", help="do not exploit automorphisms")
+    p.add_argument("--format", choices=("json", "msccl"), default="json", help="json (default): schedule JSON; msccl: MSCCL XML")
+    _export_flags(p)
     p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("export", help="lower a schedule to an MSCCL algorithm XML (MSCCL-on-NCCL, RCCL)")
+    p.add_argument("schedule", help="schedule JSON file (from `forestcoll generate`)")
+    p.add_argument("--format", choices=("msccl",), default="msccl", help="output format (msccl)")
+    p.add_argument("-o", "--output", required=True, help="the XML file to write")
+    p.add_argument("--json", action="store_true", help="print the layout figures as JSON")
+    _export_flags(p)
+    p.set_defaults(func=cmd_export)
+
+    ms = sub.add_parser("msccl", help="MSCCL algorithm files: run in the interpreter, lint")
+    msub = ms.add_subparsers(dest="msccl_command", metavar="ACTION", parser_class=_Parser)
+    msub.required = True
+    p = msub.add_parser("run", help="execute an MSCCL XML file as the runtime would and check the result")
+    p.add_argument("file", help="MSCCL algorithm XML")
+    p.add_argument("--count", type=int, help="elements per rank in the call (default: the smallest that gives >= 4 per chunk)")
+    p.add_argument("--dtype", default="float32", help="float16, float32 (default), float64, int8, int32, int64")
+    p.add_argument("--op", default="sum", help="reduction: sum (default), prod, max, min")
+    p.add_argument("--mode", choices=("declared", "in-place", "out-of-place"), default="declared",
+                   help="buffer mode (default: every mode the file declares)")
+    p.add_argument("--iterations", type=int, default=2, help="pipeline iterations at most (default 2)")
+    p.add_argument("--slots", type=int, help="calls a connection buffers (default: 2 for Simple, 8 for LL / LL128; 1 is strictest)")
+    p.add_argument("--bytes", help="size of the call whose regime to reproduce (default: the file's maxBytes, "
+                                   "'unbounded' when it is 0)")
+    p.add_argument("--max-count", type=int, help="chunks per primitive call (default: from --bytes)")
+    p.add_argument("--root", type=int, help="root rank of broadcast / reduce (default: inferred from the file)")
+    p.add_argument("--no-race-check", action="store_true", help="skip the data-race detector (faster)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random input data")
+    p.add_argument("--show", type=int, default=10, help="stuck thread blocks / errors to list (default 10)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_msccl_run)
+    p = msub.add_parser("lint", help="check an MSCCL XML file against the runtime's parser rules and limits")
+    p.add_argument("file", help="MSCCL algorithm XML")
+    p.add_argument("--runtime", default="msccl-executor-nccl", choices=_runtimes(), help="whose limits (default msccl-executor-nccl)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_msccl_lint)
 
     p = sub.add_parser("verify", help="check a schedule against its topology, independently of the generator")
     p.add_argument("schedule", help="schedule JSON file")

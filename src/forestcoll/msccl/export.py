@@ -1,0 +1,467 @@
+"""Lower a tree schedule to an MSCCL algorithm (schedule -> operations -> thread blocks -> :class:`Algo`).
+
+Chunks.  Every root's shard is ``k`` chunks (x ``instances``); root r's chunk
+j of instance m is global chunk ``r*k*I + m*k + j`` (allgather, reduce-scatter,
+allreduce) or ``m*k + j`` (broadcast, reduce).  Each tree carries a
+consecutive range of its root's chunks; for allreduce the ranges of the
+reduce-scatter and allgather trees are cut at each other's boundaries so every
+piece lies in one tree of each phase.  Pieces longer than 71 chunks are split.
+
+Operations.  An out-tree edge u -> v is a send on u and a receive on v; u's
+send waits for u's own receive of the piece (or, for allreduce, for the end of
+its reduction).  An in-tree edge c -> u is a send on c and a receive-reduce-
+copy (``rrc``) on u; u's receives of one piece form a chain (each waits for the
+previous, the first adds u's own input), and u's send waits for the chain's
+end.  Partial sums live in the output buffer (allreduce) or in scratch.
+
+Thread blocks.  One per (peer, direction, channel); trees are dealt to
+channels round robin.  Every block lists its operations by one global key
+(phase, level in the tree, tree, piece, edge), and every dependency points to
+a smaller key, so no block ever waits on one that waits on it: the program is
+deadlock-free even when each connection buffers a single chunk slice.
+Receiving and copying blocks get the low ids (dependency targets must fit ``depid`` in
+int8).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from forestcoll.errors import ScheduleError, UsageError
+from forestcoll.msccl.ir import PROTOCOLS, Algo, Gpu, Step, ThreadBlock
+from forestcoll.msccl.lint import RUNTIMES, RuntimeLimits
+from forestcoll.rational import format_rational
+from forestcoll.schedule import Schedule, ScheduleTree
+
+MSCCL_COLL = {"allgather": "allgather", "reduce_scatter": "reducescatter", "allreduce": "allreduce",
+              "broadcast": "broadcast", "reduce": "reduce"}
+
+
+class ExportError(ScheduleError):
+    """The schedule cannot be written within a runtime's limits (the message says which and what to do)."""
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """Knobs of :func:`export_msccl` (defaults suit msccl-executor-nccl)."""
+
+    proto: str = "Simple"
+    instances: int = 1
+    inplace: bool = True
+    outofplace: bool = True
+    min_bytes: int = 0
+    max_bytes: int = 0
+    runtime: str = "msccl-executor-nccl"
+    channels: int | None = None  # None: the fewest that keep every tb within the step limit
+    max_cnt: int = 71
+    name: str | None = None
+
+    def check(self) -> RuntimeLimits:
+        if self.proto not in PROTOCOLS:
+            raise UsageError(f"unknown protocol {self.proto!r}; choose {', '.join(PROTOCOLS)}")
+        if self.runtime not in RUNTIMES:
+            raise UsageError(f"unknown runtime {self.runtime!r}; choose {', '.join(RUNTIMES)}")
+        if self.instances < 1:
+            raise UsageError(f"instances must be >= 1, got {self.instances}")
+        if not (self.inplace or self.outofplace):
+            raise UsageError("the algorithm must allow in-place or out-of-place calls (or both)")
+        if self.min_bytes < 0 or self.max_bytes < 0 or (self.max_bytes and self.max_bytes < self.min_bytes):
+            raise UsageError(f"bad size range: min-bytes {self.min_bytes}, max-bytes {self.max_bytes} (0 = no limit)")
+        if self.channels is not None and self.channels < 1:
+            raise UsageError(f"channels must be >= 1, got {self.channels}")
+        if not 1 <= self.max_cnt <= 71:
+            raise UsageError(f"max_cnt must be within 1..71, got {self.max_cnt}")
+        return RUNTIMES[self.runtime]
+
+
+@dataclass
+class ExportResult:
+    """The algorithm and the figures a user checks against the runtime's limits."""
+
+    algo: Algo
+    channels: int  # nchannels of the file (per instance x instances)
+    tbs_per_gpu: int  # the largest over GPUs
+    steps_per_tb: int  # the largest over thread blocks
+    total_steps: int
+    limits: RuntimeLimits
+    notes: list[str] = field(default_factory=list)
+
+    def fits(self, runtime: str) -> bool:
+        """Whether the file keeps within ``runtime``'s limits."""
+        lim = RUNTIMES[runtime]
+        return (self.steps_per_tb <= lim.steps_per_tb and self.tbs_per_gpu <= lim.tbs_per_gpu
+                and self.channels <= lim.channels)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.algo.name,
+            "coll": self.algo.coll,
+            "ngpus": self.algo.ngpus,
+            "nchunksperloop": self.algo.nchunksperloop,
+            "channels": self.channels,
+            "tbs_per_gpu": self.tbs_per_gpu,
+            "steps_per_tb": self.steps_per_tb,
+            "total_steps": self.total_steps,
+            "fits": {rt: self.fits(rt) for rt in RUNTIMES},
+            "notes": self.notes,
+        }
+
+
+# ----- trees ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Tree:
+    order: int  # position among its phase's trees
+    phase: int
+    name: str
+    direction: str
+    root: int
+    parent: dict[int, int]  # out: parent of each non-root; in: next hop toward the root
+    level: dict[int, int]  # out: depth of each node; in: height of its subtree
+    children: dict[int, list[int]]
+
+
+def _structure(tree: ScheduleTree, order: int, phase: int, index: dict[str, int], where: str) -> _Tree:
+    """Parent links and levels of a spanning tree, checking that it is one."""
+    if tree.root not in index:
+        raise ScheduleError(f"{where}: root {tree.root!r} is not a rank")
+    root = index[tree.root]
+    parent: dict[int, int] = {}
+    for e in tree.edges:
+        if e.src not in index or e.dst not in index:
+            raise ScheduleError(f"{where}: edge {e.src} -> {e.dst} names a node that is not a rank")
+        u, v = index[e.src], index[e.dst]
+        child, par = (v, u) if tree.direction == "out" else (u, v)
+        if child == root or child in parent:
+            raise ScheduleError(f"{where}: {e.src} -> {e.dst} gives rank {child} a second "
+                                f"{'parent' if tree.direction == 'out' else 'next hop'}")
+        parent[child] = par
+    if len(parent) != len(index) - 1:
+        raise ScheduleError(f"{where}: the tree reaches {len(parent) + 1} of {len(index)} ranks")
+    children: dict[int, list[int]] = defaultdict(list)
+    for c, p in parent.items():
+        children[p].append(c)
+    depth = {root: 0}
+    stack = [root]
+    while stack:
+        v = stack.pop()
+        for c in children[v]:
+            depth[c] = depth[v] + 1
+            stack.append(c)
+    if len(depth) != len(index):
+        raise ScheduleError(f"{where}: the edges do not form a tree rooted at {tree.root}")
+    if tree.direction == "out":
+        level = depth
+    else:
+        level = {}
+        for v in sorted(depth, key=lambda x: -depth[x]):
+            level[v] = 1 + max((level[c] for c in children[v]), default=-1)
+    for v in children:
+        children[v].sort()
+    return _Tree(order, phase, tree.phase, tree.direction, root, parent, level, dict(children))
+
+
+# ----- operations ----------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Op:
+    key: tuple
+    gpu: int
+    kind: str  # "send" | "recv" | "local"
+    peer: int
+    chan: int
+    type: str
+    srcbuf: str
+    srcoff: int
+    dstbuf: str
+    dstoff: int
+    cnt: int
+    dep: _Op | None = None
+    hasdep: bool = False
+    tb: int = -1
+    s: int = -1
+
+
+@dataclass(frozen=True)
+class _Piece:
+    root: int  # rank whose shard it is (the root, for broadcast / reduce)
+    start: int  # first chunk within the root's k (per instance)
+    cnt: int
+    trees: tuple[_Tree, ...]  # one per phase
+
+
+def _pieces(sched: Schedule, trees: list[_Tree], max_cnt: int) -> tuple[int, list[_Piece]]:
+    """Cut every root's chunks so each piece lies in one tree per phase and moves at most ``max_cnt`` chunks."""
+    phases = sorted({t.phase for t in trees})
+    ks = {p.name: p.k for p in sched.phases}
+    names = [next(t.name for t in trees if t.phase == ph) for ph in phases]
+    k = math.lcm(*(ks.get(nm, sched.k) for nm in names))
+    by_root: dict[tuple[int, int], list[tuple[int, int, _Tree]]] = defaultdict(list)
+    for ph, nm in zip(phases, names):
+        scale = k // ks.get(nm, sched.k)
+        cursor: dict[int, int] = defaultdict(int)
+        for t, st in zip(trees, sched.trees):
+            if t.phase != ph:
+                continue
+            c = st.chunks * scale
+            by_root[(ph, t.root)].append((cursor[t.root], cursor[t.root] + c, t))
+            cursor[t.root] += c
+        for r, total in cursor.items():
+            if total != k:
+                raise ScheduleError(f"the {nm} trees of rank {r} carry {total // scale} chunks, not k={k // scale}")
+    roots = sorted({t.root for t in trees})
+    pieces: list[_Piece] = []
+    for r in roots:
+        cuts = {0, k}
+        for ph in phases:
+            for a, b, _t in by_root[(ph, r)]:
+                cuts.update((a, b))
+        bounds = sorted(cuts)
+        for a, b in zip(bounds, bounds[1:]):
+            owners = tuple(next(t for lo, hi, t in by_root[(ph, r)] if lo <= a < hi) for ph in phases)
+            x = a
+            while x < b:
+                c = min(max_cnt, b - x)
+                pieces.append(_Piece(r, x, c, owners))
+                x += c
+    return k, pieces
+
+
+def _build_ops(sched: Schedule, pieces: list[_Piece], k: int, n: int, instances: int,
+               channels: int, outofplace: bool) -> tuple[list[_Op], list[int]]:
+    """All operations of every GPU (not yet in thread blocks) and each GPU's scratch chunk count."""
+    coll = sched.collective
+    copy_first = outofplace and coll in ("allgather", "broadcast")
+    per_root = coll in ("allgather", "reduce_scatter", "allreduce")
+    ops: list[_Op] = []
+    scratch = [0] * n
+    final_op: dict[tuple[int, int, int], _Op] = {}  # (instance, root, start) -> op that completes the reduction
+
+    def chan_of(t: _Tree, m: int) -> int:
+        return m * channels + (t.order % channels)
+
+    for m in range(instances):
+        for pc in pieces:
+            base = pc.root * k * instances + m * k + pc.start if per_root else m * k + pc.start
+            local = m * k + pc.start  # index within the root's own block (input of allgather, output of reduce-scatter)
+            for t in pc.trees:
+                ch = chan_of(t, m)
+                tkey = (t.phase, )
+                if t.direction == "in":
+                    acc: dict[int, tuple[str, int]] = {}
+                    last: dict[int, _Op] = {}
+                    # visit nodes from the leaves up so children finish before parents
+                    for v in sorted(t.level, key=lambda x: (t.level[x], x)):
+                        kids = t.children.get(v, [])
+                        if v == t.root:
+                            where = ("o", local) if coll == "reduce_scatter" else ("o", base)
+                        elif kids:
+                            if coll == "allreduce":
+                                where = ("o", base)
+                            else:
+                                where = ("s", scratch[v])
+                                scratch[v] += pc.cnt
+                        else:
+                            where = ("i", base)
+                        acc[v] = where
+                        prev: _Op | None = None
+                        for c in sorted(kids, key=lambda x: (t.level[x], x)):
+                            key = (m, *tkey, t.level[c], t.order, pc.root, pc.start, c, v)
+                            send = _Op(key, c, "send", v, ch, "s", acc[c][0], acc[c][1], acc[c][0], acc[c][1], pc.cnt,
+                                       dep=last.get(c))
+                            src = ("i", base) if prev is None else where
+                            recv = _Op(key, v, "recv", c, ch, "rrc", src[0], src[1], where[0], where[1], pc.cnt, dep=prev)
+                            ops += (send, recv)
+                            prev = recv
+                        if prev is not None:
+                            last[v] = prev
+                    if t.root in last:
+                        final_op[(m, pc.root, pc.start)] = last[t.root]
+                else:
+                    have: dict[int, _Op | None] = {}
+                    if coll == "allreduce":
+                        src_root = ("o", base)
+                        have[t.root] = final_op.get((m, pc.root, pc.start))
+                    elif copy_first:
+                        # out-of-place: the root first copies its input into its own output slot, then sends from there
+                        src_root = ("o", base)
+                        cpy = _Op((m, -1, pc.root, pc.start), pc.root, "local", -1, 0, "cpy", "i",
+                                  local if coll == "allgather" else base, "o", base, pc.cnt)
+                        ops.append(cpy)
+                        have[t.root] = cpy
+                    else:
+                        src_root = ("i", local if coll == "allgather" else base)
+                        have[t.root] = None
+                    for v in sorted(t.level, key=lambda x: (t.level[x], x)):
+                        if v == t.root:
+                            continue
+                        u = t.parent[v]
+                        key = (m, *tkey, t.level[v], t.order, pc.root, pc.start, u, v)
+                        src = src_root if u == t.root else ("o", base)
+                        send = _Op(key, u, "send", v, ch, "s", src[0], src[1], src[0], src[1], pc.cnt, dep=have[u])
+                        recv = _Op(key, v, "recv", u, ch, "r", "o", base, "o", base, pc.cnt)
+                        ops += (send, recv)
+                        have[v] = recv
+    return ops, scratch
+
+
+def _assign(ops: list[_Op], n: int) -> tuple[list[list[tuple[str, int, int]]], dict[tuple, list[_Op]]]:
+    """Group operations into thread blocks, number blocks and steps, and point dependencies at (tb, step)."""
+    groups: dict[tuple, list[_Op]] = defaultdict(list)
+    for op in ops:
+        groups[(op.gpu, op.kind, op.peer, op.chan)].append(op)
+    order = {"recv": 0, "local": 1, "send": 2}
+    layout: list[list[tuple[str, int, int]]] = [[] for _ in range(n)]
+    for key in sorted(groups, key=lambda g: (g[0], order[g[1]], g[3], g[2])):
+        gpu, kind, peer, chan = key
+        tb = len(layout[gpu])
+        layout[gpu].append((kind, peer, chan))
+        groups[key].sort(key=lambda o: o.key)
+        for s, op in enumerate(groups[key]):
+            op.tb, op.s = tb, s
+    for op in ops:
+        if op.dep is not None:
+            op.dep.hasdep = True
+    return layout, groups
+
+
+def _channel_figures(ops: list[_Op], n: int) -> tuple[int, int]:
+    """(largest steps per tb, largest tbs per gpu) of an assignment, without building it."""
+    steps: dict[tuple, int] = defaultdict(int)
+    for op in ops:
+        steps[(op.gpu, op.kind, op.peer, op.chan)] += 1
+    tbs = [0] * n
+    for g, _kind, _peer, _chan in steps:
+        tbs[g] += 1
+    return max(steps.values(), default=0), max(tbs)
+
+
+def export_msccl(sched: Schedule, options: ExportOptions | None = None, **kwargs: Any) -> ExportResult:
+    """The MSCCL algorithm of ``sched`` (see the module docstring for the lowering)."""
+    opts = options or ExportOptions(**kwargs)
+    limits = opts.check()
+    if sched.collective not in MSCCL_COLL:
+        raise ExportError(f"collective {sched.collective!r} has no MSCCL form")
+    ranks = list(sched.ranks)
+    n = len(ranks)
+    index = {r: i for i, r in enumerate(ranks)}
+    phase_index = {name: i for i, name in enumerate(dict.fromkeys(t.phase for t in sched.trees))}
+    if sched.collective == "allreduce":
+        phase_index = {"reduce_scatter": 0, "allgather": 1}
+    counters: dict[int, int] = defaultdict(int)
+    trees: list[_Tree] = []
+    for i, t in enumerate(sched.trees):
+        if t.phase not in phase_index:
+            raise ScheduleError(f"trees[{i}]: phase {t.phase!r} does not belong to a {sched.collective} schedule")
+        ph = phase_index[t.phase]
+        trees.append(_structure(t, counters[ph], ph, index, f"trees[{i}]"))
+        counters[ph] += 1
+    if sched.collective in ("broadcast", "reduce") and len({t.root for t in trees}) != 1:
+        raise ScheduleError(f"a {sched.collective} schedule must have one root")
+    k, pieces = _pieces(sched, trees, opts.max_cnt)
+    inst = opts.instances
+
+    # channels: the fewest that keep every thread block within the step limit
+    max_channels = limits.channels // inst
+    if max_channels < 1:
+        raise ExportError(f"{inst} instances need at least {inst} channels; {limits.name} allows {limits.channels}")
+    candidates = [opts.channels] if opts.channels else range(1, max_channels + 1)
+    chosen = None
+    for c in candidates:
+        if c * inst > limits.channels:
+            raise ExportError(f"{c} channels x {inst} instances exceed the {limits.channels} channels {limits.name} allows")
+        ops, scratch = _build_ops(sched, pieces, k, n, inst, c, opts.outofplace)
+        steps_per_tb, tbs_per_gpu = _channel_figures(ops, n)
+        if tbs_per_gpu > limits.tbs_per_gpu:
+            advice = []
+            if opts.channels and c > 1:
+                advice.append("fewer --channels")
+            if inst > 1:
+                advice.append("fewer --instances")
+            if sched.k > 1 and c > 1:
+                advice.append("a smaller --k (fewer steps, so fewer channels)")
+            if limits.name != "msccl-executor-nccl":
+                advice.append("--runtime msccl-executor-nccl (up to 1024)")
+            raise ExportError(f"the schedule needs {tbs_per_gpu} thread blocks on one GPU with {c} channel(s); {limits.name} "
+                              f"allows {limits.tbs_per_gpu}" + (f": use {' or '.join(advice)}" if advice else ""))
+        if steps_per_tb <= limits.steps_per_tb:
+            chosen = (c, ops, scratch)
+            break
+    if chosen is None:
+        hint = "use a smaller --k (--k 1 needs the fewest steps)" if sched.k > 1 else "use more --channels"
+        raise ExportError(f"with {c} channel(s) a thread block needs {steps_per_tb} steps; {limits.name} allows "
+                          f"{limits.steps_per_tb}: {hint}")
+    c, ops, scratch = chosen
+    layout, groups = _assign(ops, n)
+    recv_tbs = max(sum(1 for kind, _p, _c in tbs if kind != "send") for tbs in layout)
+    if recv_tbs > limits.max_depid + 1:
+        raise ExportError(f"{recv_tbs} receiving and copying thread blocks on one GPU, but dependencies can only name the first "
+                          f"{limits.max_depid + 1} (depid is int8): use fewer channels or instances")
+
+    coll = MSCCL_COLL[sched.collective]
+    per_root = sched.collective in ("allgather", "reduce_scatter", "allreduce")
+    nchunks = n * k * inst if per_root else k * inst
+    in_chunks = k * inst if coll == "allgather" else nchunks
+    out_chunks = k * inst if coll == "reducescatter" else nchunks
+    gpus: list[Gpu] = []
+    for g in range(n):
+        gpu = Gpu(g, in_chunks, out_chunks, scratch[g])
+        for tb_id, (kind, peer, chan) in enumerate(layout[g]):
+            tb = ThreadBlock(tb_id, peer if kind == "send" else -1, peer if kind == "recv" else -1, chan)
+            for op in groups[(g, kind, peer, chan)]:
+                dep = op.dep
+                tb.steps.append(Step(op.s, op.type, op.srcbuf, op.srcoff, op.dstbuf, op.dstoff, op.cnt,
+                                     dep.tb if dep is not None and dep.tb != op.tb else -1,
+                                     dep.s if dep is not None and dep.tb != op.tb else -1,
+                                     int(op.hasdep)))
+            gpu.tbs.append(tb)
+        gpus.append(gpu)
+    name = opts.name or f"forestcoll_{coll}_k{sched.k}" + (f"_x{inst}" if inst > 1 else "")
+    name = re.sub(r"[^A-Za-z0-9_.:-]", "_", name)[:200]
+    comments = [
+        f"forestcoll: {sched.collective} for {sched.topology or 'a custom topology'}, {n} ranks, k={sched.k}"
+        + (f", root {sched.root}" if sched.root else ""),
+        f"algbw {format_rational(sched.algbw)} GB/s (optimum {format_rational(sched.bound_algbw)} GB/s); "
+        f"rank i runs the schedule's i-th rank ({ranks[0]}, {ranks[1]}, ...)",
+    ]
+    algo = Algo(name=name, proto=opts.proto, nchannels=c * inst, nchunksperloop=nchunks, ngpus=n, coll=coll,
+                inplace=int(opts.inplace), outofplace=int(opts.outofplace), min_bytes=opts.min_bytes,
+                max_bytes=opts.max_bytes, gpus=gpus, comments=comments)
+    total = sum(len(tb.steps) for g in gpus for tb in g.tbs)
+    notes = []
+    mult = n if coll in ("allgather", "reducescatter") else 1
+    step = nchunks // math.gcd(nchunks, mult)
+    if step & (step - 1):
+        notes.append(f"the runtime uses this file only when count x {mult} is a multiple of nchunksperloop={nchunks}, "
+                     f"i.e. count a multiple of {step}; power-of-two sizes are not: a power-of-two --k avoids this")
+    if tbs_per_gpu > 108:
+        notes.append(f"{tbs_per_gpu} thread blocks per GPU: more than an A100 has SMs (108); all must be resident at once")
+    return ExportResult(algo, c * inst, tbs_per_gpu, steps_per_tb, total, limits, notes)
+
+
+def self_check(result: ExportResult, runtime: str | None = None) -> list[str]:
+    """Lint the written text and run the algorithm in every mode it declares, with one slot per connection
+    (the strictest buffering) and race detection; returns a line per mode (raises on any problem: a bug here)."""
+    from forestcoll.msccl.interpreter import run_modes
+    from forestcoll.msccl.ir import parse_algo, write_algo
+    from forestcoll.msccl.lint import lint
+
+    text = write_algo(result.algo)
+    algo = parse_algo(text, result.algo.name)
+    errors = [f for f in lint(algo, text, runtime or result.limits.name) if f.severity == "error"]
+    if errors:
+        raise AssertionError(f"exported file fails lint: {errors[0].format(algo.name)}")
+    lines = []
+    for run in run_modes(algo, slots=1, nbytes=None):
+        if not run.ok:
+            problem = run.stuck[0].format() if run.stuck else run.errors[0]
+            raise AssertionError(f"exported file fails in the interpreter ({run.mode}): {problem}")
+        lines.append(f"{run.mode}: {run.summary()} ({run.transmissions} transmissions, {run.seconds:.2f} s, "
+                     "one slot per connection)")
+    return lines
