@@ -1,5 +1,5 @@
 # forestcoll: two entry points on a fresh machine (only Python >= 3.11 needed).
-#   make demo   set up .venv, generate + verify optimal schedules for a 2x8 DGX-A100
+#   make demo   set up .venv, generate + verify an optimal allreduce for a 2x8 DGX-A100, export it to MSCCL XML and run that
 #   make test   set up .venv with the test extras, run the whole test suite
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -27,6 +27,8 @@ demo: $(VENV)/.base
 	$(BIN)/forestcoll bound dgx-a100:nodes=2
 	$(BIN)/forestcoll generate dgx-a100:nodes=2 --collective allreduce -o $(OUT)/dgx-a100x2-allreduce.json
 	$(BIN)/forestcoll verify $(OUT)/dgx-a100x2-allreduce.json
+	$(BIN)/forestcoll export $(OUT)/dgx-a100x2-allreduce.json --format msccl -o $(OUT)/dgx-a100x2-allreduce.xml
+	$(BIN)/forestcoll msccl run $(OUT)/dgx-a100x2-allreduce.xml --mode out-of-place
 
 test: $(VENV)/.test
 	$(BIN)/python -m pytest
@@ -34,6 +36,7 @@ test: $(VENV)/.test
 bench: $(VENV)/.base
 	$(BIN)/python benchmarks/generate.py
 	$(BIN)/python benchmarks/maxflow_backends.py
+	$(BIN)/python benchmarks/msccl.py
 
 lint: $(VENV)/.test
 	$(BIN)/python -m pip install -q ruff

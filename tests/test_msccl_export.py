@@ -126,7 +126,11 @@ def test_limit_thread_blocks_per_gpu():
     with pytest.raises(ExportError, match=r"79 thread blocks on one GPU with 1 channel\(s\); rccl allows 64: "
                                           r"use --runtime msccl-executor-nccl"):
         export_msccl(sched, runtime="rccl")
-    assert export_msccl(sched).fits("msccl-executor-nccl")
+    # msccl-executor-nccl takes them, spread over two channels: at most 32 send and 32 receive tbs per channel
+    result = export_msccl(sched)
+    assert result.fits("msccl-executor-nccl") and result.channels == 2
+    text = write_algo(result.algo)
+    assert [f for f in lint(parse_algo(text), text) if f.severity == "error"] == []
 
 
 def test_notes_about_sizes_the_runtime_accepts():

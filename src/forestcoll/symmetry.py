@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
+import igraph
+import numpy as np
+
 Perm = tuple[int, ...]
 
 
@@ -23,9 +26,6 @@ def orbits(n: int, generators: Sequence[Perm]) -> list[int]:
     """Orbit id of each of ``n`` points under the group the generators span (smallest member as id)."""
     if not generators:
         return list(range(n))
-    import igraph
-    import numpy as np
-
     src = np.tile(np.arange(n), len(generators))
     dst = np.concatenate([np.asarray(p, dtype=np.int64) for p in generators])
     moved = src != dst
@@ -84,9 +84,6 @@ def detect_automorphisms(
     Arcs are subdivided by a vertex coloured by the arc's bandwidth, so the
     automorphisms found preserve bandwidths; each is re-checked before use.
     """
-    import igraph
-    import numpy as np
-
     bw_colour: dict[Fraction, int] = {}
     colours = [0 if c else 1 for c in is_compute]
     edges = []

@@ -14,8 +14,9 @@ copy (``rrc``) on u; u's receives of one piece form a chain (each waits for the
 previous, the first adds u's own input), and u's send waits for the chain's
 end.  Partial sums live in the output buffer (allreduce) or in scratch.
 
-Thread blocks.  One per (peer, direction, channel); trees are dealt to
-channels round robin.  Every block lists its operations by one global key
+Thread blocks.  One per (peer, direction, channel); the edge x -> y of
+tree t uses channel (t + hash(x, y)) mod C: round robin over the trees that
+share an edge, and a node's fan-out spread over the C channels.  Every block lists its operations by one global key
 (phase, level in the tree, tree, piece, edge), and every dependency points to
 a smaller key, so no block ever waits on one that waits on it: the program is
 deadlock-free even when each connection buffers a single chunk slice.
@@ -243,15 +244,15 @@ def _build_ops(sched: Schedule, pieces: list[_Piece], k: int, n: int, instances:
     scratch = [0] * n
     final_op: dict[tuple[int, int, int], _Op] = {}  # (instance, root, start) -> op that completes the reduction
 
-    def chan_of(t: _Tree, m: int) -> int:
-        return m * channels + (t.order % channels)
+    def chan_of(t: _Tree, m: int, x: int, y: int) -> int:
+        # trees round robin on each edge, shifted by a hash of the edge so that a node's fan-out spreads too
+        return m * channels + (t.order + _mix(x * 65599 + y)) % channels
 
     for m in range(instances):
         for pc in pieces:
             base = pc.root * k * instances + m * k + pc.start if per_root else m * k + pc.start
             local = m * k + pc.start  # index within the root's own block (input of allgather, output of reduce-scatter)
             for t in pc.trees:
-                ch = chan_of(t, m)
                 tkey = (t.phase, )
                 if t.direction == "in":
                     acc: dict[int, tuple[str, int]] = {}
@@ -273,6 +274,7 @@ def _build_ops(sched: Schedule, pieces: list[_Piece], k: int, n: int, instances:
                         prev: _Op | None = None
                         for c in sorted(kids, key=lambda x: (t.level[x], x)):
                             key = (m, *tkey, t.level[c], t.order, pc.root, pc.start, c, v)
+                            ch = chan_of(t, m, c, v)
                             send = _Op(key, c, "send", v, ch, "s", acc[c][0], acc[c][1], acc[c][0], acc[c][1], pc.cnt,
                                        dep=last.get(c))
                             src = ("i", base) if prev is None else where
@@ -304,11 +306,20 @@ def _build_ops(sched: Schedule, pieces: list[_Piece], k: int, n: int, instances:
                         u = t.parent[v]
                         key = (m, *tkey, t.level[v], t.order, pc.root, pc.start, u, v)
                         src = src_root if u == t.root else ("o", base)
+                        ch = chan_of(t, m, u, v)
                         send = _Op(key, u, "send", v, ch, "s", src[0], src[1], src[0], src[1], pc.cnt, dep=have[u])
                         recv = _Op(key, v, "recv", u, ch, "r", "o", base, "o", base, pc.cnt)
                         ops += (send, recv)
                         have[v] = recv
     return ops, scratch
+
+
+def _mix(value: int) -> int:
+    """A fixed integer hash (splitmix64's finaliser): deterministic on every platform."""
+    z = (value + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return z ^ (z >> 31)
 
 
 def _assign(ops: list[_Op], n: int) -> tuple[list[list[tuple[str, int, int]]], dict[tuple, list[_Op]]]:
@@ -331,15 +342,18 @@ def _assign(ops: list[_Op], n: int) -> tuple[list[list[tuple[str, int, int]]], d
     return layout, groups
 
 
-def _channel_figures(ops: list[_Op], n: int) -> tuple[int, int]:
-    """(largest steps per tb, largest tbs per gpu) of an assignment, without building it."""
+def _channel_figures(ops: list[_Op], n: int) -> tuple[int, int, int]:
+    """(most steps in a tb, most tbs on a GPU, most send or receive tbs of one GPU on one channel) of an assignment."""
     steps: dict[tuple, int] = defaultdict(int)
     for op in ops:
         steps[(op.gpu, op.kind, op.peer, op.chan)] += 1
     tbs = [0] * n
-    for g, _kind, _peer, _chan in steps:
+    per_channel: dict[tuple, int] = defaultdict(int)
+    for g, kind, _peer, chan in steps:
         tbs[g] += 1
-    return max(steps.values(), default=0), max(tbs)
+        if kind != "local":
+            per_channel[(g, kind, chan)] += 1
+    return max(steps.values(), default=0), max(tbs), max(per_channel.values(), default=0)
 
 
 def export_msccl(sched: Schedule, options: ExportOptions | None = None, **kwargs: Any) -> ExportResult:
@@ -377,7 +391,7 @@ def export_msccl(sched: Schedule, options: ExportOptions | None = None, **kwargs
         if c * inst > limits.channels:
             raise ExportError(f"{c} channels x {inst} instances exceed the {limits.channels} channels {limits.name} allows")
         ops, scratch = _build_ops(sched, pieces, k, n, inst, c, opts.outofplace)
-        steps_per_tb, tbs_per_gpu = _channel_figures(ops, n)
+        steps_per_tb, tbs_per_gpu, per_channel = _channel_figures(ops, n)
         if tbs_per_gpu > limits.tbs_per_gpu:
             advice = []
             if opts.channels and c > 1:
@@ -390,10 +404,13 @@ def export_msccl(sched: Schedule, options: ExportOptions | None = None, **kwargs
                 advice.append("--runtime msccl-executor-nccl (up to 1024)")
             raise ExportError(f"the schedule needs {tbs_per_gpu} thread blocks on one GPU with {c} channel(s); {limits.name} "
                               f"allows {limits.tbs_per_gpu}" + (f": use {' or '.join(advice)}" if advice else ""))
-        if steps_per_tb <= limits.steps_per_tb:
+        if steps_per_tb <= limits.steps_per_tb and per_channel <= limits.tbs_per_channel_direction:
             chosen = (c, ops, scratch)
             break
     if chosen is None:
+        if per_channel > limits.tbs_per_channel_direction:
+            raise ExportError(f"with {c} channel(s) one GPU talks to {per_channel} peers in one direction on one channel; "
+                              f"the runtimes allow {limits.tbs_per_channel_direction}: use more --channels")
         hint = "use a smaller --k (--k 1 needs the fewest steps)" if sched.k > 1 else "use more --channels"
         raise ExportError(f"with {c} channel(s) a thread block needs {steps_per_tb} steps; {limits.name} allows "
                           f"{limits.steps_per_tb}: {hint}")
