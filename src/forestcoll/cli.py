@@ -146,6 +146,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
+    if args.sizes:
+        return _generate_by_size(args)
     if args.format == "msccl":
         if not args.output:
             raise UsageError("--format msccl needs -o FILE.xml")
@@ -369,6 +371,224 @@ def _positive_int(text: str, flag: str) -> int:
     return value
 
 
+# ----- simulation ------------------------------------------------------------------------------
+
+
+def _sim_options(args: argparse.Namespace) -> dict[str, Any]:
+    from forestcoll.simulate.compare import parse_size
+
+    slice_bytes = parse_size(args.slice)
+    if args.max_slices < 1:
+        raise UsageError(f"--max-slices must be >= 1, got {args.max_slices}")
+    return {"fairness": args.fairness, "slice_bytes": slice_bytes, "max_slices": args.max_slices}
+
+
+def _latency(args: argparse.Namespace) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in (getattr(args, "latency", None) or "").split(","):
+        if not item.strip():
+            continue
+        if "=" not in item:
+            raise UsageError(f"--latency expects CLASS=MICROSECONDS,..., got {item!r}")
+        cls, value = item.split("=", 1)
+        try:
+            out[cls.strip()] = float(value)
+        except ValueError:
+            raise UsageError(f"--latency {item!r}: {value!r} is not a number") from None
+        if not out[cls.strip()] >= 0:
+            raise UsageError(f"--latency {item!r}: must be >= 0")
+    return out
+
+
+def _network(spec: str, args: argparse.Namespace):
+    from forestcoll.simulate.network import build_network
+    from forestcoll.topology import load_topology
+
+    topo = load_topology(spec, _cluster_options(args))
+    return topo, build_network(topo, _latency(args))
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from forestcoll.simulate import simulate
+    from forestcoll.simulate.baselines import BASELINES
+    from forestcoll.simulate.compare import format_size, parse_size
+    from forestcoll.simulate.core import simulate_program
+
+    size = parse_size(args.size)
+    opts = _sim_options(args)
+    what = args.what
+    if what in BASELINES:
+        if not args.topology:
+            raise UsageError(f"simulating {what} needs --topology")
+        topo, net = _network(args.topology, args)
+        res = simulate(net, what, args.collective, size, root=args.root, **opts)
+    elif what.lower().endswith(".xml"):
+        from forestcoll.msccl.ir import read_algo
+        from forestcoll.simulate.msccl import COLLECTIVE, msccl_program
+
+        if not args.topology:
+            raise UsageError("simulating an MSCCL file needs --topology")
+        algo, _text = read_algo(what)
+        if algo.coll not in COLLECTIVE:
+            raise UsageError(f"{what}: no simulation for coll {algo.coll!r}")
+        topo, net = _network(args.topology, args)
+        prog = msccl_program(algo, net, float(size), float(opts["slice_bytes"]), opts["max_slices"], what)
+        coll = COLLECTIVE[algo.coll]
+        res = simulate_program(prog, net, algo.name or "msccl", coll if coll != "alltoall" else "allgather", size,
+                               None, "weighted", opts["fairness"])
+        res.collective = coll
+    else:
+        from forestcoll.schedule import read_schedule
+
+        sched = read_schedule(what)
+        spec = args.topology or sched.topology
+        if not spec:
+            raise UsageError("the schedule names no topology; pass --topology")
+        topo, net = _network(spec, args)
+        res = simulate(net, sched, size=size, **opts)
+    if args.json:
+        sys.stdout.write(dump_json(res.to_dict()))
+        return 0
+    print(f"algorithm  {res.algorithm}: {res.collective} on {topo.name} ({res.ranks} ranks)")
+    print(f"size       {format_size(size)} ({size} bytes)")
+    print(f"time       {res.time_s * 1e3:.4f} ms")
+    print(f"algbw      {res.algbw_gbps:.2f} GB/s")
+    print(f"busbw      {res.busbw_gbps:.2f} GB/s")
+    print(f"model      {res.transfers} transfers, {res.events} events, {opts['fairness']} sharing, "
+          f"slices of {format_size(opts['slice_bytes'])} (at most {opts['max_slices']} per block); {res.wall_s:.2f} s")
+    return 0
+
+
+def _schedules_for(topo, collective: str, root: str | None) -> dict:
+    from forestcoll.generate import generate
+
+    best = generate(topo, collective, root=root)
+    out = {"forestcoll": best}
+    if best.k != 1:
+        out["forestcoll-k1"] = generate(topo, collective, k=1, root=root)
+    return out
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from forestcoll.simulate.baselines import BASELINES
+    from forestcoll.simulate.compare import compare, default_workers, format_size, parse_sizes, plot_comparison
+
+    sizes = parse_sizes(args.sizes)
+    opts = _sim_options(args)
+    chosen = None
+    if args.algorithms:
+        chosen = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+        unknown = [a for a in chosen if a not in BASELINES and a not in ("forestcoll", "forestcoll-k1")]
+        if unknown:
+            raise UsageError(f"unknown algorithm {unknown[0]!r}; choose from forestcoll, forestcoll-k1, {', '.join(BASELINES)}")
+    if args.output and os.path.splitext(args.output)[1].lower() not in (".png", ".svg", ".pdf"):
+        raise UsageError(f"{args.output}: the plot must be .png, .svg or .pdf")
+    workers = args.jobs or default_workers()
+    if workers < 1:
+        raise UsageError(f"--jobs must be >= 1, got {workers}")
+    topo, net = _network(args.topology, args)
+    from forestcoll.bound import canonical_collective
+
+    collective = canonical_collective(args.collective)
+    schedules = _schedules_for(topo, collective, args.root)
+    if chosen is not None:
+        schedules = {k: v for k, v in schedules.items() if k in chosen}
+    base = [b for b in BASELINES if chosen is None or b in chosen]
+    console = Console(stderr=True)
+    total = len(sizes) * (len(schedules) + len(base))
+    with console.status(f"simulating up to {total} runs ...") if not args.json else _null():
+        comp = compare(topo, net, collective, sizes, schedules, base, root=args.root, workers=workers, **opts)
+    if args.output:
+        plot_comparison(comp, args.output)
+    if args.json:
+        out = comp.to_dict()
+        if args.output:
+            out["plot"] = args.output
+        sys.stdout.write(dump_json(out))
+        return 0
+    print(f"{comp.collective} on {comp.topology} ({comp.ranks} ranks): simulated algbw in GB/s; "
+          f"exact bound {float(comp.bound_algbw):.1f} GB/s; best in bold")
+    table = Table()
+    table.add_column("size")
+    names = comp.algorithms()
+    for name in names:
+        table.add_column(name, justify="right")
+    for size in comp.sizes():
+        row = [format_size(size)]
+        best = max((comp.get(n, size).algbw_gbps for n in names if comp.get(n, size)), default=0)
+        for name in names:
+            r = comp.get(name, size)
+            cell = f"{r.algbw_gbps:.1f}" if r else "-"
+            row.append(f"[bold]{cell}[/bold]" if r and r.algbw_gbps == best else cell)
+        table.add_row(*row)
+    Console(width=200).print(table)
+    last = comp.sizes()[-1]
+    for other in ("ring", "double-binary-tree"):
+        sp = comp.speedup(last, other)
+        if sp:
+            print(f"forestcoll vs {other} at {format_size(last)}: {sp:.2f}x ({(sp - 1) * 100:+.0f}%)")
+    if args.output:
+        print(f"wrote {args.output}")
+    return 0
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _generate_by_size(args: argparse.Namespace) -> int:
+    """generate --sizes: the best schedule per size range, one MSCCL file per range."""
+    from forestcoll.bound import canonical_collective
+    from forestcoll.msccl.export import ExportError, export_msccl, self_check
+    from forestcoll.msccl.ir import write_algo
+    from forestcoll.simulate.compare import candidate_schedules, default_workers, format_size, parse_sizes, select_schedules
+
+    if not args.output:
+        raise UsageError("--sizes needs -o DIRECTORY for the MSCCL files")
+    if args.k is not None:
+        raise UsageError("--sizes chooses k itself; leave out --k")
+    sizes = parse_sizes(args.sizes)
+    base_opts = _export_options(args)
+    os.makedirs(args.output, exist_ok=True)
+    topo, net = _network(args.topology, args)
+    collective = canonical_collective(args.collective)
+    cands = candidate_schedules(topo, net, collective, args.root)
+    sel = select_schedules(topo, net, collective, sizes, cands, workers=default_workers(), fairness=args.fairness)
+    from dataclasses import replace
+
+    from forestcoll.fileio import atomic_write_text
+
+    print(f"topology   {topo.name} ({topo.num_compute} ranks), {collective}; candidates: {', '.join(cands)}")
+    written = []
+    for i, rng in enumerate(sel.ranges):
+        opts = replace(base_opts, min_bytes=rng.min_bytes, max_bytes=rng.max_bytes,
+                       name=f"{rng.name}_{collective}_{i}".replace("-", "_"))
+        try:
+            result = export_msccl(rng.schedule, opts)
+        except ExportError as exc:
+            print(f"range      {format_size(rng.min_bytes) if rng.min_bytes else '0'}..: {rng.name} cannot be exported ({exc})")
+            continue
+        if not args.no_check:
+            self_check(result)
+        upper = f"{rng.max_bytes}" if rng.max_bytes else "any"
+        path = os.path.join(args.output, f"{collective}-{i:02d}-{rng.name}-{rng.min_bytes}-{upper}.xml")
+        atomic_write_text(path, write_algo(result.algo))
+        written.append(path)
+        shown = ", ".join(f"{format_size(s)} {v:.1f}" for s, v in sorted(rng.measured.items()))
+        print(f"range      {rng.min_bytes}..{upper} bytes: {rng.name} (k={rng.schedule.k}; GB/s at {shown})")
+        for note in result.notes:
+            print(f"note       {note}")
+        print(f"wrote      {path}")
+    return 0
+
+
 def cmd_topo_export(args: argparse.Namespace) -> int:
     from forestcoll.fileio import atomic_write_text, dump_json
     from forestcoll.topology import topology_to_dict
@@ -515,6 +735,15 @@ def _cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fabric", choices=FABRICS, help="how boxes are joined (same as fabric=...)")
 
 
+def _sim_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("simulation model")
+    g.add_argument("--fairness", default="max-min", choices=("max-min", "link"),
+                   help="max-min (default): weighted max-min sharing of links; link: per-link sharing, faster")
+    g.add_argument("--slice", default="1MiB", help="pipeline slice size (default 1MiB)")
+    g.add_argument("--max-slices", type=int, default=16, help="at most this many slices per block (default 16)")
+    g.add_argument("--latency", help="link latency per class in microseconds, e.g. net=3,nvlink=0.5")
+
+
 def _runtimes() -> tuple[str, ...]:
     from forestcoll.msccl.lint import RUNTIMES
 
@@ -563,8 +792,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the schedule JSON on stdout")
     p.add_argument("--no-symmetry", action="store_true", help="do not exploit automorphisms")
     p.add_argument("--format", choices=("json", "msccl"), default="json", help="json (default): schedule JSON; msccl: MSCCL XML")
+    p.add_argument("--sizes", help="pick the fastest schedule (simulated) per size range, e.g. 1MiB..1GiB, and write one "
+                                   "MSCCL file per range into the -o directory")
+    p.add_argument("--fairness", default="max-min", choices=("max-min", "link"), help=argparse.SUPPRESS)
     _export_flags(p)
     p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("simulate", help="simulated time, algbw and busbw of a schedule, an MSCCL file or a baseline")
+    p.add_argument("what", help="schedule JSON, MSCCL .xml, or a baseline: ring, double-binary-tree, hierarchical, direct")
+    p.add_argument("--topology", "-t", help=TOPOLOGY_HELP + " (default for a schedule: the one it names)")
+    _cluster_flags(p)
+    p.add_argument("--collective", "-c", default="allreduce", help="for baselines (default allreduce)")
+    p.add_argument("--root", help="root rank for broadcast / reduce baselines")
+    p.add_argument("--size", default="1GiB", help="call size, nccl-tests convention (default 1GiB)")
+    _sim_flags(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("compare", help="simulate forestcoll and the baselines over sizes: table and plot")
+    p.add_argument("topology", help=TOPOLOGY_HELP)
+    _cluster_flags(p)
+    p.add_argument("--collective", "-c", default="allreduce", help="allreduce (default), allgather, reduce_scatter, broadcast, reduce")
+    p.add_argument("--root", help="root rank for broadcast / reduce")
+    p.add_argument("--sizes", default="1MiB..1GiB", help="sizes: A..B (powers of two) or a comma list (default 1MiB..1GiB)")
+    p.add_argument("--algorithms", help="comma list to keep (default: forestcoll, forestcoll-k1 and every baseline that applies)")
+    p.add_argument("-o", "--output", help="write the plot here (.png, .svg or .pdf)")
+    p.add_argument("--jobs", type=int, help="worker processes (default: cores, at most 4)")
+    _sim_flags(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("export", help="lower a schedule to an MSCCL algorithm XML (MSCCL-on-NCCL, RCCL)")
     p.add_argument("schedule", help="schedule JSON file (from `forestcoll generate`)")

@@ -61,6 +61,14 @@ def parse_bandwidth(value: object, what: str = "bandwidth") -> Fraction:
     return bw
 
 
+def parse_latency(value: object, what: str = "latency") -> Fraction:
+    """Parse a latency in microseconds: an exact rational >= 0."""
+    lat = parse_rational(value, what)
+    if lat < 0:
+        raise ForestCollError(f"{what}: must be >= 0, got {format_rational(lat)}")
+    return lat
+
+
 def format_rational(x: Fraction | int) -> str:
     """Write ``x`` as ``"p/q"`` (or ``"p"`` when it is an integer)."""
     x = Fraction(x)

@@ -35,8 +35,9 @@ from typing import Any
 from forestcoll.errors import ScheduleError, UsageError
 from forestcoll.msccl.ir import PROTOCOLS, Algo, Gpu, Step, ThreadBlock
 from forestcoll.msccl.lint import RUNTIMES, RuntimeLimits
+from forestcoll.pieces import Piece, TreeShape, cut_pieces, shape_trees
 from forestcoll.rational import format_rational
-from forestcoll.schedule import Schedule, ScheduleTree
+from forestcoll.schedule import Schedule
 
 MSCCL_COLL = {"allgather": "allgather", "reduce_scatter": "reducescatter", "allreduce": "allreduce",
               "broadcast": "broadcast", "reduce": "reduce"}
@@ -112,61 +113,6 @@ class ExportResult:
         }
 
 
-# ----- trees ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Tree:
-    order: int  # position among its phase's trees
-    phase: int
-    name: str
-    direction: str
-    root: int
-    parent: dict[int, int]  # out: parent of each non-root; in: next hop toward the root
-    level: dict[int, int]  # out: depth of each node; in: height of its subtree
-    children: dict[int, list[int]]
-
-
-def _structure(tree: ScheduleTree, order: int, phase: int, index: dict[str, int], where: str) -> _Tree:
-    """Parent links and levels of a spanning tree, checking that it is one."""
-    if tree.root not in index:
-        raise ScheduleError(f"{where}: root {tree.root!r} is not a rank")
-    root = index[tree.root]
-    parent: dict[int, int] = {}
-    for e in tree.edges:
-        if e.src not in index or e.dst not in index:
-            raise ScheduleError(f"{where}: edge {e.src} -> {e.dst} names a node that is not a rank")
-        u, v = index[e.src], index[e.dst]
-        child, par = (v, u) if tree.direction == "out" else (u, v)
-        if child == root or child in parent:
-            raise ScheduleError(f"{where}: {e.src} -> {e.dst} gives rank {child} a second "
-                                f"{'parent' if tree.direction == 'out' else 'next hop'}")
-        parent[child] = par
-    if len(parent) != len(index) - 1:
-        raise ScheduleError(f"{where}: the tree reaches {len(parent) + 1} of {len(index)} ranks")
-    children: dict[int, list[int]] = defaultdict(list)
-    for c, p in parent.items():
-        children[p].append(c)
-    depth = {root: 0}
-    stack = [root]
-    while stack:
-        v = stack.pop()
-        for c in children[v]:
-            depth[c] = depth[v] + 1
-            stack.append(c)
-    if len(depth) != len(index):
-        raise ScheduleError(f"{where}: the edges do not form a tree rooted at {tree.root}")
-    if tree.direction == "out":
-        level = depth
-    else:
-        level = {}
-        for v in sorted(depth, key=lambda x: -depth[x]):
-            level[v] = 1 + max((level[c] for c in children[v]), default=-1)
-    for v in children:
-        children[v].sort()
-    return _Tree(order, phase, tree.phase, tree.direction, root, parent, level, dict(children))
-
-
 # ----- operations ----------------------------------------------------------------------------
 
 
@@ -189,52 +135,7 @@ class _Op:
     s: int = -1
 
 
-@dataclass(frozen=True)
-class _Piece:
-    root: int  # rank whose shard it is (the root, for broadcast / reduce)
-    start: int  # first chunk within the root's k (per instance)
-    cnt: int
-    trees: tuple[_Tree, ...]  # one per phase
-
-
-def _pieces(sched: Schedule, trees: list[_Tree], max_cnt: int) -> tuple[int, list[_Piece]]:
-    """Cut every root's chunks so each piece lies in one tree per phase and moves at most ``max_cnt`` chunks."""
-    phases = sorted({t.phase for t in trees})
-    ks = {p.name: p.k for p in sched.phases}
-    names = [next(t.name for t in trees if t.phase == ph) for ph in phases]
-    k = math.lcm(*(ks.get(nm, sched.k) for nm in names))
-    by_root: dict[tuple[int, int], list[tuple[int, int, _Tree]]] = defaultdict(list)
-    for ph, nm in zip(phases, names):
-        scale = k // ks.get(nm, sched.k)
-        cursor: dict[int, int] = defaultdict(int)
-        for t, st in zip(trees, sched.trees):
-            if t.phase != ph:
-                continue
-            c = st.chunks * scale
-            by_root[(ph, t.root)].append((cursor[t.root], cursor[t.root] + c, t))
-            cursor[t.root] += c
-        for r, total in cursor.items():
-            if total != k:
-                raise ScheduleError(f"the {nm} trees of rank {r} carry {total // scale} chunks, not k={k // scale}")
-    roots = sorted({t.root for t in trees})
-    pieces: list[_Piece] = []
-    for r in roots:
-        cuts = {0, k}
-        for ph in phases:
-            for a, b, _t in by_root[(ph, r)]:
-                cuts.update((a, b))
-        bounds = sorted(cuts)
-        for a, b in zip(bounds, bounds[1:]):
-            owners = tuple(next(t for lo, hi, t in by_root[(ph, r)] if lo <= a < hi) for ph in phases)
-            x = a
-            while x < b:
-                c = min(max_cnt, b - x)
-                pieces.append(_Piece(r, x, c, owners))
-                x += c
-    return k, pieces
-
-
-def _build_ops(sched: Schedule, pieces: list[_Piece], k: int, n: int, instances: int,
+def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: int,
                channels: int, outofplace: bool) -> tuple[list[_Op], list[int]]:
     """All operations of every GPU (not yet in thread blocks) and each GPU's scratch chunk count."""
     coll = sched.collective
@@ -244,7 +145,7 @@ def _build_ops(sched: Schedule, pieces: list[_Piece], k: int, n: int, instances:
     scratch = [0] * n
     final_op: dict[tuple[int, int, int], _Op] = {}  # (instance, root, start) -> op that completes the reduction
 
-    def chan_of(t: _Tree, m: int, x: int, y: int) -> int:
+    def chan_of(t: TreeShape, m: int, x: int, y: int) -> int:
         # trees round robin on each edge, shifted by a hash of the edge so that a node's fan-out spreads too
         return m * channels + (t.order + _mix(x * 65599 + y)) % channels
 
@@ -364,21 +265,8 @@ def export_msccl(sched: Schedule, options: ExportOptions | None = None, **kwargs
         raise ExportError(f"collective {sched.collective!r} has no MSCCL form")
     ranks = list(sched.ranks)
     n = len(ranks)
-    index = {r: i for i, r in enumerate(ranks)}
-    phase_index = {name: i for i, name in enumerate(dict.fromkeys(t.phase for t in sched.trees))}
-    if sched.collective == "allreduce":
-        phase_index = {"reduce_scatter": 0, "allgather": 1}
-    counters: dict[int, int] = defaultdict(int)
-    trees: list[_Tree] = []
-    for i, t in enumerate(sched.trees):
-        if t.phase not in phase_index:
-            raise ScheduleError(f"trees[{i}]: phase {t.phase!r} does not belong to a {sched.collective} schedule")
-        ph = phase_index[t.phase]
-        trees.append(_structure(t, counters[ph], ph, index, f"trees[{i}]"))
-        counters[ph] += 1
-    if sched.collective in ("broadcast", "reduce") and len({t.root for t in trees}) != 1:
-        raise ScheduleError(f"a {sched.collective} schedule must have one root")
-    k, pieces = _pieces(sched, trees, opts.max_cnt)
+    trees = shape_trees(sched)
+    k, pieces = cut_pieces(sched, trees, opts.max_cnt)
     inst = opts.instances
 
     # channels: the fewest that keep every thread block within the step limit

@@ -114,7 +114,7 @@ def build_cluster(
             drop = {p.node for p in box.ports if box.topology.kind(p.node) == "switch"}
         nodes.extend(Node(prefix + n.name, n.kind) for n in box.topology.nodes if n.name not in drop)
         links.extend(
-            Link(prefix + lk.src, prefix + lk.dst, lk.bandwidth, lk.cls)
+            Link(prefix + lk.src, prefix + lk.dst, lk.bandwidth, lk.cls, lk.latency_us)
             for lk in box.topology.links
             if lk.src not in drop and lk.dst not in drop
         )

@@ -39,6 +39,7 @@ import yaml
 
 from forestcoll.errors import ForestCollError, TopologyError
 from forestcoll.fileio import read_text
+from forestcoll.rational import parse_latency
 from forestcoll.topology.cluster import FABRICS, Box, Fabric, Port, build_cluster
 from forestcoll.topology.model import COMPUTE, Link, Node, make_topology
 from forestcoll.topology.units import parse_bandwidth_with_unit
@@ -179,7 +180,7 @@ def is_declarative(data: Any) -> bool:
 TOP_KEYS = ("name", "boxes", "box", "use", "import", "options", "nodes", "count", "fabric")
 GROUP_KEYS = ("box", "use", "import", "options", "count")
 BOX_KEYS = ("kind", "compute", "switches", "links", "ports")
-LINK_KEYS = ("between", "from", "to", "bandwidth", "class")
+LINK_KEYS = ("between", "from", "to", "bandwidth", "class", "latency_us")
 FABRIC_KEYS = ("type", "rails", "oversub", "spines", "leaf_ports")
 
 
@@ -349,6 +350,12 @@ def _inline_box(ctx: _Ctx, group: Mapping, key: str, where: str) -> Box:
         cls = item.get("class", "")
         if not isinstance(cls, str):
             raise ctx.fail(item, "class", f"{lw}.class", "expected a string")
+        latency = None
+        if "latency_us" in item:
+            try:
+                latency = parse_latency(item["latency_us"], "latency_us")
+            except ForestCollError as exc:
+                raise ctx.fail(item, "latency_us", f"{lw}.latency_us", str(exc).split(": ", 1)[-1]) from None
         if "between" in item:
             if "from" in item or "to" in item:
                 raise ctx.fail(item, "between", lw, "give 'between' or 'from' and 'to', not both")
@@ -357,14 +364,14 @@ def _inline_box(ctx: _Ctx, group: Mapping, key: str, where: str) -> Box:
                 raise ctx.fail(item, "between", f"{lw}.between", "expected two node names or patterns")
             pairs = _pairs(ctx, item, "between", lw, names, ends[0], ends[1])
             for a, b in pairs:
-                links.append(Link(a, b, bw, cls))
-                links.append(Link(b, a, bw, cls))
+                links.append(Link(a, b, bw, cls, latency))
+                links.append(Link(b, a, bw, cls, latency))
         else:
             for end in ("from", "to"):
                 if end not in item or not isinstance(item[end], str):
                     raise ctx.fail(item, end if end in item else None, lw, f"missing '{end}' (or use 'between')")
             for a, b in _pairs(ctx, item, "from", lw, names, item["from"], item["to"]):
-                links.append(Link(a, b, bw, cls))
+                links.append(Link(a, b, bw, cls, latency))
     ports: list[Port] = []
     raw_ports = spec.get("ports", [])
     if not isinstance(raw_ports, list):

@@ -7,7 +7,8 @@ Format (every field beyond these is optional)::
 
 ``bandwidth`` is GB/s in one direction: a JSON number, a decimal string or a
 fraction string such as ``"1040/3"``.  Optional fields: top-level ``name``,
-per-link ``class`` (nvlink, ib, ...), and ``symmetries``: a list of
+per-link ``class`` (nvlink, ib, ...) and ``latency_us`` (one-way latency in
+microseconds, for the simulator; >= 0), and ``symmetries``: a list of
 automorphisms, each the list of node names that ``nodes`` map to, in order.
 Writers emit integer bandwidths as numbers and others as ``"p/q"`` strings.
 """
@@ -18,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from forestcoll.errors import ForestCollError, TopologyError
-from forestcoll.rational import parse_bandwidth
+from forestcoll.rational import parse_bandwidth, parse_latency
 from forestcoll.topology.model import NODE_KINDS, Link, Node, Topology, make_topology
 
 
@@ -38,6 +39,8 @@ def topology_to_dict(topo: Topology, symmetries: bool = True) -> dict[str, Any]:
         item: dict[str, Any] = {"src": lk.src, "dst": lk.dst, "bandwidth": bandwidth_to_json(lk.bandwidth)}
         if lk.cls:
             item["class"] = lk.cls
+        if lk.latency_us is not None:
+            item["latency_us"] = bandwidth_to_json(lk.latency_us)
         links.append(item)
     out["links"] = links
     if symmetries and topo.symmetries:
@@ -84,7 +87,13 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
         cls = item.get("class", "")
         if not isinstance(cls, str):
             raise TopologyError(f"{where}: 'class' must be a string")
-        links.append(Link(src, dst, bw, cls))
+        latency = None
+        if "latency_us" in item:
+            try:
+                latency = parse_latency(item["latency_us"], f"{where} ({src} -> {dst}) latency_us")
+            except ForestCollError as exc:
+                raise TopologyError(str(exc)) from None
+        links.append(Link(src, dst, bw, cls, latency))
     syms = []
     raw_syms = data.get("symmetries", [])
     if not isinstance(raw_syms, list):

@@ -36,12 +36,14 @@ class Node:
 
 @dataclass(frozen=True)
 class Link:
-    """One directed link ``src -> dst`` of ``bandwidth`` GB/s; ``cls`` labels its technology (nvlink, ib, ...)."""
+    """One directed link ``src -> dst`` of ``bandwidth`` GB/s; ``cls`` labels its technology (nvlink, ib, ...);
+    ``latency_us`` is its one-way latency for the simulator (None: the default of its class)."""
 
     src: str
     dst: str
     bandwidth: Fraction
     cls: str = ""
+    latency_us: Fraction | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,7 +124,7 @@ class Topology:
         """The same fabric with every link turned around (used for reduce-scatter and reduce)."""
         return Topology(
             nodes=self.nodes,
-            links=tuple(Link(lk.dst, lk.src, lk.bandwidth, lk.cls) for lk in self.links),
+            links=tuple(Link(lk.dst, lk.src, lk.bandwidth, lk.cls, lk.latency_us) for lk in self.links),
             name=self.name,
             symmetries=self.symmetries,
         )

@@ -1,0 +1,138 @@
+"""Schedules as the lowering stages see them: trees as parent maps with levels, and chunk pieces.
+
+Both the MSCCL exporter and the simulator cut every root's k chunks into
+*pieces* that lie in exactly one tree of each phase (for allreduce the
+reduce-scatter and allgather trees of a root split its chunks differently), and
+walk each tree from its parent links: out-trees from the root down, in-trees
+from the leaves up.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from forestcoll.errors import ScheduleError
+from forestcoll.schedule import Schedule, ScheduleTree
+
+PHASE_ORDER = {"allreduce": ("reduce_scatter", "allgather")}
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """A tree of the schedule by rank numbers: parent links, levels, children (sorted)."""
+
+    order: int  # position among its phase's trees
+    phase: int
+    name: str
+    direction: str
+    root: int
+    parent: dict[int, int]  # out: parent of each non-root; in: next hop toward the root
+    level: dict[int, int]  # out: depth of each node; in: height of its subtree
+    children: dict[int, list[int]]
+
+
+def tree_shape(tree: ScheduleTree, order: int, phase: int, index: dict[str, int], where: str) -> TreeShape:
+    """Parent links and levels of a spanning tree, checking that it is one."""
+    if tree.root not in index:
+        raise ScheduleError(f"{where}: root {tree.root!r} is not a rank")
+    root = index[tree.root]
+    parent: dict[int, int] = {}
+    for e in tree.edges:
+        if e.src not in index or e.dst not in index:
+            raise ScheduleError(f"{where}: edge {e.src} -> {e.dst} names a node that is not a rank")
+        u, v = index[e.src], index[e.dst]
+        child, par = (v, u) if tree.direction == "out" else (u, v)
+        if child == root or child in parent:
+            raise ScheduleError(f"{where}: {e.src} -> {e.dst} gives rank {child} a second "
+                                f"{'parent' if tree.direction == 'out' else 'next hop'}")
+        parent[child] = par
+    if len(parent) != len(index) - 1:
+        raise ScheduleError(f"{where}: the tree reaches {len(parent) + 1} of {len(index)} ranks")
+    children: dict[int, list[int]] = defaultdict(list)
+    for c, p in parent.items():
+        children[p].append(c)
+    depth = {root: 0}
+    stack = [root]
+    while stack:
+        v = stack.pop()
+        for c in children[v]:
+            depth[c] = depth[v] + 1
+            stack.append(c)
+    if len(depth) != len(index):
+        raise ScheduleError(f"{where}: the edges do not form a tree rooted at {tree.root}")
+    if tree.direction == "out":
+        level = depth
+    else:
+        level = {}
+        for v in sorted(depth, key=lambda x: -depth[x]):
+            level[v] = 1 + max((level[c] for c in children[v]), default=-1)
+    for v in children:
+        children[v].sort()
+    return TreeShape(order, phase, tree.phase, tree.direction, root, parent, level, dict(children))
+
+
+def shape_trees(sched: Schedule) -> list[TreeShape]:
+    """Every tree of ``sched`` with its parent links and levels, numbered within its phase (checks they are trees)."""
+    index = {r: i for i, r in enumerate(sched.ranks)}
+    phases = PHASE_ORDER.get(sched.collective) or tuple(dict.fromkeys(t.phase for t in sched.trees))
+    phase_index = {name: i for i, name in enumerate(phases)}
+    counters: dict[int, int] = defaultdict(int)
+    trees: list[TreeShape] = []
+    for i, t in enumerate(sched.trees):
+        if t.phase not in phase_index:
+            raise ScheduleError(f"trees[{i}]: phase {t.phase!r} does not belong to a {sched.collective} schedule")
+        ph = phase_index[t.phase]
+        trees.append(tree_shape(t, counters[ph], ph, index, f"trees[{i}]"))
+        counters[ph] += 1
+    if sched.collective in ("broadcast", "reduce") and len({t.root for t in trees}) != 1:
+        raise ScheduleError(f"a {sched.collective} schedule must have one root")
+    return trees
+
+
+@dataclass(frozen=True)
+class Piece:
+    """``cnt`` consecutive chunks of ``root``'s k, from ``start``, and the tree of each phase that carries them."""
+
+    root: int  # rank whose shard it is (the root, for broadcast / reduce)
+    start: int  # first chunk within the root's k (per instance)
+    cnt: int
+    trees: tuple[TreeShape, ...]  # one per phase
+
+
+def cut_pieces(sched: Schedule, trees: list[TreeShape], max_cnt: int) -> tuple[int, list[Piece]]:
+    """Cut every root's chunks so each piece lies in one tree per phase and moves at most ``max_cnt`` chunks."""
+    phases = sorted({t.phase for t in trees})
+    ks = {p.name: p.k for p in sched.phases}
+    names = [next(t.name for t in trees if t.phase == ph) for ph in phases]
+    k = math.lcm(*(ks.get(nm, sched.k) for nm in names))
+    by_root: dict[tuple[int, int], list[tuple[int, int, TreeShape]]] = defaultdict(list)
+    for ph, nm in zip(phases, names):
+        scale = k // ks.get(nm, sched.k)
+        cursor: dict[int, int] = defaultdict(int)
+        for t, st in zip(trees, sched.trees):
+            if t.phase != ph:
+                continue
+            c = st.chunks * scale
+            by_root[(ph, t.root)].append((cursor[t.root], cursor[t.root] + c, t))
+            cursor[t.root] += c
+        for r, total in cursor.items():
+            if total != k:
+                raise ScheduleError(f"the {nm} trees of rank {r} carry {total // scale} chunks, not k={k // scale}")
+    roots = sorted({t.root for t in trees})
+    pieces: list[Piece] = []
+    for r in roots:
+        cuts = {0, k}
+        for ph in phases:
+            for a, b, _t in by_root[(ph, r)]:
+                cuts.update((a, b))
+        bounds = sorted(cuts)
+        for a, b in zip(bounds, bounds[1:]):
+            owners = tuple(next(t for lo, hi, t in by_root[(ph, r)] if lo <= a < hi) for ph in phases)
+            x = a
+            while x < b:
+                c = min(max_cnt, b - x)
+                pieces.append(Piece(r, x, c, owners))
+                x += c
+    return k, pieces

@@ -1,0 +1,117 @@
+"""One simulated call: build the program of an algorithm, run it, report time, algbw and busbw."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from forestcoll.bound import bus_factor, canonical_collective
+from forestcoll.errors import UsageError
+from forestcoll.schedule import Schedule
+from forestcoll.simulate import baselines
+from forestcoll.simulate.engine import ProgramBuilder, run
+from forestcoll.simulate.network import Network
+from forestcoll.simulate.trees import tree_program
+
+ALGORITHMS = ("forestcoll", *baselines.BASELINES)
+DEFAULT_SLICE = 1 << 20  # bytes per pipeline slice
+DEFAULT_MAX_SLICES = 16  # per block
+
+
+@dataclass
+class SimResult:
+    """What a simulated call took (nccl-tests conventions: algbw = size / time, busbw = algbw x bus factor)."""
+
+    algorithm: str
+    collective: str
+    size_bytes: int
+    ranks: int
+    time_s: float
+    algbw_gbps: float
+    busbw_gbps: float
+    transfers: int
+    events: int
+    wall_s: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "algorithm": self.algorithm,
+            "collective": self.collective,
+            "size_bytes": self.size_bytes,
+            "ranks": self.ranks,
+            "time_s": self.time_s,
+            "algbw_gbps": self.algbw_gbps,
+            "busbw_gbps": self.busbw_gbps,
+            "transfers": self.transfers,
+            "events": self.events,
+            "wall_s": round(self.wall_s, 4),
+        }
+        out.update(self.extra)
+        return out
+
+
+def simulate_program(prog: ProgramBuilder, net: Network, name: str, collective: str, size: int,
+                     extra: dict[str, Any] | None = None, sharing: str = "weighted", fairness: str = "max-min") -> SimResult:
+    """Run a built program and package the result."""
+    t0 = time.perf_counter()
+    program = prog.build(sharing)
+    res = run(program, net.capacity, fairness)
+    unfinished = int(np.isnan(res.delivered).sum())
+    if unfinished:
+        raise RuntimeError(f"{name}: {unfinished} of {program.size} transfers never ran (their dependencies never happened)")
+    wall = time.perf_counter() - t0
+    ranks = len(net.ranks)
+    t = res.time
+    algbw = size / t / 1e9 if t > 0 else float("inf")
+    busbw = algbw * float(bus_factor(collective, ranks))
+    extra = dict(extra or {})
+    extra["rate_recomputations"] = res.recomputes
+    return SimResult(name, collective, int(size), ranks, t, algbw, busbw, program.size, res.events, wall, extra)
+
+
+def simulate(net: Network, algorithm: str | Schedule, collective: str | None = None, size: int = 1 << 30, *,
+             slice_bytes: int = DEFAULT_SLICE, max_slices: int = DEFAULT_MAX_SLICES, root: int | str | None = None,
+             name: str | None = None, sharing: str = "weighted", fairness: str = "max-min") -> SimResult:
+    """Simulate one call of ``size`` bytes (nccl-tests size: the whole buffer; for allgather the output,
+    for reduce-scatter the input) with ``algorithm``: a forestcoll :class:`Schedule` or a baseline name."""
+    if size < 1:
+        raise UsageError(f"size must be >= 1 byte, got {size}")
+    if slice_bytes < 1 or max_slices < 1:
+        raise UsageError("slice size and slices per block must be >= 1")
+    if sharing not in ("weighted", "equal"):
+        raise UsageError(f"sharing must be 'weighted' or 'equal', got {sharing!r}")
+    slicing = (float(slice_bytes), int(max_slices))
+    if isinstance(algorithm, Schedule):
+        sched = algorithm
+        collective = sched.collective
+        prog = tree_program(sched, net, float(size), *slicing)
+        label = name or ("forestcoll" if sched.optimal else f"forestcoll-k{sched.k}")
+        return simulate_program(prog, net, label, collective, size, {"k": sched.k}, sharing, fairness)
+    if collective is None:
+        raise UsageError("a baseline needs a collective")
+    collective = canonical_collective(collective)
+    if algorithm not in baselines.BASELINES:
+        raise UsageError(f"unknown algorithm {algorithm!r}; choose from {', '.join(ALGORITHMS)}")
+    if not baselines.applicable(algorithm, net, collective):
+        raise UsageError(f"{algorithm} has no {collective} form on this fabric")
+    kwargs: dict[str, Any] = {}
+    if collective in ("broadcast", "reduce") and algorithm in ("ring", "direct"):
+        kwargs["root"] = _root_rank(net, root)
+    prog = baselines.BASELINES[algorithm](net, collective, float(size), slicing, **kwargs)
+    return simulate_program(prog, net, name or algorithm, collective, size, None, sharing, fairness)
+
+
+def _root_rank(net: Network, root: int | str | None) -> int:
+    if root is None:
+        return 0
+    if isinstance(root, int):
+        if not 0 <= root < len(net.ranks):
+            raise UsageError(f"root {root} is not a rank")
+        return root
+    if root not in net.ranks:
+        raise UsageError(f"unknown root {root!r}")
+    return net.ranks.index(root)

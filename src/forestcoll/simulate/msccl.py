@@ -1,0 +1,104 @@
+"""MSCCL algorithm files as simulator programs: thread blocks run their steps in order, once per iteration.
+
+Each thread block's transmissions (after the runtime's rewriting, see
+:func:`forestcoll.msccl.interpreter.compile_tb`) run one after another; the k-th
+send on a connection meets the k-th receive at the other end.  A send starts
+when its block has finished the previous step and every step it depends on;
+forwarding steps (``rcs``, ``rrs``, ``rrcs``) also wait for their data; a
+receive finishes when its data has arrived and its block has reached it.  Every
+chunk is cut into pipeline iterations like forestcoll's slices, and the whole
+program replays once per iteration, as in the runtime.  Transfers between two
+GPUs follow :meth:`Network.route`; rank i of the file is the topology's i-th
+compute node.
+"""
+
+from __future__ import annotations
+
+from forestcoll.errors import UsageError
+from forestcoll.msccl.interpreter import compile_tb
+from forestcoll.msccl.ir import RECVS, SENDS, Algo, MscclError
+from forestcoll.simulate.engine import ProgramBuilder
+from forestcoll.simulate.network import Network
+from forestcoll.simulate.trees import slices_for
+
+COLLECTIVE = {"allgather": "allgather", "reducescatter": "reduce_scatter", "allreduce": "allreduce",
+              "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall"}
+
+
+def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max_slices: int,
+                  source: str = "algo.xml") -> ProgramBuilder:
+    """The transfers of ``algo`` for a call of ``size`` bytes (nccl-tests size)."""
+    if algo.ngpus != len(net.ranks):
+        raise UsageError(f"{source} is for {algo.ngpus} GPUs but the topology has {len(net.ranks)} compute nodes")
+    chunk = size / algo.nchunksperloop  # nccl-tests size = count x sizeMultiplier x element size
+    iterations = slices_for(chunk, slice_bytes, max_slices)
+    piece = chunk / iterations
+    tbs = {(g.id, tb.id): (tb, compile_tb(tb, g.id, source)) for g in algo.gpus for tb in g.tbs}
+    prog = ProgramBuilder()
+    done: dict[tuple[int, int, int, int], int] = {}  # (gpu, tb, iteration, transmission) -> completion marker
+    sends: dict[tuple[int, int, int, int], list[int]] = {}  # (src, dst, channel, iteration) -> transfers in order
+    flag_steps = {key: [(i, t.step) for i, t in enumerate(trans) if t.hasdep] for key, (_tb, trans) in tbs.items()}
+
+    def dep_marker(g: int, d: int, s: int, it: int) -> int | None:
+        """Completion of the step of block d that first publishes a flag >= (it, s)."""
+        for i, step in flag_steps.get((g, d), []):
+            if step >= s:
+                return done.get((g, d, it, i))
+        return None  # never published in this iteration: the interpreter reports such files
+
+    # blocks are built iteration by iteration in an order where every dependency already exists:
+    # repeat passes over the blocks, advancing each while its dependencies are built
+    pos = {key: (0, 0) for key in tbs}  # (iteration, transmission index) to build next
+    remaining = sum(len(trans) * iterations for _tb, trans in tbs.values())
+    while remaining:
+        progress = False
+        for key, (tb, trans) in tbs.items():
+            g, tid = key
+            while True:
+                it, i = pos[key]
+                if it == iterations or not trans:
+                    break
+                t = trans[i]
+                deps = []
+                ok = True
+                for d, s in t.deps:
+                    if (g, d) not in tbs:
+                        raise MscclError(f"{source}:{t.line}: gpu {g} tb {tid} depends on tb {d}, which does not exist")
+                    owner = next((j for j, step in flag_steps[(g, d)] if step >= s), None)
+                    if owner is not None and (g, d, it, owner) not in done:
+                        ok = False
+                        break
+                    m = dep_marker(g, d, s, it)
+                    if m is not None:
+                        deps.append(m)
+                prev = done.get((g, tid, it, i - 1)) if i else (done.get((g, tid, it - 1, len(trans) - 1)) if it else None)
+                incoming = None
+                if t.type in RECVS:
+                    lst = sends.get((tb.recv, g, tb.chan, it), [])
+                    idx = sum(1 for x in trans[:i] if x.type in RECVS)  # the k-th receive meets the k-th send
+                    if idx >= len(lst):
+                        ok = False  # the matching send is not built yet
+                    else:
+                        incoming = lst[idx]
+                if not ok:
+                    break
+                before = [x for x in (prev, *deps) if x is not None]
+                out = None
+                if t.type in SENDS:
+                    links, lat = net.route(g, tb.send)
+                    conn = (g, tb.send, tb.chan)
+                    out = prog.transfer(links, t.cnt * piece, lat, after_delivered=before + ([incoming] if incoming is not None else []),
+                                        stream=conn)
+                    sends.setdefault((g, tb.send, tb.chan, it), []).append(out)
+                    marker = prog.marker(after_sent=[out])
+                elif incoming is not None:
+                    marker = prog.marker(after_delivered=[*before, incoming])
+                else:
+                    marker = prog.marker(after_delivered=before)
+                done[(g, tid, it, i)] = marker
+                remaining -= 1
+                progress = True
+                pos[key] = (it, i + 1) if i + 1 < len(trans) else (it + 1, 0)
+        if not progress:
+            raise MscclError(f"{source}: the steps wait on each other in a cycle; run `forestcoll msccl run` to see where")
+    return prog

@@ -1,0 +1,183 @@
+"""The simulator's view of a fabric: links with bytes/s and latency, and routes between ranks.
+
+Parallel links between the same two nodes act as one link with the summed
+bandwidth and the smallest latency.  A link's latency is its ``latency_us`` when
+the topology gives one, else the default of its class (:data:`CLASS_LATENCY_US`,
+overridable per run).  Routes for algorithms that name only ranks (baselines,
+MSCCL files) are shortest paths through switches, widest first; where no path
+through switches alone exists (meshes without a switch, or a NIC on another
+rail) the route may pass through other ranks' links, as NVLink-to-NIC
+forwarding and peer-to-peer routing do.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from forestcoll.errors import UsageError
+from forestcoll.topology import Topology
+
+GB = 1e9  # bandwidths are GB/s (10^9 bytes per second), as in nccl-tests
+
+# One-way latency per link class, microseconds (assumptions; see docs/simulate.md).
+CLASS_LATENCY_US: dict[str, float] = {
+    "nvlink": 0.7,
+    "c2c": 0.5,
+    "xgmi": 1.0,
+    "pcie": 1.0,
+    "sys": 2.0,
+    "net": 5.0,
+    "ib": 5.0,
+    "eth": 5.0,
+    "link": 1.0,
+    "": 1.0,
+}
+
+
+@dataclass
+class Network:
+    """Directed links between named nodes, with capacity in bytes/s and latency in seconds."""
+
+    topology: Topology
+    names: tuple[str, ...]
+    link_of: dict[tuple[int, int], int]
+    ends: list[tuple[int, int]]
+    capacity: np.ndarray
+    latency: np.ndarray
+    ranks: tuple[str, ...]  # compute nodes in rank order
+    _routes: dict[tuple[int, int], tuple[int, ...]] = field(default_factory=dict, repr=False)
+    _out: dict[int, list[int]] = field(default_factory=dict, repr=False)
+
+    @property
+    def out(self) -> dict[int, list[int]]:
+        """Successors of every node, in id order."""
+        if not self._out:
+            for u, v in self.ends:
+                self._out.setdefault(u, []).append(v)
+        return self._out
+
+    @property
+    def index(self) -> Mapping[str, int]:
+        return self.topology.index
+
+    def path_links(self, path: Sequence[str]) -> tuple[tuple[int, ...], float]:
+        """Link ids and total latency (s) of a path given by node names."""
+        ids = []
+        for name in path:
+            if name not in self.index:
+                raise UsageError(f"node {name!r} of a route is not in {self.topology.name or 'the topology'}")
+        for a, b in zip(path, path[1:]):
+            key = (self.index[a], self.index[b])
+            if key not in self.link_of:
+                raise UsageError(f"no link {a} -> {b} in {self.topology.name or 'the topology'}")
+            ids.append(self.link_of[key])
+        return tuple(ids), float(sum(self.latency[i] for i in ids))
+
+    def route(self, src: int, dst: int) -> tuple[tuple[int, ...], float]:
+        """Links and latency of the route between ranks ``src`` and ``dst`` (rank numbers).
+
+        Between ranks of one box: through that box's switches, else through its other
+        ranks, else anywhere; between boxes: through switches, else anywhere.  Each
+        choice is the fewest hops, then the widest."""
+        key = (src, dst)
+        if key not in self._routes:
+            a, b = self.index[self.ranks[src]], self.index[self.ranks[dst]]
+            box = box_of(self.ranks[src])
+            same = box == box_of(self.ranks[dst])
+            is_compute = self.topology.is_compute
+            names = self.names
+            tries = []
+            if same:
+                tries += [lambda v: not is_compute[v] and box_of(names[v]) == box,
+                          lambda v: box_of(names[v]) == box]
+            tries += [lambda v: not is_compute[v], lambda v: True]
+            nodes = None
+            for allowed in tries:
+                nodes = _widest_shortest(self, a, b, allowed)
+                if nodes is not None:
+                    break
+            if nodes is None:
+                raise UsageError(f"{self.ranks[dst]} cannot be reached from {self.ranks[src]}")
+            self._routes[key] = tuple(self.link_of[(u, v)] for u, v in zip(nodes, nodes[1:]))
+        ids = self._routes[key]
+        return ids, float(sum(self.latency[i] for i in ids))
+
+    def adjacent(self, src: int, dst: int) -> bool:
+        """True when a link joins the two ranks directly or through switches of their own box."""
+        a, b = self.index[self.ranks[src]], self.index[self.ranks[dst]]
+        box = box_of(self.ranks[src])
+        is_compute, names = self.topology.is_compute, self.names
+        return _widest_shortest(self, a, b, lambda v: not is_compute[v] and box_of(names[v]) == box) is not None
+
+
+def box_of(name: str) -> str:
+    """The box a node belongs to: its name up to the first '.' ('' when there is none)."""
+    return name.split(".", 1)[0] if "." in name else ""
+
+
+def build_network(topo: Topology, latency_us: Mapping[str, float] | None = None) -> Network:
+    """The simulator's network for ``topo``; ``latency_us`` overrides class defaults (class -> microseconds)."""
+    defaults = dict(CLASS_LATENCY_US)
+    for cls, value in (latency_us or {}).items():
+        if not value >= 0:
+            raise UsageError(f"latency of class {cls!r} must be >= 0 microseconds, got {value}")
+        defaults[cls] = float(value)
+    bw: dict[tuple[int, int], Fraction] = {}
+    lat: dict[tuple[int, int], float] = {}
+    index = topo.index
+    for lk in topo.links:
+        key = (index[lk.src], index[lk.dst])
+        bw[key] = bw.get(key, Fraction(0)) + lk.bandwidth
+        this = float(lk.latency_us) if lk.latency_us is not None else defaults.get(lk.cls, defaults[""])
+        lat[key] = min(lat.get(key, this), this)
+    ends = sorted(bw)
+    link_of = {e: i for i, e in enumerate(ends)}
+    capacity = np.array([float(bw[e]) * GB for e in ends])
+    latency = np.array([lat[e] * 1e-6 for e in ends])
+    names = tuple(n.name for n in topo.nodes)
+    ranks = tuple(topo.compute_nodes)
+    return Network(topo, names, link_of, ends, capacity, latency, ranks)
+
+
+def _widest_shortest(net: Network, a: int, b: int, allowed) -> list[int] | None:
+    """Fewest hops from a to b with every intermediate node ``allowed``, then the widest bottleneck,
+    then the smallest node ids (deterministic)."""
+    out = net.out
+    dist = {a: 0}
+    order = [a]
+    queue = deque([a])
+    while queue:
+        u = queue.popleft()
+        if u == b or (u != a and not allowed(u)):
+            continue
+        for v in out.get(u, []):
+            if v not in dist:
+                dist[v] = dist[u] + 1
+                order.append(v)
+                queue.append(v)
+    if b not in dist:
+        return None
+    # among the widest: fewest relays through ranks that are not on the destination's rail (same name after
+    # the box prefix: NVLink to the GPU next to the right NIC, as PXN does), then the smallest node ids
+    rail = net.names[b].split(".", 1)[-1]
+    is_compute = net.topology.is_compute
+    best: dict[int, tuple[float, int, tuple[int, ...]]] = {a: (np.inf, 0, (a,))}
+    for u in order:
+        if u not in best or u == b or (u != a and not allowed(u)):
+            continue
+        width, off_rail, path = best[u]
+        if u != a and is_compute[u] and net.names[u].split(".", 1)[-1] != rail:
+            off_rail += 1
+        for v in out.get(u, []):
+            if dist.get(v) != dist[u] + 1:
+                continue
+            cand = (min(width, net.capacity[net.link_of[(u, v)]]), off_rail, path + (v,))
+            cur = best.get(v)
+            if cur is None or (-cand[0], cand[1], cand[2]) < (-cur[0], cur[1], cur[2]):
+                best[v] = cand
+    return list(best[b][2]) if b in best else None

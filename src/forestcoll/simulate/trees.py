@@ -1,0 +1,88 @@
+"""forestcoll schedules as simulator programs: pieces of chunks pipelined in slices along the trees.
+
+Every root's shard (M/N bytes of an M-byte allgather, reduce-scatter or
+allreduce; the whole M for broadcast and reduce) is k chunks; the pieces of
+:func:`forestcoll.pieces.cut_pieces` are cut into slices of about ``slice_bytes``
+(at most ``max_slices`` per piece).  Each tree edge sends its slices one after
+another along the edge's physical path.  Out-tree edges forward a slice once it
+has arrived (store-and-forward); in-tree edges send a slice once every child's
+slice has arrived.  In allreduce the root starts broadcasting a slice as soon as
+its reduction is complete.
+"""
+
+from __future__ import annotations
+
+import math
+
+from forestcoll.errors import ScheduleError
+from forestcoll.pieces import cut_pieces, shape_trees
+from forestcoll.schedule import Schedule
+from forestcoll.simulate.engine import ProgramBuilder
+from forestcoll.simulate.network import Network
+
+
+def shard_bytes(collective: str, size: float, ranks: int) -> float:
+    """Bytes of one root's data in an nccl-tests-sized call of ``size`` bytes."""
+    return size if collective in ("broadcast", "reduce") else size / ranks
+
+
+MIN_SLICES = 8  # smaller blocks are still cut this fine ...
+MIN_SLICE_BYTES = 64 << 10  # ... down to slices of this size (runtimes use small steps for small messages)
+
+
+def slices_for(nbytes: float, slice_bytes: float, max_slices: int, min_slices: int = MIN_SLICES) -> int:
+    """How many pipeline slices a block of ``nbytes`` is cut into: about ``slice_bytes`` each, at least
+    ``min_slices`` while slices stay >= ``MIN_SLICE_BYTES``, at most ``max_slices``.  (Rings pass
+    ``min_slices=1``: their steps already pipeline one block behind the other.)"""
+    wanted = max(math.ceil(nbytes / slice_bytes), min(min_slices, int(nbytes // MIN_SLICE_BYTES)))
+    return max(1, min(max_slices, wanted))
+
+
+def tree_program(sched: Schedule, net: Network, size: float, slice_bytes: float, max_slices: int) -> ProgramBuilder:
+    """The transfers of ``sched`` for a call of ``size`` bytes."""
+    shapes = shape_trees(sched)
+    k, pieces = cut_pieces(sched, shapes, 71 * 10**9)  # no step limit here: pieces follow the trees only
+    missing = sorted(set(sched.ranks) - set(net.ranks))
+    if missing:
+        raise ScheduleError(f"the schedule's rank {missing[0]} is not a compute node of {net.topology.name or 'the topology'}")
+    routes: dict[tuple[int, int, int], tuple[tuple[int, ...], float]] = {}
+    idx = {r: i for i, r in enumerate(sched.ranks)}
+    for shape, tree in zip(shapes, sched.trees):
+        for e in tree.edges:
+            routes[(id(shape), idx[e.src], idx[e.dst])] = net.path_links(e.path)
+    chunk = shard_bytes(sched.collective, size, len(sched.ranks)) / k
+    prog = ProgramBuilder()
+    last_on_edge: dict[tuple[int, int, int], int] = {}
+    for pc in pieces:
+        piece_bytes = pc.cnt * chunk
+        s = slices_for(piece_bytes, slice_bytes, max_slices)
+        each = piece_bytes / s
+        for _j in range(s):
+            reduced: int | None = None  # allreduce: the marker of this slice's reduction at the root
+            for t in pc.trees:
+                arrived: dict[int, list[int]] = {}  # node -> transfers that bring it this slice
+                if t.direction == "in":
+                    for v in sorted(t.level, key=lambda x: (t.level[x], x)):
+                        if v == t.root:
+                            continue
+                        u = t.parent[v]
+                        links, lat = routes[(id(t), v, u)]
+                        key = (id(t), v, u)
+                        tid = prog.transfer(links, each, lat, after_sent=[last_on_edge.get(key)],
+                                            after_delivered=arrived.get(v, []), stream=key)
+                        last_on_edge[key] = tid
+                        arrived.setdefault(u, []).append(tid)
+                    reduced = prog.marker(after_delivered=arrived.get(t.root, []))
+                else:
+                    have: dict[int, int | None] = {t.root: reduced}
+                    for v in sorted(t.level, key=lambda x: (t.level[x], x)):
+                        if v == t.root:
+                            continue
+                        u = t.parent[v]
+                        links, lat = routes[(id(t), u, v)]
+                        key = (id(t), u, v)
+                        tid = prog.transfer(links, each, lat, after_sent=[last_on_edge.get(key)],
+                                            after_delivered=[have[u]], stream=key)
+                        last_on_edge[key] = tid
+                        have[v] = tid
+    return prog
