@@ -37,6 +37,7 @@ bench: $(VENV)/.base
 	$(BIN)/python benchmarks/generate.py
 	$(BIN)/python benchmarks/maxflow_backends.py
 	$(BIN)/python benchmarks/msccl.py
+	$(BIN)/python benchmarks/simulate.py
 
 lint: $(VENV)/.test
 	$(BIN)/python -m pip install -q ruff

@@ -5,5 +5,6 @@ sizes and algorithms.  See docs/simulate.md for the model.
 """
 
 from forestcoll.simulate.core import ALGORITHMS, SimResult, simulate, simulate_program
+from forestcoll.simulate.network import Network, build_network
 
-__all__ = ["ALGORITHMS", "SimResult", "simulate", "simulate_program"]
+__all__ = ["ALGORITHMS", "Network", "SimResult", "build_network", "simulate", "simulate_program"]
