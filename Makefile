@@ -1,6 +1,6 @@
 # forestcoll: two entry points on a fresh machine (only Python >= 3.11 needed).
 #   make demo   set up .venv, generate + verify an optimal allreduce for a 2x8 DGX-A100, export it to MSCCL XML and run that
-#   make test   set up .venv with the test extras, run the whole test suite
+#   make test   set up .venv with the test and torch extras, run the whole test suite
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
@@ -18,8 +18,12 @@ $(VENV)/.base: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	@touch $@
 
+# torch: the CPU build 2.13.0 (on disk on our machines; pinned so pip never picks a CUDA build)
+TORCH ?= torch==2.13.0
+
 $(VENV)/.test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".[test]"
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[test,torch]"
 	@touch $@ $(VENV)/.base
 
 demo: $(VENV)/.base

@@ -136,3 +136,15 @@ def cut_pieces(sched: Schedule, trees: list[TreeShape], max_cnt: int) -> tuple[i
                 pieces.append(Piece(r, x, c, owners))
                 x += c
     return k, pieces
+
+
+MIN_SLICES = 8  # smaller blocks are still cut this fine ...
+MIN_SLICE_BYTES = 64 << 10  # ... down to slices of this size (runtimes use small steps for small messages)
+
+
+def slices_for(nbytes: float, slice_bytes: float, max_slices: int, min_slices: int = MIN_SLICES) -> int:
+    """How many pipeline slices a block of ``nbytes`` is cut into: about ``slice_bytes`` each, at least
+    ``min_slices`` while slices stay >= ``MIN_SLICE_BYTES``, at most ``max_slices``.  (Rings pass
+    ``min_slices=1``: their steps already pipeline one block behind the other.)"""
+    wanted = max(math.ceil(nbytes / slice_bytes), min(min_slices, int(nbytes // MIN_SLICE_BYTES)))
+    return max(1, min(max_slices, wanted))

@@ -27,10 +27,10 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 from forestcoll.errors import UsageError
+from forestcoll.pieces import slices_for
 from forestcoll.schedule import Schedule
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
-from forestcoll.simulate.trees import slices_for
 
 Slicing = tuple[float, int]  # (slice bytes, max slices per block)
 

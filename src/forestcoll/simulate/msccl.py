@@ -17,9 +17,9 @@ from __future__ import annotations
 from forestcoll.errors import UsageError
 from forestcoll.msccl.interpreter import compile_tb
 from forestcoll.msccl.ir import RECVS, SENDS, Algo, MscclError
+from forestcoll.pieces import slices_for
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
-from forestcoll.simulate.trees import slices_for
 
 COLLECTIVE = {"allgather": "allgather", "reducescatter": "reduce_scatter", "allreduce": "allreduce",
               "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall"}

@@ -12,10 +12,8 @@ its reduction is complete.
 
 from __future__ import annotations
 
-import math
-
 from forestcoll.errors import ScheduleError
-from forestcoll.pieces import cut_pieces, shape_trees
+from forestcoll.pieces import cut_pieces, shape_trees, slices_for
 from forestcoll.schedule import Schedule
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
@@ -24,18 +22,6 @@ from forestcoll.simulate.network import Network
 def shard_bytes(collective: str, size: float, ranks: int) -> float:
     """Bytes of one root's data in an nccl-tests-sized call of ``size`` bytes."""
     return size if collective in ("broadcast", "reduce") else size / ranks
-
-
-MIN_SLICES = 8  # smaller blocks are still cut this fine ...
-MIN_SLICE_BYTES = 64 << 10  # ... down to slices of this size (runtimes use small steps for small messages)
-
-
-def slices_for(nbytes: float, slice_bytes: float, max_slices: int, min_slices: int = MIN_SLICES) -> int:
-    """How many pipeline slices a block of ``nbytes`` is cut into: about ``slice_bytes`` each, at least
-    ``min_slices`` while slices stay >= ``MIN_SLICE_BYTES``, at most ``max_slices``.  (Rings pass
-    ``min_slices=1``: their steps already pipeline one block behind the other.)"""
-    wanted = max(math.ceil(nbytes / slice_bytes), min(min_slices, int(nbytes // MIN_SLICE_BYTES)))
-    return max(1, min(max_slices, wanted))
 
 
 def tree_program(sched: Schedule, net: Network, size: float, slice_bytes: float, max_slices: int) -> ProgramBuilder:

@@ -1,0 +1,190 @@
+"""Execution plans: a schedule lowered to rounds of point-to-point messages over one flat buffer.
+
+Every collective runs on a flat *work* buffer whose element ranges are the
+roots' shards (:func:`work_layout`).  Each shard is cut into the schedule's k
+chunks (chunk c of a shard of n elements is ``[c n / k, (c + 1) n / k)``, so any
+n works, also n < k), the chunks into the pieces of
+:func:`forestcoll.pieces.cut_pieces`, and each piece into pipeline slices
+(:func:`forestcoll.pieces.slices_for`).  Slices move in synchronous *rounds*:
+
+* out-tree edge into a node at depth d carries slice s in round ``s + d - 1``;
+* in-tree edge out of a node whose subtree has height h carries slice s in
+  round ``s + h`` (every child, of smaller height, has delivered it before);
+* in allreduce the allgather tree of a piece starts after its reduce-scatter
+  tree: round ``s + H + d - 1`` with H the height of the reduce-scatter tree.
+
+Within a round every rank sends one message to each peer it feeds (all the
+segments for that peer, in one agreed order) and receives one from each peer
+that feeds it; a received segment either overwrites its range (out-trees) or is
+combined into it with the reduction operator (in-trees).  A node never sends and
+receives the same range in one round, and everything it sends in round t
+arrived in rounds < t, so running the rounds in order with a wait at the end of
+each is correct and deadlock-free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from forestcoll.errors import ScheduleError, UsageError
+from forestcoll.pieces import cut_pieces, shape_trees, slices_for
+from forestcoll.schedule import Schedule
+
+#: collectives the executor runs, and the schedule phases each uses
+PHASES = {
+    "allgather": ("allgather",),
+    "reduce_scatter": ("reduce_scatter",),
+    "allreduce": ("reduce_scatter", "allgather"),
+    "broadcast": ("broadcast",),
+    "reduce": ("reduce",),
+}
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Elements ``[start, stop)`` of the work buffer; ``reduce``: the receiver combines instead of overwriting."""
+
+    start: int
+    stop: int
+    reduce: bool
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of a round: to (sends) or from (recvs) schedule rank ``peer``, its segments in order."""
+
+    peer: int
+    segments: tuple[Segment, ...]
+
+    @property
+    def numel(self) -> int:
+        return sum(s.stop - s.start for s in self.segments)
+
+
+@dataclass(frozen=True)
+class Round:
+    """Round ``index`` of one rank: the messages it sends and receives (at most one per peer and direction)."""
+
+    index: int
+    sends: tuple[Message, ...]
+    recvs: tuple[Message, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What schedule rank ``rank`` does for one call: its non-empty rounds, in order, on a ``numel``-element buffer."""
+
+    collective: str
+    rank: int
+    ranks: int
+    numel: int
+    rounds: tuple[Round, ...]
+
+    @property
+    def messages(self) -> int:
+        return sum(len(r.sends) for r in self.rounds)
+
+
+def shard_bounds(n: int, parts: int) -> list[tuple[int, int]]:
+    """Cut ``n`` elements into ``parts`` contiguous ranges whose sizes differ by at most one."""
+    return [(n * i // parts, n * (i + 1) // parts) for i in range(parts)]
+
+
+def phase_schedule(sched: Schedule, collective: str) -> Schedule:
+    """The part of ``sched`` that runs ``collective``: itself, or one phase of an allreduce schedule."""
+    if collective not in PHASES:
+        raise UsageError(f"unknown collective {collective!r}; use one of {', '.join(PHASES)}")
+    if sched.collective == collective:
+        return sched
+    if sched.collective == "allreduce" and collective in ("allgather", "reduce_scatter"):
+        info = next(p for p in sched.phases if p.name == collective)
+        trees = tuple(t for t in sched.trees if t.phase == collective)
+        return dataclasses.replace(sched, collective=collective, k=info.k, algbw=info.algbw,
+                                   bound_algbw=info.bound_algbw, phases=(info,), trees=trees)
+    raise UsageError(f"a {sched.collective} schedule cannot run {collective}"
+                     + ("" if sched.collective != "allgather" else "; generate one with --collective " + collective))
+
+
+def work_layout(collective: str, ranks: int, numel: int, root: int = 0) -> tuple[int, list[tuple[int, int]]]:
+    """Work-buffer size and each schedule rank's shard for a call on ``numel`` elements per rank's input.
+
+    allgather: input ``numel`` per rank, work = output (``ranks * numel``), shard i at ``i * numel``;
+    reduce_scatter: input ``ranks * numel`` (``numel`` = output size), same shards; allreduce: work =
+    the tensor, shards as :func:`shard_bounds`; broadcast / reduce: the root's shard is everything."""
+    if collective in ("allgather", "reduce_scatter"):
+        return ranks * numel, [(i * numel, (i + 1) * numel) for i in range(ranks)]
+    if collective == "allreduce":
+        return numel, shard_bounds(numel, ranks)
+    return numel, [(0, numel) if i == root else (0, 0) for i in range(ranks)]
+
+
+def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int = 1 << 20,
+                max_slices: int = 16) -> list[Plan]:
+    """Every rank's plan for ``sched`` on a call of ``numel`` elements per rank (see :func:`work_layout`).
+
+    ``sched`` must already be the schedule of the collective (see :func:`phase_schedule`)."""
+    if numel < 0:
+        raise UsageError(f"element count must be >= 0, got {numel}")
+    if element_size < 1 or slice_bytes < 1 or max_slices < 1:
+        raise UsageError("element size, slice bytes and max slices must be >= 1")
+    coll = sched.collective
+    if coll not in PHASES:
+        raise ScheduleError(f"the executor cannot run a {coll!r} schedule")
+    n_ranks = len(sched.ranks)
+    shapes = shape_trees(sched)
+    k, pieces = cut_pieces(sched, shapes, 1 << 62)
+    root = sched.ranks.index(sched.root) if sched.root in sched.ranks else 0
+    work, shards = work_layout(coll, n_ranks, numel, root)
+    # (round, sender, receiver) -> segments, in the order both sides build them
+    traffic: dict[tuple[int, int, int], list[Segment]] = defaultdict(list)
+    for pc in pieces:
+        lo, hi = shards[pc.root]
+        size = hi - lo
+        a = lo + size * pc.start // k
+        b = lo + size * (pc.start + pc.cnt) // k
+        if a == b:
+            continue
+        s_count = slices_for((b - a) * element_size, slice_bytes, max_slices)
+        s_count = min(s_count, b - a)
+        offset = 0
+        for t in pc.trees:
+            order = sorted(t.level, key=lambda x: (t.level[x], x))
+            for j in range(s_count):
+                sa = a + (b - a) * j // s_count
+                sb = a + (b - a) * (j + 1) // s_count
+                for v in order:
+                    if v == t.root:
+                        continue
+                    if t.direction == "in":
+                        src, dst, rnd, red = v, t.parent[v], offset + j + t.level[v], True
+                    else:
+                        src, dst, rnd, red = t.parent[v], v, offset + j + t.level[v] - 1, False
+                    traffic[(rnd, src, dst)].append(Segment(sa, sb, red))
+            if t.direction == "in":
+                offset += t.level[t.root]
+    sends: list[dict[int, list[Message]]] = [defaultdict(list) for _ in range(n_ranks)]
+    recvs: list[dict[int, list[Message]]] = [defaultdict(list) for _ in range(n_ranks)]
+    for (rnd, src, dst), segs in sorted(traffic.items()):
+        merged = _merge(segs)
+        sends[src][rnd].append(Message(dst, merged))
+        recvs[dst][rnd].append(Message(src, merged))
+    plans = []
+    for r in range(n_ranks):
+        idx = sorted(set(sends[r]) | set(recvs[r]))
+        rounds = tuple(Round(i, tuple(sends[r].get(i, ())), tuple(recvs[r].get(i, ()))) for i in idx)
+        plans.append(Plan(coll, r, n_ranks, work, rounds))
+    return plans
+
+
+def _merge(segs: Sequence[Segment]) -> tuple[Segment, ...]:
+    """Join segments that continue each other with the same action (fewer copies, same bytes)."""
+    out: list[Segment] = []
+    for s in segs:
+        if out and out[-1].stop == s.start and out[-1].reduce == s.reduce:
+            out[-1] = Segment(out[-1].start, s.stop, s.reduce)
+        else:
+            out.append(s)
+    return tuple(out)

@@ -1,0 +1,321 @@
+"""forestcoll schedules on torch.distributed: batched isend/irecv rounds over a process group.
+
+Rank i of the group runs compute node i of the schedule (or ``rank_map[i]``...
+see :class:`Communicator`).  A call builds (once per collective, element count
+and dtype) the rank's :class:`forestcoll.runtime.Plan`, then runs its rounds:
+per round one ``batch_isend_irecv`` with one message per peer, a wait, and the
+copies or reductions of what arrived.  Works with any backend that has
+point-to-point operations (gloo on CPU, NCCL on GPUs).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from forestcoll.errors import ForestCollError, ScheduleError, UsageError
+from forestcoll.runtime.plan import PHASES, Plan, build_plans, phase_schedule
+from forestcoll.schedule import Schedule, read_schedule
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64,
+          torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+OPS = ("sum", "avg", "product", "max", "min")
+_TORCH_OPS = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.PRODUCT: "product", dist.ReduceOp.MAX: "max",
+              dist.ReduceOp.MIN: "min", dist.ReduceOp.AVG: "avg"}
+
+
+class CollectiveError(ForestCollError, RuntimeError):
+    """A collective failed at run time: a peer died, timed out or made a different call."""
+
+
+def _combine(op: str) -> Callable[[torch.Tensor, torch.Tensor], None]:
+    """``dst <- dst op src`` in place."""
+    if op in ("sum", "avg"):
+        return lambda d, s: d.add_(s)
+    if op == "product":
+        return lambda d, s: d.mul_(s)
+    if op == "max":
+        return lambda d, s: torch.maximum(d, s, out=d)
+    return lambda d, s: torch.minimum(d, s, out=d)
+
+
+def _op_name(op: object) -> str:
+    if isinstance(op, str) and op.lower() in OPS:
+        return op.lower()
+    if op in _TORCH_OPS:
+        return _TORCH_OPS[op]
+    raise UsageError(f"unsupported reduction {op!r}; use one of {', '.join(OPS)} (or torch.distributed.ReduceOp)")
+
+
+def load(schedule: str | os.PathLike | Schedule) -> Schedule:
+    """A schedule object from a path or an already loaded :class:`Schedule`."""
+    if isinstance(schedule, Schedule):
+        return schedule
+    if isinstance(schedule, (str, os.PathLike)):
+        return read_schedule(os.fspath(schedule))
+    raise UsageError(f"schedule must be a path or a forestcoll Schedule, not {type(schedule).__name__}")
+
+
+@dataclass
+class Communicator:
+    """Runs one schedule's collectives on a process group, caching plans per (collective, numel, dtype).
+
+    ``rank_map[i]`` is the group rank that runs compute node i of the schedule (default: i).
+    ``timeout`` bounds every wait (default: the group's own timeout).  ``check``: on the first
+    call of each kind, the ranks compare a fingerprint of (schedule, rank map, call) with one small
+    all-gather, so a mismatch is an error instead of a hang.  ``slice_bytes`` / ``max_slices``: the
+    pipeline slicing (as in the simulator)."""
+
+    schedule: Schedule
+    group: dist.ProcessGroup | None = None
+    rank_map: Sequence[int] | None = None
+    timeout: datetime.timedelta | float | None = None
+    slice_bytes: int = 1 << 20
+    max_slices: int = 16
+    check: bool = True
+    _plans: dict = field(default_factory=dict, init=False, repr=False)
+    _peers: list[int] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.schedule = load(self.schedule)
+        if not dist.is_available() or not dist.is_initialized():
+            raise UsageError("torch.distributed is not initialised: call torch.distributed.init_process_group first")
+        n = len(self.schedule.ranks)
+        world = dist.get_world_size(self.group)
+        if world != n:
+            raise ScheduleError(f"the process group has {world} ranks but the schedule has {n} "
+                                f"({self.schedule.topology}); rank i of the group runs compute node i")
+        mapping = list(range(n)) if self.rank_map is None else [int(x) for x in self.rank_map]
+        if sorted(mapping) != list(range(n)):
+            raise UsageError(f"rank_map must list each group rank 0..{n - 1} once (compute node i runs on "
+                             f"group rank rank_map[i]), got {list(self.rank_map or [])}")
+        self.rank_map = mapping
+        node_of = {g: i for i, g in enumerate(mapping)}
+        self.node = node_of[dist.get_rank(self.group)]
+        self._peers = [self._global(mapping[i]) for i in range(n)]
+        if isinstance(self.timeout, (int, float)):
+            self.timeout = datetime.timedelta(seconds=self.timeout)
+        if self.slice_bytes < 1 or self.max_slices < 1:
+            raise UsageError("slice_bytes and max_slices must be >= 1")
+
+    def _global(self, group_rank: int) -> int:
+        if self.group is None or self.group is dist.group.WORLD:
+            return group_rank
+        return dist.get_global_rank(self.group, group_rank)
+
+    # ----- collectives -------------------------------------------------------------------
+
+    def all_reduce(self, tensor: torch.Tensor, op: object = "sum") -> torch.Tensor:
+        """In place: every rank's ``tensor`` becomes the reduction over ranks (like ``dist.all_reduce``)."""
+        opn = _op_name(op)
+        self._check_tensor(tensor, "tensor", opn)
+        with _flat(tensor) as work:
+            self._run("allreduce", work, work.numel(), opn)
+            if opn == "avg":
+                _divide(work, len(self._peers))
+        return tensor
+
+    def all_gather(self, output: torch.Tensor, input: torch.Tensor) -> torch.Tensor:
+        """``output`` (``world * input.numel()`` elements) becomes every rank's ``input`` in rank order
+        (like ``dist.all_gather_into_tensor``; ``input`` may be this rank's slot of ``output``)."""
+        self._check_tensor(input, "input")
+        self._check_tensor(output, "output")
+        n, m = len(self._peers), input.numel()
+        if output.numel() != n * m or output.dtype != input.dtype:
+            raise UsageError(f"all_gather: output must have world size x input elements ({n} x {m}) of "
+                             f"{input.dtype}, got {output.numel()} of {output.dtype}")
+        with _flat(output) as work:
+            slot = work[self.node * m:(self.node + 1) * m]
+            src = input.reshape(-1)
+            if m and slot.data_ptr() != src.data_ptr():
+                slot.copy_(src)
+            self._run("allgather", work, m, "sum")
+        return output
+
+    def reduce_scatter(self, output: torch.Tensor, input: torch.Tensor, op: object = "sum") -> torch.Tensor:
+        """``output`` becomes this rank's block (in rank order) of the reduction of every rank's ``input``
+        (like ``dist.reduce_scatter_tensor``); ``input`` is left unchanged."""
+        opn = _op_name(op)
+        self._check_tensor(input, "input", opn)
+        self._check_tensor(output, "output", opn)
+        n, m = len(self._peers), output.numel()
+        if input.numel() != n * m or output.dtype != input.dtype:
+            raise UsageError(f"reduce_scatter: input must have world size x output elements ({n} x {m}) of "
+                             f"{output.dtype}, got {input.numel()} of {input.dtype}")
+        work = input.reshape(-1).clone()
+        self._run("reduce_scatter", work, m, opn)
+        mine = work[self.node * m:(self.node + 1) * m]
+        if opn == "avg":
+            _divide(mine, n)
+        output.copy_(mine.view(output.shape))
+        return output
+
+    def broadcast(self, tensor: torch.Tensor) -> torch.Tensor:
+        """In place: every rank's ``tensor`` becomes the schedule root's (a broadcast schedule)."""
+        self._check_tensor(tensor, "tensor")
+        with _flat(tensor) as work:
+            self._run("broadcast", work, work.numel(), "sum")
+        return tensor
+
+    def reduce(self, tensor: torch.Tensor, op: object = "sum") -> torch.Tensor:
+        """The schedule root's ``tensor`` becomes the reduction over ranks; the others' are left unchanged."""
+        opn = _op_name(op)
+        self._check_tensor(tensor, "tensor", opn)
+        root = self.schedule.ranks.index(self.schedule.root) if self.schedule.root else 0
+        if self.node == root:
+            with _flat(tensor) as work:
+                self._run("reduce", work, work.numel(), opn)
+                if opn == "avg":
+                    _divide(work, len(self._peers))
+        else:
+            self._run("reduce", tensor.reshape(-1).clone(), tensor.numel(), opn)
+        return tensor
+
+    # ----- machinery ---------------------------------------------------------------------
+
+    def plan(self, collective: str, numel: int, dtype: torch.dtype) -> Plan:
+        """This rank's plan for a call (cached), agreed with the other ranks on first use when ``check``."""
+        key = (collective, numel, dtype)
+        plan = self._plans.get(key)
+        if plan is None:
+            sched = phase_schedule(self.schedule, collective)
+            size = torch.empty((), dtype=dtype).element_size()
+            plan = build_plans(sched, numel, size, self.slice_bytes, self.max_slices)[self.node]
+            if self.check:
+                self._agree(key)
+            self._plans[key] = plan
+        return plan
+
+    def _agree(self, key: tuple) -> None:
+        text = repr((self.schedule.collective, self.schedule.ranks, [(t.root, t.chunks, t.phase, t.edges)
+                    for t in self.schedule.trees], self.rank_map, key, self.slice_bytes, self.max_slices))
+        mine = int.from_bytes(hashlib.sha256(text.encode()).digest()[:7], "little")
+        n = len(self._peers)
+        device = _device_for(self.group)
+        local = torch.tensor([mine], dtype=torch.int64, device=device)
+        everyone = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(n)]
+        work = dist.all_gather(everyone, local, group=self.group, async_op=True)
+        self._wait([work], f"{key[0]}: agreeing on the call")
+        values = [int(t.item()) for t in everyone]
+        node_of = {g: i for i, g in enumerate(self.rank_map)}
+        differ = [node_of[g] for g, v in enumerate(values) if v != mine]
+        if differ:
+            raise CollectiveError(f"{key[0]}: the ranks did not make the same call: compute nodes {differ} use a "
+                                  f"different schedule, rank map, size ({key[1]} elements here) or dtype ({key[2]})")
+
+    def _run(self, collective: str, work: torch.Tensor, numel: int, op: str) -> None:
+        if collective not in PHASES:
+            raise UsageError(f"unknown collective {collective!r}")
+        plan = self.plan(collective, numel, work.dtype)
+        if plan.numel != work.numel():
+            raise UsageError(f"{collective}: buffer of {work.numel()} elements, the plan needs {plan.numel}")
+        combine = _combine(op)
+        peers, group = self._peers, self.group
+        for rnd in plan.rounds:
+            ops, pending = [], []
+            for m in rnd.sends:
+                segs = m.segments
+                buf = work[segs[0].start:segs[0].stop] if len(segs) == 1 else \
+                    torch.cat([work[s.start:s.stop] for s in segs])
+                ops.append(dist.P2POp(dist.isend, buf, peers[m.peer], group))
+            for m in rnd.recvs:
+                segs = m.segments
+                if len(segs) == 1 and not segs[0].reduce:
+                    buf = work[segs[0].start:segs[0].stop]
+                else:
+                    buf = torch.empty(m.numel, dtype=work.dtype, device=work.device)
+                    pending.append((m, buf))
+                ops.append(dist.P2POp(dist.irecv, buf, peers[m.peer], group))
+            self._wait(dist.batch_isend_irecv(ops), f"{collective} round {rnd.index}", rnd)
+            for m, buf in pending:
+                off = 0
+                for s in m.segments:
+                    part = buf[off:off + s.stop - s.start]
+                    off += s.stop - s.start
+                    if s.reduce:
+                        combine(work[s.start:s.stop], part)
+                    else:
+                        work[s.start:s.stop].copy_(part)
+
+    def _wait(self, works: list, what: str, rnd: object = None) -> None:
+        try:
+            for w in works:
+                if self.timeout is None:
+                    w.wait()
+                else:
+                    w.wait(self.timeout)
+        except RuntimeError as exc:
+            peers = ""
+            if rnd is not None:
+                ids = sorted({m.peer for m in rnd.sends} | {m.peer for m in rnd.recvs})
+                peers = f" (exchanging with compute nodes {ids})"
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CollectiveError(f"compute node {self.node}: {what}{peers} failed: {first}") from exc
+
+    def _check_tensor(self, t: object, name: str, op: str = "sum") -> None:
+        if not isinstance(t, torch.Tensor):
+            raise UsageError(f"{name} must be a torch.Tensor, not {type(t).__name__}")
+        if t.dtype not in DTYPES:
+            raise UsageError(f"{name}: unsupported dtype {t.dtype}; forestcoll.torch supports "
+                             + ", ".join(str(d).replace("torch.", "") for d in DTYPES))
+        if op == "avg" and not t.dtype.is_floating_point:
+            raise UsageError(f"{name}: op 'avg' needs a floating-point tensor, got {t.dtype}")
+
+
+def _device_for(group: dist.ProcessGroup | None) -> torch.device:
+    backend = dist.get_backend(group)
+    if backend == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _divide(t: torch.Tensor, n: int) -> None:
+    t.div_(n)
+
+
+class _flat:
+    """A flat contiguous view of a tensor for the duration of a call; non-contiguous tensors go through
+    a copy that is written back at the end."""
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t = t
+        self.copy = not t.is_contiguous()
+
+    def __enter__(self) -> torch.Tensor:
+        self.flat = self.t.contiguous().view(-1) if self.copy else self.t.view(-1)
+        return self.flat
+
+    def __exit__(self, *exc: object) -> None:
+        if self.copy and exc[0] is None:
+            self.t.copy_(self.flat.view(self.t.shape))
+
+
+_CACHE: OrderedDict[tuple, Communicator] = OrderedDict()
+_CACHE_SIZE = 8
+
+
+def communicator(schedule: str | os.PathLike | Schedule | Communicator, group=None) -> Communicator:
+    """The cached :class:`Communicator` for ``schedule`` (a path, a Schedule or a Communicator) on ``group``."""
+    if isinstance(schedule, Communicator):
+        return schedule
+    if isinstance(schedule, Schedule):
+        key: tuple = ("obj", id(schedule), id(group))
+    else:
+        path = os.path.realpath(os.fspath(schedule))
+        key = ("path", path, os.stat(path).st_mtime_ns if os.path.exists(path) else 0, id(group))
+    comm = _CACHE.get(key)
+    if comm is None:
+        comm = Communicator(load(schedule), group)
+        _CACHE[key] = comm
+        comm._keep = (schedule, group)  # the ids in the key stay valid while cached
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    _CACHE.move_to_end(key)
+    return comm

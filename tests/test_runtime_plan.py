@@ -1,0 +1,144 @@
+"""Execution plans: every schedule, lowered to rounds, computes its collective (numpy reference executor)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import fabrics, refused_for_imbalance
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from forestcoll import generate, load_topology
+from forestcoll.errors import ScheduleError, UsageError
+from forestcoll.runtime import build_plans, phase_schedule, shard_bounds, work_layout
+from forestcoll.runtime.reference import run_plans
+
+REDUCE = {"sum": np.add, "product": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def run_collective(sched, coll: str, numel: int, op: str = "sum", seed: int = 0, slice_bytes: int = 64):
+    """Run ``coll`` with ``sched`` on random int64 data; return (outputs, expected) per rank."""
+    n = len(sched.ranks)
+    part = phase_schedule(sched, coll)
+    root = sched.ranks.index(sched.root) if sched.root else 0
+    work, shards = work_layout(coll, n, numel, root)
+    rng = np.random.default_rng(seed)
+    inputs = [rng.integers(-3, 4, size=work).astype(np.int64) for _ in range(n)]
+    if op == "product":
+        inputs = [np.where(x == 0, 1, np.sign(x)) for x in inputs]
+    works = [x.copy() for x in inputs]
+    run_plans(build_plans(part, numel, 8, slice_bytes=slice_bytes, max_slices=4), works, op)
+    total = inputs[0].copy()
+    for x in inputs[1:]:
+        REDUCE[op](total, x, out=total)
+    if coll == "allreduce":
+        return works, [total] * n
+    if coll == "allgather":
+        gathered = np.concatenate([inputs[i][a:b] for i, (a, b) in enumerate(shards)])
+        return works, [gathered] * n
+    if coll == "reduce_scatter":
+        return [w[a:b] for w, (a, b) in zip(works, shards)], [total[a:b] for a, b in shards]
+    if coll == "broadcast":
+        return works, [inputs[root]] * n
+    return [works[root]], [total]  # reduce: only the root's buffer is defined
+
+
+CATALOG = ["ring:n=2", "ring:n=6", "switch:n=3", "hypercube:dim=3", "torus:dims=2x3", "dgx-1",
+           "dgx-a100:nodes=2", "hgx-h100", "mi250:nodes=1"]
+
+
+@pytest.mark.parametrize("spec", CATALOG)
+@pytest.mark.parametrize("coll", ["allreduce", "allgather", "reduce_scatter", "broadcast", "reduce"])
+def test_catalog_schedules_compute_their_collective(spec, coll):
+    topo = load_topology(spec)
+    for k in (None, 1):
+        sched = generate(topo, coll, k=k)
+        for numel in (0, 1, 2, 7, 97, 1009):
+            outs, want = run_collective(sched, coll, numel, seed=numel)
+            for o, w in zip(outs, want):
+                assert np.array_equal(o, w), (spec, coll, k, numel)
+
+
+@pytest.mark.parametrize("op", ["sum", "product", "max", "min"])
+def test_every_reduction(op):
+    sched = generate(load_topology("dgx-1"), "allreduce")
+    outs, want = run_collective(sched, "allreduce", 513, op=op)
+    assert all(np.array_equal(o, w) for o, w in zip(outs, want))
+
+
+@pytest.mark.parametrize("coll", ["allgather", "reduce_scatter"])
+def test_allreduce_schedule_runs_its_phases(coll):
+    sched = generate(load_topology("torus:dims=2x3"), "allreduce")
+    assert phase_schedule(sched, coll).collective == coll
+    outs, want = run_collective(sched, coll, 31)
+    assert all(np.array_equal(o, w) for o, w in zip(outs, want))
+
+
+def test_wrong_collective_is_refused():
+    sched = generate(load_topology("ring:n=4"), "allgather")
+    with pytest.raises(UsageError, match="cannot run allreduce"):
+        phase_schedule(sched, "allreduce")
+    with pytest.raises(UsageError, match="unknown collective"):
+        phase_schedule(sched, "alltoall")
+
+
+@settings(max_examples=40, deadline=None)
+@given(fabrics(max_compute=5, max_switches=2), st.sampled_from(["allreduce", "allgather", "reduce_scatter", "broadcast"]),
+       st.sampled_from([None, 1, 2]), st.integers(0, 300))
+def test_random_fabrics(topo, coll, k, numel):
+    try:
+        sched = generate(topo, coll, k=k)
+    except Exception as exc:
+        assert refused_for_imbalance(exc), exc
+        return
+    outs, want = run_collective(sched, coll, numel, seed=numel, slice_bytes=8 * max(1, numel // 5))
+    assert all(np.array_equal(o, w) for o, w in zip(outs, want))
+
+
+def test_rounds_have_one_message_per_peer_and_direction():
+    sched = generate(load_topology("dgx-a100:nodes=2"), "allreduce")
+    plans = build_plans(sched, 10**6, 4)
+    for p in plans:
+        for r in p.rounds:
+            assert len({m.peer for m in r.sends}) == len(r.sends)
+            assert len({m.peer for m in r.recvs}) == len(r.recvs)
+            sent = {(s.start, s.stop) for m in r.sends for s in m.segments}
+            got = {(s.start, s.stop) for m in r.recvs for s in m.segments}
+            assert not sent & got  # never sends and receives the same range in one round
+
+
+def test_pipelining_adds_one_round_per_extra_slice():
+    sched = generate(load_topology("ring:n=4"), "allgather", k=1)
+    one = build_plans(sched, 1 << 16, 4, slice_bytes=1 << 30, max_slices=1)[0]
+    many = build_plans(sched, 1 << 16, 4, slice_bytes=1 << 12, max_slices=8)[0]
+    assert len(many.rounds) == len(one.rounds) + 7  # 8 slices: 7 more rounds of pipeline
+    assert sum(m.numel for r in many.rounds for m in r.recvs) == sum(m.numel for r in one.rounds for m in r.recvs)
+
+
+def test_plans_are_deterministic():
+    sched = generate(load_topology("mi250:nodes=1"), "allreduce")
+    assert build_plans(sched, 12345, 2) == build_plans(sched, 12345, 2)
+
+
+@given(st.integers(0, 10**6), st.integers(1, 64))
+def test_shard_bounds_cover_evenly(n, parts):
+    b = shard_bounds(n, parts)
+    assert b[0][0] == 0 and b[-1][1] == n and all(x[1] == y[0] for x, y in zip(b, b[1:]))
+    sizes = [hi - lo for lo, hi in b]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_mismatched_receiver_is_caught():
+    sched = generate(load_topology("ring:n=3"), "allgather")
+    plans = build_plans(sched, 10, 4)
+    broken = [plans[0], plans[1].__class__(plans[1].collective, 1, 3, plans[1].numel, plans[1].rounds[1:]), plans[2]]
+    with pytest.raises(ScheduleError, match="round"):
+        run_plans(broken, [np.zeros(30, dtype=np.int64) for _ in range(3)])
+
+
+def test_bad_arguments():
+    sched = generate(load_topology("ring:n=3"), "allgather")
+    with pytest.raises(UsageError):
+        build_plans(sched, -1, 4)
+    with pytest.raises(UsageError):
+        build_plans(sched, 10, 0)
