@@ -8,7 +8,6 @@ import time
 import pytest
 
 torch = pytest.importorskip("torch")
-import torch.distributed  # noqa: E402
 from torch_ranks import run_ranks  # noqa: E402
 
 from forestcoll import generate, load_topology  # noqa: E402

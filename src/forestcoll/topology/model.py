@@ -19,7 +19,7 @@ from fractions import Fraction
 from functools import cached_property
 
 from forestcoll.errors import ForestCollError, TopologyError
-from forestcoll.rational import parse_bandwidth
+from forestcoll.rational import parse_bandwidth, parse_latency
 
 COMPUTE = "compute"
 SWITCH = "switch"
@@ -163,18 +163,19 @@ class TopologyBuilder:
         self._nodes.append(Node(name, SWITCH))
         return name
 
-    def link(self, src: str, dst: str, bandwidth: object, cls: str = "") -> None:
-        """Add one directed link."""
+    def link(self, src: str, dst: str, bandwidth: object, cls: str = "", latency_us: object = None) -> None:
+        """Add one directed link (``latency_us``: its one-way latency for the simulator, default by class)."""
         try:
             bw = parse_bandwidth(bandwidth, f"link {src} -> {dst} bandwidth")
+            lat = None if latency_us is None else parse_latency(latency_us, f"link {src} -> {dst} latency_us")
         except ForestCollError as exc:
             raise TopologyError(str(exc)) from None
-        self._links.append(Link(src, dst, bw, cls))
+        self._links.append(Link(src, dst, bw, cls, lat))
 
-    def duplex(self, a: str, b: str, bandwidth: object, cls: str = "") -> None:
+    def duplex(self, a: str, b: str, bandwidth: object, cls: str = "", latency_us: object = None) -> None:
         """Add a two-way link: ``bandwidth`` GB/s in each direction."""
-        self.link(a, b, bandwidth, cls)
-        self.link(b, a, bandwidth, cls)
+        self.link(a, b, bandwidth, cls, latency_us)
+        self.link(b, a, bandwidth, cls, latency_us)
 
     def symmetry(self, mapping: Mapping[str, str]) -> None:
         """Declare an automorphism as a name map (names left out map to themselves)."""

@@ -1,0 +1,314 @@
+"""forestcoll.torch on an emulated fabric: Linux network namespaces, bridges, veth pairs, tc rate limits.
+
+Builds BOXES x PER_BOX ranks, each in its own network namespace with one veth
+port into its box's bridge (``--intra`` each way); the box bridges are joined in
+a chain by veth uplinks (``--uplink`` each way), so traffic between boxes
+shares one slow link, as in a cluster whose boxes have fast local links and a
+thin network.  Every rank runs in its namespace (gloo over TCP), and the script
+compares, per size: forestcoll's all_reduce (optimal k and k = 1), gloo's own
+all_reduce, and the simulator's predictions for the same fabric; then a matrix
+product fused with its all-reduce (``matmul_all_reduce``) against
+compute-then-communicate.  Needs root, ``ip`` and ``tc`` (iproute2); not in CI.
+Everything it creates carries the prefix ``fcb`` and is removed at the end.
+
+    sudo .venv/bin/python benchmarks/netem.py                 # table
+    sudo .venv/bin/python benchmarks/netem.py --markdown      # for the README
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from fractions import Fraction
+
+PREFIX = "fcb"
+SUBNET = "10.213.0"
+PORT = 29517
+
+
+# ----- the fabric ---------------------------------------------------------------------------
+
+def rate_gbps(text: str) -> Fraction:
+    """tc-style rate ('800mbit', '2gbit') in GB/s, exact."""
+    t = text.strip().lower()
+    for unit, mult in (("gbit", 10**9), ("mbit", 10**6), ("kbit", 10**3)):
+        if t.endswith(unit):
+            return Fraction(t[: -len(unit)]) * mult / 8 / 10**9
+    raise SystemExit(f"netem.py: error: rate {text!r}: use e.g. 800mbit or 2gbit")
+
+
+def topology(boxes: int, per_box: int, intra: Fraction, uplink: Fraction, latency_us: Fraction):
+    """The same fabric as a forestcoll topology (bridges are switches)."""
+    from forestcoll import TopologyBuilder
+
+    b = TopologyBuilder(f"netem-{boxes}x{per_box}")
+    for i in range(boxes):
+        b.switch(f"box{i}")
+    for r in range(boxes * per_box):
+        b.compute(f"r{r}")
+    links = []
+    for r in range(boxes * per_box):
+        links.append((f"r{r}", f"box{r // per_box}", intra))
+    for i in range(boxes - 1):
+        links.append((f"box{i}", f"box{i + 1}", uplink))
+    for a, c, bw in links:
+        b.link(a, c, bw, cls="eth", latency_us=latency_us)
+        b.link(c, a, bw, cls="eth", latency_us=latency_us)
+    return b.build()
+
+
+def sh(*cmd: str) -> None:
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def shape(ns: str, dev: str, rate: str) -> None:
+    """Token bucket on ``dev``'s egress; the bucket holds a few 64 KB GSO segments."""
+    bits = float(rate_gbps(rate)) * 8e9
+    burst = max(256 * 1024, int(bits / 8 / 250))
+    sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate,
+       "burst", str(burst), "latency", "100ms")
+
+
+def build(boxes: int, per_box: int, intra: str, uplink: str) -> list[str]:
+    """Create the namespaces; returns their names (for cleanup)."""
+    fab = f"{PREFIX}-fab"
+    made = [fab]
+    sh("ip", "netns", "add", fab)
+    sh("ip", "-n", fab, "link", "set", "lo", "up")
+    for i in range(boxes):
+        sh("ip", "-n", fab, "link", "add", f"br{i}", "type", "bridge")
+        sh("ip", "-n", fab, "link", "set", f"br{i}", "up")
+    for i in range(boxes - 1):
+        a, c = f"up{i}a", f"up{i}b"
+        sh("ip", "-n", fab, "link", "add", a, "type", "veth", "peer", "name", c)
+        sh("ip", "-n", fab, "link", "set", a, "master", f"br{i}", "up")
+        sh("ip", "-n", fab, "link", "set", c, "master", f"br{i + 1}", "up")
+        shape(fab, a, uplink)
+        shape(fab, c, uplink)
+    for r in range(boxes * per_box):
+        ns = f"{PREFIX}-r{r}"
+        made.append(ns)
+        sh("ip", "netns", "add", ns)
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "link", "add", f"{PREFIX}p{r}", "type", "veth", "peer", "name", f"{PREFIX}h{r}")
+        sh("ip", "link", "set", f"{PREFIX}p{r}", "netns", fab)
+        sh("ip", "link", "set", f"{PREFIX}h{r}", "netns", ns)
+        sh("ip", "-n", ns, "link", "set", f"{PREFIX}h{r}", "name", "fc0")
+        sh("ip", "-n", ns, "addr", "add", f"{SUBNET}.{r + 1}/24", "dev", "fc0")
+        sh("ip", "-n", ns, "link", "set", "fc0", "up")
+        sh("ip", "-n", fab, "link", "set", f"{PREFIX}p{r}", "master", f"br{r // per_box}", "up")
+        shape(ns, "fc0", intra)
+        shape(fab, f"{PREFIX}p{r}", intra)
+    return made
+
+
+def cleanup(namespaces: list[str]) -> None:
+    for ns in reversed(namespaces):
+        subprocess.run(["ip", "netns", "del", ns], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+# ----- one rank -----------------------------------------------------------------------------
+
+def worker(args: argparse.Namespace) -> None:
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    import forestcoll.torch as fct
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://{SUBNET}.1:{PORT}", rank=args.rank,
+                            world_size=args.world, timeout=datetime.timedelta(seconds=300))
+    rank, world = args.rank, args.world
+    comms = {name: fct.Communicator(path) for name, path in json.loads(args.schedules).items()}
+
+    def timed(fn, reps: int) -> float:
+        """Median over ``reps`` of the slowest rank's time for ``fn`` (after a warm-up)."""
+        fn()
+        times = []
+        for _ in range(reps):
+            dist.barrier()
+            t0 = time.perf_counter()
+            fn()
+            dt = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+            dist.all_reduce(dt, op=dist.ReduceOp.MAX)
+            times.append(dt.item())
+        return sorted(times)[len(times) // 2]
+
+    out: dict = {"allreduce": [], "p2p": [], "overlap": []}
+    # links as the ranks see them: one message rank 0 -> 1 (inside a box) and 0 -> last (across the uplink)
+    probe = torch.ones(4 << 20, dtype=torch.float32)  # 16 MiB
+    for peer in (1, world - 1):
+        def send_recv(peer=peer):
+            if rank == 0:
+                dist.send(probe, peer)
+            elif rank == peer:
+                dist.recv(probe, 0)
+        out["p2p"].append({"peer": peer, "bytes": probe.numel() * 4, "time_s": timed(send_recv, 2)})
+    for size in args.sizes:
+        x = torch.ones(size // 4, dtype=torch.float32)
+        row = {"size_bytes": size}
+        for name, comm in comms.items():
+            row[name] = timed(lambda comm=comm, x=x: comm.all_reduce(x), args.reps)
+        row["gloo"] = timed(lambda x=x: dist.all_reduce(x), args.reps)
+        out["allreduce"].append(row)
+    # overlap: (M x K) @ (K x N), then all-reduce of the M x N product
+    m, k, n = args.matmul
+    g = torch.Generator().manual_seed(rank)
+    a, b = torch.randn(m, k, generator=g), torch.randn(k, n, generator=g)
+    comm = comms["forestcoll"]
+    compute = timed(lambda: a @ b, args.reps)
+    serial = timed(lambda: comm.all_reduce(a @ b), args.reps)
+    fused = {blocks: timed(lambda blocks=blocks: fct.matmul_all_reduce(a, b, comm, blocks=blocks), args.reps)
+             for blocks in (2, 4, 8)}
+    communicate = timed(lambda: comm.all_reduce(torch.ones(m * n)), args.reps)
+    out["overlap"] = {"shape": [m, k, n], "compute_s": compute, "communicate_s": communicate,
+                      "serial_s": serial, "fused_s": {str(b_): t for b_, t in fused.items()}}
+    if rank == 0:
+        with open(args.out, "w") as f:
+            json.dump(out, f)
+    dist.destroy_process_group()
+
+
+# ----- driver -------------------------------------------------------------------------------
+
+def parse_size(text: str) -> int:
+    from forestcoll.simulate.compare import parse_size as ps
+
+    return ps(text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--boxes", type=int, default=2)
+    ap.add_argument("--per-box", type=int, default=4)
+    ap.add_argument("--intra", default="800mbit", help="rate of every rank's port, each way (tc syntax)")
+    ap.add_argument("--uplink", default="200mbit", help="rate of the link between boxes, each way")
+    ap.add_argument("--latency-us", default="60", help="per-hop latency the simulator assumes (us)")
+    ap.add_argument("--sizes", default="1MiB,4MiB,16MiB")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--matmul", default="2048,1024,1024", help="M,K,N of the overlap test")
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--rank", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--world", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--schedules", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    args.matmul = [int(v) for v in str(args.matmul).split(",")]
+    if args.worker:
+        args.sizes = [int(v) for v in args.sizes.split(",")]
+        worker(args)
+        return
+    if os.geteuid() != 0:
+        raise SystemExit("netem.py: error: needs root (network namespaces and tc); run it with sudo")
+    for tool in ("ip", "tc"):
+        if not shutil.which(tool):
+            raise SystemExit(f"netem.py: error: {tool} not found; install iproute2")
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
+    world = args.boxes * args.per_box
+
+    import forestcoll
+    from forestcoll.schedule import schedule_to_dict
+    from forestcoll.simulate import build_network, simulate
+
+    topo = topology(args.boxes, args.per_box, rate_gbps(args.intra), rate_gbps(args.uplink), Fraction(args.latency_us))
+    tmp = tempfile.mkdtemp(prefix="fcb-")
+    scheds = {"forestcoll": forestcoll.generate(topo, "allreduce")}
+    if scheds["forestcoll"].k != 1:
+        scheds["forestcoll-k1"] = forestcoll.generate(topo, "allreduce", k=1)
+    paths = {}
+    for name, s in scheds.items():
+        paths[name] = os.path.join(tmp, f"{name}.json")
+        with open(paths[name], "w") as f:
+            json.dump(schedule_to_dict(s), f)
+    namespaces: list[str] = []
+
+    def stop(*_a: object) -> None:
+        cleanup(namespaces)
+        raise SystemExit(130)
+
+    signal.signal(signal.SIGTERM, stop)
+    result_path = os.path.join(tmp, "result.json")
+    cleanup([f"{PREFIX}-fab"] + [f"{PREFIX}-r{r}" for r in range(world)])  # leftovers of an interrupted run
+    try:
+        namespaces = build(args.boxes, args.per_box, args.intra, args.uplink)
+        procs = []
+        env = dict(os.environ, GLOO_SOCKET_IFNAME="fc0", OMP_NUM_THREADS="1")
+        for r in range(world):
+            cmd = ["ip", "netns", "exec", f"{PREFIX}-r{r}", sys.executable, os.path.abspath(__file__), "--worker",
+                   "--rank", str(r), "--world", str(world), "--schedules", json.dumps(paths),
+                   "--sizes", ",".join(map(str, sizes)), "--reps", str(args.reps), "--out", result_path,
+                   "--matmul", ",".join(map(str, args.matmul))]
+            procs.append(subprocess.Popen(cmd, env=env))
+        codes = [p.wait(timeout=3600) for p in procs]
+        if any(codes):
+            raise SystemExit(f"netem.py: error: ranks exited with {codes}")
+    finally:
+        cleanup(namespaces)
+    with open(result_path) as f:
+        res = json.load(f)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    net = build_network(topo)
+    bound = scheds["forestcoll"].bound_algbw
+    print(f"fabric: {args.boxes} boxes x {args.per_box} ranks, ports {args.intra} each way, uplink {args.uplink} "
+          f"each way; forestcoll allreduce k={scheds['forestcoll'].k} ({len(scheds['forestcoll'].trees)} trees), "
+          f"exact bound {float(bound) * 1000:.1f} MB/s algbw; simulator latency {args.latency_us} us per hop")
+    for p in res["p2p"]:
+        print(f"link check: rank 0 -> {p['peer']}: {p['bytes'] / p['time_s'] / 1e6:.1f} MB/s measured")
+    extra = [n for n in scheds if n != "forestcoll"]
+    header = ["size", "forestcoll s", *[f"{n} s" for n in extra], "gloo s", "gloo / forestcoll",
+              "forestcoll predicted s", "measured / predicted", "ring predicted s", "gloo / ring predicted"]
+    rows = []
+    for row in res["allreduce"]:
+        size = row["size_bytes"]
+        pred = simulate(net, scheds["forestcoll"], "allreduce", size).time_s
+        ring = simulate(net, "ring", "allreduce", size).time_s
+        rows.append([_fmt_size(size), f"{row['forestcoll']:.3f}", *[f"{row[n]:.3f}" for n in extra], f"{row['gloo']:.3f}",
+                     f"{row['gloo'] / row['forestcoll']:.2f}x", f"{pred:.3f}", f"{row['forestcoll'] / pred:.2f}",
+                     f"{ring:.3f}", f"{row['gloo'] / ring:.2f}"])
+    _table(header, rows, args.markdown)
+    ov = res["overlap"]
+    m, k, n = ov["shape"]
+    print(f"\noverlap: ({m} x {k}) @ ({k} x {n}) float32 then all-reduce of the {m * n * 4 / 2**20:.0f} MiB product")
+    orow = [["compute alone", f"{ov['compute_s']:.3f}", ""], ["all-reduce alone", f"{ov['communicate_s']:.3f}", ""],
+            ["compute, then all-reduce", f"{ov['serial_s']:.3f}", "-"]]
+    for blocks, t in ov["fused_s"].items():
+        hidden = (ov["serial_s"] - t) / max(1e-9, min(ov["compute_s"], ov["communicate_s"]))
+        orow.append([f"matmul_all_reduce, {blocks} blocks", f"{t:.3f}", f"{hidden * 100:.0f}% of the shorter part hidden"])
+    _table(["variant", "time s", "overlap"], orow, args.markdown)
+
+
+def _fmt_size(n: int) -> str:
+    from forestcoll.simulate.compare import format_size
+
+    return format_size(n)
+
+
+def _table(header: list[str], rows: list[list[str]], markdown: bool) -> None:
+    if markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|")
+        for r in rows:
+            print("| " + " | ".join(r) + " |")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(*header)
+    for r in rows:
+        t.add_row(*r)
+    Console().print(t)
+
+
+if __name__ == "__main__":
+    main()
