@@ -9,10 +9,10 @@ and newlines between elements.
 
 from __future__ import annotations
 
-import xml.parsers.expat
 from dataclasses import dataclass, field
 
 from forestcoll.errors import ForestCollError
+from forestcoll.xmltree import Elem, parse_tree
 
 STEP_TYPES = ("s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop")
 SENDS = frozenset({"s", "rcs", "rrs", "rrcs"})  # step types that push to the tb's send peer
@@ -104,48 +104,12 @@ def buffer_sizes(algo: Algo) -> tuple[int, int]:
 # ----- parsing -----------------------------------------------------------------------------------
 
 
-@dataclass
-class RawElement:
-    tag: str
-    attrs: dict[str, str]
-    line: int
-    children: list[RawElement] = field(default_factory=list)
+def parse_raw(text: str, source: str) -> tuple[Elem, list[str]]:
+    """Parse XML into elements with line numbers, and the comments outside ``<algo>``."""
+    return parse_tree(text, source, MscclError, "algo")
 
 
-def parse_raw(text: str, source: str) -> tuple[RawElement, list[str]]:
-    """Parse XML into raw elements with line numbers, and the comments before ``<algo>``."""
-    if "<!DOCTYPE" in text or "<!ENTITY" in text:
-        raise MscclError(f"{source}: DOCTYPE / ENTITY declarations are not allowed")
-    parser = xml.parsers.expat.ParserCreate()
-    root = RawElement("#document", {}, 0)
-    stack = [root]
-    comments: list[str] = []
-
-    def start(tag, attrs):
-        elem = RawElement(tag, dict(attrs), parser.CurrentLineNumber)
-        stack[-1].children.append(elem)
-        stack.append(elem)
-
-    def end(tag):
-        stack.pop()
-
-    def comment(data):
-        if len(stack) == 1:
-            comments.append(data.strip())
-
-    parser.StartElementHandler = start
-    parser.EndElementHandler = end
-    parser.CommentHandler = comment
-    try:
-        parser.Parse(text, True)
-    except xml.parsers.expat.ExpatError as exc:
-        raise MscclError(f"{source}:{exc.lineno}: malformed XML ({xml.parsers.expat.ErrorString(exc.code)})") from None
-    if len(root.children) != 1:
-        raise MscclError(f"{source}: expected one <algo> element")
-    return root.children[0], comments
-
-
-def _int(elem: RawElement, key: str, source: str, default: int | None = None) -> int:
+def _int(elem: Elem, key: str, source: str, default: int | None = None) -> int:
     if key not in elem.attrs:
         if default is not None:
             return default
@@ -157,7 +121,7 @@ def _int(elem: RawElement, key: str, source: str, default: int | None = None) ->
         raise MscclError(f"{source}:{elem.line}: <{elem.tag}> attribute {key}={raw!r} is not an integer") from None
 
 
-def _str(elem: RawElement, key: str, source: str, default: str | None = None) -> str:
+def _str(elem: Elem, key: str, source: str, default: str | None = None) -> str:
     if key not in elem.attrs:
         if default is not None:
             return default

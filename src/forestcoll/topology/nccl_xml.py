@@ -31,14 +31,13 @@ line naming the file, the line and the element.
 from __future__ import annotations
 
 import re
-import xml.parsers.expat
-from dataclasses import dataclass, field
 from fractions import Fraction
 
 from forestcoll.errors import ForestCollError, TopologyError
 from forestcoll.fileio import read_text
 from forestcoll.topology.cluster import Box, Port
 from forestcoll.topology.model import TopologyBuilder
+from forestcoll.xmltree import Elem, parse_tree
 
 # GB/s per NVLink by CUDA compute capability (NCCL's ncclTopoNVLinkBw)
 _NVLINK = ((100, Fraction("40.1")), (90, Fraction("20.6")), (80, Fraction(20)), (70, Fraction(20)), (60, Fraction(18)))
@@ -58,20 +57,11 @@ SKELETON_HINT = (
 )
 
 
-@dataclass
-class Elem:
-    """A parsed XML element with its line number."""
-
-    tag: str
-    attrs: dict[str, str]
-    line: int
-    children: list[Elem] = field(default_factory=list)
-    parent: Elem | None = None
-
-    def describe(self) -> str:
-        keys = ("busid", "rank", "dev", "name", "target", "numaid")
-        ident = " ".join(f'{k}="{self.attrs[k]}"' for k in keys if k in self.attrs)
-        return f"<{self.tag}{' ' + ident if ident else ''}>"
+def _describe(elem: Elem) -> str:
+    """``<tag key="...">`` with the attributes that identify an element of an NCCL topology file."""
+    keys = ("busid", "rank", "dev", "name", "target", "numaid")
+    ident = " ".join(f'{k}="{elem.attrs[k]}"' for k in keys if k in elem.attrs)
+    return f"<{elem.tag}{' ' + ident if ident else ''}>"
 
 
 class XmlError(TopologyError):
@@ -80,29 +70,7 @@ class XmlError(TopologyError):
 
 def parse_xml(text: str, source: str) -> Elem:
     """Parse XML into :class:`Elem` trees with line numbers; DTDs and entities are refused."""
-    if "<!DOCTYPE" in text or "<!ENTITY" in text:
-        raise XmlError(f"{source}: DOCTYPE / ENTITY declarations are not allowed in a topology file")
-    parser = xml.parsers.expat.ParserCreate()
-    root = Elem("#document", {}, 0)
-    stack = [root]
-
-    def start(tag: str, attrs: dict[str, str]) -> None:
-        elem = Elem(tag, dict(attrs), parser.CurrentLineNumber, parent=stack[-1])
-        stack[-1].children.append(elem)
-        stack.append(elem)
-
-    def end(tag: str) -> None:
-        stack.pop()
-
-    parser.StartElementHandler = start
-    parser.EndElementHandler = end
-    try:
-        parser.Parse(text, True)
-    except xml.parsers.expat.ExpatError as exc:
-        raise XmlError(f"{source}:{exc.lineno}: malformed XML ({xml.parsers.expat.ErrorString(exc.code)})") from None
-    if len(root.children) != 1:
-        raise XmlError(f"{source}: expected one <system> element")
-    return root.children[0]
+    return parse_tree(text, source, XmlError, "system", " in a topology file")[0]
 
 
 class _Reader:
@@ -112,7 +80,7 @@ class _Reader:
         self.source = source
 
     def fail(self, elem: Elem, message: str) -> XmlError:
-        return XmlError(f"{self.source}:{elem.line}: {elem.describe()}: {message}")
+        return XmlError(f"{self.source}:{elem.line}: {_describe(elem)}: {message}")
 
     def attr(self, elem: Elem, key: str) -> str:
         if key not in elem.attrs:
