@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
+from tables import show
 
 from forestcoll.generate import generate
 from forestcoll.msccl.export import ExportError, export_msccl
@@ -33,23 +33,6 @@ from forestcoll.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "data" / "msccl-xml"
-
-
-def show(console: Console, title: str, columns: tuple[str, ...], rows: list[list[str]], markdown: bool, left: int) -> None:
-    """A rich table, or a markdown one to paste into the README."""
-    if markdown:
-        print(f"\n{title}\n")
-        print("| " + " | ".join(columns) + " |")
-        print("|" + "|".join("---" if i < left else "---:" for i in range(len(columns))) + "|")
-        for row in rows:
-            print("| " + " | ".join(row) + " |")
-        return
-    table = Table(title=title)
-    for i, col in enumerate(columns):
-        table.add_column(col, justify="left" if i < left else "right")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
 
 
 def layout_table(console: Console, markdown: bool) -> list:

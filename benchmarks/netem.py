@@ -216,6 +216,9 @@ def main() -> None:
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     world = args.boxes * args.per_box
 
+    from rich.console import Console
+    from tables import show
+
     import forestcoll
     from forestcoll.schedule import schedule_to_dict
     from forestcoll.simulate import build_network, simulate
@@ -276,7 +279,7 @@ def main() -> None:
         rows.append([_fmt_size(size), f"{row['forestcoll']:.3f}", *[f"{row[n]:.3f}" for n in extra], f"{row['gloo']:.3f}",
                      f"{row['gloo'] / row['forestcoll']:.2f}x", f"{pred:.3f}", f"{row['forestcoll'] / pred:.2f}",
                      f"{ring:.3f}", f"{row['gloo'] / ring:.2f}"])
-    _table(header, rows, args.markdown)
+    show(Console(), "", header, rows, args.markdown, 1)
     ov = res["overlap"]
     m, k, n = ov["shape"]
     print(f"\noverlap: ({m} x {k}) @ ({k} x {n}) float32 then all-reduce of the {m * n * 4 / 2**20:.0f} MiB product")
@@ -285,7 +288,7 @@ def main() -> None:
     for blocks, t in ov["fused_s"].items():
         hidden = (ov["serial_s"] - t) / max(1e-9, min(ov["compute_s"], ov["communicate_s"]))
         orow.append([f"matmul_all_reduce, {blocks} blocks", f"{t:.3f}", f"{hidden * 100:.0f}% of the shorter part hidden"])
-    _table(["variant", "time s", "overlap"], orow, args.markdown)
+    show(Console(), "", ["variant", "time s", "overlap"], orow, args.markdown, 1)
 
 
 def _fmt_size(n: int) -> str:
@@ -293,21 +296,6 @@ def _fmt_size(n: int) -> str:
 
     return format_size(n)
 
-
-def _table(header: list[str], rows: list[list[str]], markdown: bool) -> None:
-    if markdown:
-        print("| " + " | ".join(header) + " |")
-        print("|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|")
-        for r in rows:
-            print("| " + " | ".join(r) + " |")
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(*header)
-    for r in rows:
-        t.add_row(*r)
-    Console().print(t)
 
 
 if __name__ == "__main__":

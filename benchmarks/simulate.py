@@ -21,7 +21,7 @@ import argparse
 import time
 
 from rich.console import Console
-from rich.table import Table
+from tables import show
 
 from forestcoll.generate import generate
 from forestcoll.simulate import simulate
@@ -29,22 +29,6 @@ from forestcoll.simulate.network import build_network
 from forestcoll.topology import load_topology
 
 GiB = 1 << 30
-
-
-def show(console: Console, title: str, columns: tuple[str, ...], rows: list[list[str]], markdown: bool, left: int) -> None:
-    if markdown:
-        print(f"\n{title}\n")
-        print("| " + " | ".join(columns) + " |")
-        print("|" + "|".join("---" if i < left else "---:" for i in range(len(columns))) + "|")
-        for row in rows:
-            print("| " + " | ".join(row) + " |")
-        return
-    table = Table(title=title)
-    for i, col in enumerate(columns):
-        table.add_column(col, justify="left" if i < left else "right")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
 
 
 def timed(net, what, collective, fairness):
