@@ -180,12 +180,6 @@ def worker(args: argparse.Namespace) -> None:
 
 # ----- driver -------------------------------------------------------------------------------
 
-def parse_size(text: str) -> int:
-    from forestcoll.simulate.compare import parse_size as ps
-
-    return ps(text)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--boxes", type=int, default=2)
@@ -213,6 +207,8 @@ def main() -> None:
     for tool in ("ip", "tc"):
         if not shutil.which(tool):
             raise SystemExit(f"netem.py: error: {tool} not found; install iproute2")
+    from forestcoll.simulate.compare import format_size, parse_size
+
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     world = args.boxes * args.per_box
 
@@ -276,7 +272,7 @@ def main() -> None:
         size = row["size_bytes"]
         pred = simulate(net, scheds["forestcoll"], "allreduce", size).time_s
         ring = simulate(net, "ring", "allreduce", size).time_s
-        rows.append([_fmt_size(size), f"{row['forestcoll']:.3f}", *[f"{row[n]:.3f}" for n in extra], f"{row['gloo']:.3f}",
+        rows.append([format_size(size), f"{row['forestcoll']:.3f}", *[f"{row[n]:.3f}" for n in extra], f"{row['gloo']:.3f}",
                      f"{row['gloo'] / row['forestcoll']:.2f}x", f"{pred:.3f}", f"{row['forestcoll'] / pred:.2f}",
                      f"{ring:.3f}", f"{row['gloo'] / ring:.2f}"])
     show(Console(), "", header, rows, args.markdown, 1)
@@ -289,13 +285,6 @@ def main() -> None:
         hidden = (ov["serial_s"] - t) / max(1e-9, min(ov["compute_s"], ov["communicate_s"]))
         orow.append([f"matmul_all_reduce, {blocks} blocks", f"{t:.3f}", f"{hidden * 100:.0f}% of the shorter part hidden"])
     show(Console(), "", ["variant", "time s", "overlap"], orow, args.markdown, 1)
-
-
-def _fmt_size(n: int) -> str:
-    from forestcoll.simulate.compare import format_size
-
-    return format_size(n)
-
 
 
 if __name__ == "__main__":

@@ -31,16 +31,7 @@ from dataclasses import dataclass
 
 from forestcoll.errors import ScheduleError, UsageError
 from forestcoll.pieces import cut_pieces, shape_trees, slices_for
-from forestcoll.schedule import Schedule
-
-#: collectives the executor runs, and the schedule phases each uses
-PHASES = {
-    "allgather": ("allgather",),
-    "reduce_scatter": ("reduce_scatter",),
-    "allreduce": ("reduce_scatter", "allgather"),
-    "broadcast": ("broadcast",),
-    "reduce": ("reduce",),
-}
+from forestcoll.schedule import COLLECTIVE_PHASES, Schedule
 
 
 @dataclass(frozen=True)
@@ -95,8 +86,8 @@ def shard_bounds(n: int, parts: int) -> list[tuple[int, int]]:
 
 def phase_schedule(sched: Schedule, collective: str) -> Schedule:
     """The part of ``sched`` that runs ``collective``: itself, or one phase of an allreduce schedule."""
-    if collective not in PHASES:
-        raise UsageError(f"unknown collective {collective!r}; use one of {', '.join(PHASES)}")
+    if collective not in COLLECTIVE_PHASES:
+        raise UsageError(f"unknown collective {collective!r}; use one of {', '.join(COLLECTIVE_PHASES)}")
     if sched.collective == collective:
         return sched
     if sched.collective == "allreduce" and collective in ("allgather", "reduce_scatter"):
@@ -131,7 +122,7 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
     if element_size < 1 or slice_bytes < 1 or max_slices < 1:
         raise UsageError("element size, slice bytes and max slices must be >= 1")
     coll = sched.collective
-    if coll not in PHASES:
+    if coll not in COLLECTIVE_PHASES:
         raise ScheduleError(f"the executor cannot run a {coll!r} schedule")
     n_ranks = len(sched.ranks)
     shapes = shape_trees(sched)

@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 from forestcoll.errors import ForestCollError, ScheduleError, UsageError
-from forestcoll.runtime.plan import PHASES, Plan, build_plans, phase_schedule
+from forestcoll.runtime.plan import Plan, build_plans, phase_schedule
 from forestcoll.schedule import Schedule, read_schedule
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64,
@@ -119,7 +119,7 @@ class Communicator:
         with _flat(tensor) as work:
             self._run("allreduce", work, work.numel(), opn)
             if opn == "avg":
-                _divide(work, len(self._peers))
+                work.div_(len(self._peers))
         return tensor
 
     def all_gather(self, output: torch.Tensor, input: torch.Tensor) -> torch.Tensor:
@@ -153,7 +153,7 @@ class Communicator:
         self._run("reduce_scatter", work, m, opn)
         mine = work[self.node * m:(self.node + 1) * m]
         if opn == "avg":
-            _divide(mine, n)
+            mine.div_(n)
         output.copy_(mine.view(output.shape))
         return output
 
@@ -173,7 +173,7 @@ class Communicator:
             with _flat(tensor) as work:
                 self._run("reduce", work, work.numel(), opn)
                 if opn == "avg":
-                    _divide(work, len(self._peers))
+                    work.div_(len(self._peers))
         else:
             self._run("reduce", tensor.reshape(-1).clone(), tensor.numel(), opn)
         return tensor
@@ -211,8 +211,6 @@ class Communicator:
                                   f"different schedule, rank map, size ({key[1]} elements here) or dtype ({key[2]})")
 
     def _run(self, collective: str, work: torch.Tensor, numel: int, op: str) -> None:
-        if collective not in PHASES:
-            raise UsageError(f"unknown collective {collective!r}")
         plan = self.plan(collective, numel, work.dtype)
         if plan.numel != work.numel():
             raise UsageError(f"{collective}: buffer of {work.numel()} elements, the plan needs {plan.numel}")
@@ -274,10 +272,6 @@ def _device_for(group: dist.ProcessGroup | None) -> torch.device:
     if backend == "nccl":
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
-
-
-def _divide(t: torch.Tensor, n: int) -> None:
-    t.div_(n)
 
 
 class _flat:
