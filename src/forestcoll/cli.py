@@ -8,6 +8,7 @@ not at all.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import traceback
@@ -499,7 +500,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     base = [b for b in BASELINES if chosen is None or b in chosen]
     console = Console(stderr=True)
     total = len(sizes) * (len(schedules) + len(base))
-    with console.status(f"simulating up to {total} runs ...") if not args.json else _null():
+    with console.status(f"simulating up to {total} runs ...") if not args.json else contextlib.nullcontext():
         comp = compare(topo, net, collective, sizes, schedules, base, root=args.root, workers=workers, **opts)
     if args.output:
         plot_comparison(comp, args.output)
@@ -535,17 +536,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 def _generate_by_size(args: argparse.Namespace) -> int:
     """generate --sizes: the best schedule per size range, one MSCCL file per range."""
+    from dataclasses import replace
+
     from forestcoll.bound import canonical_collective
+    from forestcoll.fileio import atomic_write_text
     from forestcoll.msccl.export import ExportError, export_msccl, self_check
     from forestcoll.msccl.ir import write_algo
     from forestcoll.simulate.compare import candidate_schedules, default_workers, format_size, parse_sizes, select_schedules
@@ -561,12 +557,7 @@ def _generate_by_size(args: argparse.Namespace) -> int:
     collective = canonical_collective(args.collective)
     cands = candidate_schedules(topo, net, collective, args.root)
     sel = select_schedules(topo, net, collective, sizes, cands, workers=default_workers(), fairness=args.fairness)
-    from dataclasses import replace
-
-    from forestcoll.fileio import atomic_write_text
-
     print(f"topology   {topo.name} ({topo.num_compute} ranks), {collective}; candidates: {', '.join(cands)}")
-    written = []
     for i, rng in enumerate(sel.ranges):
         opts = replace(base_opts, min_bytes=rng.min_bytes, max_bytes=rng.max_bytes,
                        name=f"{rng.name}_{collective}_{i}".replace("-", "_"))
@@ -580,7 +571,6 @@ def _generate_by_size(args: argparse.Namespace) -> int:
         upper = f"{rng.max_bytes}" if rng.max_bytes else "any"
         path = os.path.join(args.output, f"{collective}-{i:02d}-{rng.name}-{rng.min_bytes}-{upper}.xml")
         atomic_write_text(path, write_algo(result.algo))
-        written.append(path)
         shown = ", ".join(f"{format_size(s)} {v:.1f}" for s, v in sorted(rng.measured.items()))
         print(f"range      {rng.min_bytes}..{upper} bytes: {rng.name} (k={rng.schedule.k}; GB/s at {shown})")
         for note in result.notes:
