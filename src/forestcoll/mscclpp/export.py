@@ -74,6 +74,7 @@ ALIGN = 16
 MAX_PAIRS = 10  # src_buff / dst_buff entries per operation
 DEFAULT_MAX_MESSAGE = U32 - 1  # the executor's offsets are 32-bit
 DEFAULT_LL_MAX_MESSAGE = 1 << 20
+LAYOUTS = ("auto", "edge", "source", "level")
 SINK_LEVEL = 1 << 20  # sinks only wait: one group per phase, after every level
 
 
@@ -89,12 +90,18 @@ class ExportOptions:
     inplace: bool = True  # the plan serves in-place calls (False: out-of-place)
     min_message_size: int = 0
     max_message_size: int | None = None  # default: 4 GiB - 1 (Simple), 1 MiB (LL)
-    design_size: int | None = None  # message size the pipeline is cut for (default: min(max_message_size, 1 GiB))
-    slices: int = 16  # pipeline iterations at design_size
-    unit_bytes: int | None = None  # bytes of every chunk moved per iteration (overrides design_size / slices)
+    design_size: int | None = None  # message size the pipelines are cut for (default: min(max_message_size, 1 GiB))
+    slice_bytes: int = 1 << 20  # at design_size a piece moves in slices of about this size ...
+    max_slices: int = 16  # ... at most this many ...
+    min_slices: int = 8  # ... and at least this many while slices stay >= 64 KiB (pieces.slices_for)
+    unit_bytes: int | None = None  # bytes of every chunk moved per iteration (overrides the above)
     name: str | None = None
     check: bool = True  # lint + interpret before returning (self_check)
     check_launches: int = 2  # back-to-back calls interpreted by the self-check
+    # thread blocks: "edge" one per tree edge and piece; "source" one per (level, peer, piece size, GPUs the data
+    # comes from); "level" one per (level, peer, piece size); "auto": the finest that keeps within max_threadblocks
+    layout: str = "auto"
+    max_threadblocks: int = 104  # blocks a GPU runs at once (MI250 GCD: 104 CUs; A100: 108 SMs; H100: 132)
 
     def resolved_max(self) -> int:
         if self.max_message_size is not None:
@@ -109,12 +116,14 @@ class ExportOptions:
             raise UsageError(f"bad size range {self.min_message_size}..{hi}")
         if hi >= U32:
             raise UsageError(f"max_message_size {hi}: the executor's offsets are 32-bit; stay below 4 GiB")
-        if self.slices < 1:
-            raise UsageError(f"slices must be >= 1, got {self.slices}")
+        if self.max_slices < 1 or self.slice_bytes < 1:
+            raise UsageError("max_slices and slice_bytes must be >= 1")
         if self.unit_bytes is not None and (self.unit_bytes < ALIGN or self.unit_bytes % ALIGN):
             raise UsageError(f"unit_bytes must be a positive multiple of {ALIGN}, got {self.unit_bytes}")
         if self.check_launches < 1:
             raise UsageError("check_launches must be >= 1")
+        if self.layout not in LAYOUTS:
+            raise UsageError(f"unknown layout {self.layout!r}; choose {', '.join(LAYOUTS)}")
 
 
 @dataclass
@@ -124,8 +133,9 @@ class ExportResult:
     plan: Plan
     stats: PlanStats
     chunks_per_root: int
-    unit_bytes: int
+    units: dict[int, int]  # pipeline unit (bytes per iteration) of the blocks moving pieces of each chunk count
     seconds: float
+    layout: str = ""
     checks: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -149,7 +159,7 @@ class ExportResult:
                 "threadblocks_per_gpu": s.threadblocks_per_gpu, "ops_per_threadblock": s.ops_per_threadblock,
                 "memory_channels": s.memory_channels, "port_channels": s.port_channels,
                 "scratch_chunks": s.scratch_chunks, "chunks_per_root": self.chunks_per_root,
-                "unit_bytes": self.unit_bytes, "min_message_size": self.plan.setting("min_message_size"),
+                "layout": self.layout, "pipeline_units": {str(c): u for c, u in sorted(self.units.items())}, "min_message_size": self.plan.setting("min_message_size"),
                 "max_message_size": self.plan.setting("max_message_size"), "seconds": round(self.seconds, 4),
                 "checks": self.checks, "notes": self.notes}
 
@@ -361,12 +371,9 @@ def _group(acts: list[_Act], n: int, budget: int, partners: int) -> list[list[_T
             per_gpu[g].append(_Tb(g, key, [(c, by_cnt[c], False) for c in sorted(by_cnt)]))
             continue
         cnts = sorted({a.cnt for a in members})
-        if role == "sink":  # waits only: the slicing of its pieces does not matter
-            classes = [(1, members, False)]
-        else:
-            # every block that touches a piece must slice it alike (unit = its chunks x unit_bytes): one piece size
-            # per block
-            classes = [(c, [a for a in members if a.cnt == c], False) for c in cnts]
+        # every block that touches a piece slices it alike (the unit of its chunk count) and runs as many iterations
+        # as its partners: one piece size per block
+        classes = [(c, [a for a in members if a.cnt == c], False) for c in cnts]
         for nchunks, group, per_chunk in classes:
             chunk: list[_Act] = []
             for a in group:
@@ -389,8 +396,8 @@ def _group(acts: list[_Act], n: int, budget: int, partners: int) -> list[list[_T
 
 
 def _sort_key(key: tuple) -> tuple:
-    phase, level, role, peer = key
-    return (phase, level, {"up": 0, "copy": 1, "down": 2, "sink": 3}[role], peer)
+    phase, level, role, peer = key[:4]
+    return (phase, level, {"up": 0, "copy": 1, "down": 2, "sink": 3}[role], peer, *key[4:])
 
 
 # ----- emission -----------------------------------------------------------------------------------------
@@ -411,10 +418,10 @@ class _Emitter:
       releases a semaphore right after its wait.
     """
 
-    def __init__(self, per_gpu: list[list[_Tb]], boxes: tuple[int, ...], unit: int) -> None:
+    def __init__(self, per_gpu: list[list[_Tb]], boxes: tuple[int, ...], units: dict[int, int]) -> None:
         self.per_gpu = per_gpu
         self.boxes = boxes
-        self.unit = unit
+        self.units = units
         self.n = len(per_gpu)
         self.acts = [a for tbs in per_gpu for tb in tbs for a in tb.acts]
         self.deps: dict[tuple[int, int], list[tuple[tuple[int, int], str]]] = defaultdict(list)  # consumer -> producers
@@ -428,6 +435,12 @@ class _Emitter:
     @staticmethod
     def tbkey(a: _Act) -> tuple[int, int]:
         return (a.gpu, a.tb)
+
+    def _tb_at(self, key: tuple[int, int]) -> _Tb:
+        return self.per_gpu[key[0]][key[1]]
+
+    def _tb_of(self, a: _Act) -> _Tb:
+        return self.per_gpu[a.gpu][a.tb]
 
     def edge(self, x: tuple[int, int], y: tuple[int, int], kind: str) -> None:
         if x == y or (x, kind) in self.deps[y]:
@@ -450,9 +463,13 @@ class _Emitter:
             for p, kind in c.producers:
                 x, y = self.tbkey(p), self.tbkey(c)
                 if kind == "push" and p.push is not None and p.push[2] == "port":
-                    targets = list(dict.fromkeys(self.tbkey(u) for u in users[id(p)]
-                                                 if any(q is p and k == "push" for q, k in u.producers)))
-                    first = targets[0]
+                    takers = [u for u in users[id(p)] if any(q is p and k == "push" for q, k in u.producers)]
+                    # the block that waits for the put and passes it on to the others: one that forwards (not a
+                    # sink, which waits for many pieces at once), with the fewest other producers
+                    nprod = {self.tbkey(u): len({self.tbkey(q) for a in self._tb_of(u).acts for q, _k in a.producers})
+                             for u in takers}
+                    first = min(dict.fromkeys(self.tbkey(u) for u in takers),
+                                key=lambda y: (self._tb_at(y).key[2] == "sink", nprod[y], y))
                     self.port_target[id(p)] = first
                     self.edge(x, first, "port")
                     if y != first:
@@ -605,7 +622,7 @@ class _Emitter:
                         body.append(Op("signal", ctype, tuple(part)))
                 for part in _chunks(sems_out, MAX_DEVICE_SEMAPHORES):
                     body.append(Op("sem_release", semaphore_ids=tuple(part)))
-            pipelines.append(Op("pipeline", iter_context=(nchunks * self.unit, nchunks), ops=tuple(body)))
+            pipelines.append(Op("pipeline", iter_context=(self.units[nchunks], nchunks), ops=tuple(body)))
         ops.extend(pipelines)
         # end: blocks whose memory this one read, or whose port puts it received, may end once it is done
         tail: list[Op] = []
@@ -709,39 +726,50 @@ def export_mscclpp(sched: Schedule, topology: Topology | None = None, options: E
     hi = opts.resolved_max()
     design = opts.design_size or min(hi, 1 << 30)
     k = low.k
-    if opts.unit_bytes is not None:
-        unit = opts.unit_bytes
-    else:
-        chunk = chunk_bytes(sched.collective, design, n, k)
-        unit = max(ALIGN, math.ceil(chunk / opts.slices / ALIGN) * ALIGN)
-    # the kernel counts pipeline iterations in 16 bits
-    unit = max(unit, math.ceil(chunk_bytes(sched.collective, hi, n, k) / 65535 / ALIGN) * ALIGN)
+    units = _units(sched.collective, n, k, sorted({pc.cnt for pc in low.pieces}), design, hi, opts)
     name = opts.name or f"forestcoll_{PLAN_COLLECTIVE[sched.collective]}_n{n}_k{sched.k}" + \
         ("_ll" if opts.protocol == "LL" else "")
     name = re.sub(r"[^A-Za-z0-9_.:-]", "_", name)[:200]
     if opts.protocol == "LL":
         from forestcoll.mscclpp.export_ll import lower_ll
 
+        if sched.collective in ("broadcast", "reduce"):
+            raise ExportError(f"LL plans are made for allgather, reducescatter and allreduce; in a {sched.collective} a GPU "
+                              "that waits for no one can run two calls ahead and overwrite packets a peer has not read "
+                              "yet (the interpreter shows it with 3 back-to-back calls): use protocol Simple")
         plan = lower_ll(low, boxes, name, opts.inplace, opts.min_message_size, hi)
-        unit = 0
+        units = {}
     else:
-        acts = low.build()
-        for a in acts:
-            if a.reduce_srcs:
-                a.input_ref = _input_ref(low, a)
-        plan = _layout_and_emit(low, acts, boxes, unit, name, opts, hi)
+        tried = []
+        for layout in (("edge", "source", "level") if opts.layout == "auto" else (opts.layout,)):
+            low = _Lowering(sched, boxes, outofplace=not opts.inplace)
+            acts = low.build()
+            for a in acts:
+                if a.reduce_srcs:
+                    a.input_ref = _input_ref(low, a)
+                if layout == "edge" and a.key[2] != "sink":
+                    a.key = (*a.key[:4], a.order)
+                elif layout == "source" and a.key[2] != "sink":
+                    a.key = (*a.key[:4], tuple(sorted({p.gpu for p, _k in a.producers})))
+            plan = _layout_and_emit(low, acts, boxes, units, name, opts, hi)
+            tbs = max(len(g.threadblocks) for g in plan.gpus)
+            tried.append((tbs, layout, plan))
+            if tbs <= opts.max_threadblocks:
+                break
+        tbs, layout, plan = min(tried, key=lambda x: x[0]) if tried[-1][0] > opts.max_threadblocks else tried[-1]
     stats = plan_stats(plan)
-    result = ExportResult(plan, stats, k, unit, 0.0)
+    result = ExportResult(plan, stats, k, units, 0.0, layout=layout if opts.protocol != "LL" else "ll")
     per = n if low.per_root else 1
     step = per * k
     if step & (step - 1):
         result.notes.append(f"the executor takes calls whose size is a multiple of {step * ALIGN} bytes ({step} chunks "
                             f"of whole {ALIGN}-byte units); power-of-two sizes are not: a power-of-two k avoids this")
-    if stats.threadblocks_per_gpu > 104:
-        result.notes.append(f"{stats.threadblocks_per_gpu} thread blocks per GPU: more than some GPUs hold at once "
-                            "(MI250: 104); use a smaller k")
+    if stats.threadblocks_per_gpu > opts.max_threadblocks:
+        result.notes.append(f"{stats.threadblocks_per_gpu} thread blocks per GPU, more than the {opts.max_threadblocks} a GPU "
+                            "is assumed to run at once (every block must be resident): use a smaller k")
     if opts.check:
-        result.checks = self_check(plan, launches=opts.check_launches)
+        # packets are double-buffered: a GPU two calls ahead reuses a slot, so LL plans are checked over 3 calls
+        result.checks = self_check(plan, launches=max(opts.check_launches, 3 if plan.packet else 1))
     result.seconds = time.perf_counter() - t0
     return result
 
@@ -757,12 +785,30 @@ def _input_ref(low: _Lowering, a: _Act) -> _Ref:
     return _Ref("i", root * low.k + start if low.per_root else start, a.cnt)
 
 
-def _layout_and_emit(low: _Lowering, acts: list[_Act], boxes: tuple[int, ...], unit: int, name: str,
+def _units(coll: str, n: int, k: int, cnts: list[int], design: int, hi: int, opts: ExportOptions) -> dict[int, int]:
+    """Pipeline unit of each piece size: slices of about ``slice_bytes`` at the design size (as the simulator cuts
+    the trees), never more than 65,535 iterations at the largest size (the kernel's 16-bit count)."""
+    from forestcoll.pieces import slices_for
+
+    chunk = chunk_bytes(coll, design, n, k)
+    chunk_max = chunk_bytes(coll, hi, n, k)
+    units = {}
+    for c in cnts:
+        if opts.unit_bytes is not None:
+            unit = c * opts.unit_bytes
+        else:
+            piece = c * chunk
+            unit = math.ceil(piece / slices_for(piece, opts.slice_bytes, opts.max_slices, opts.min_slices) / ALIGN) * ALIGN
+        units[c] = max(ALIGN, unit, math.ceil(c * chunk_max / 65535 / ALIGN) * ALIGN)
+    return units
+
+
+def _layout_and_emit(low: _Lowering, acts: list[_Act], boxes: tuple[int, ...], units: dict[int, int], name: str,
                      opts: ExportOptions, hi: int) -> Plan:
     budget, partners = 40, 6
     for _attempt in range(8):
         per_gpu = _group(acts, low.n, budget, partners)
-        em = _Emitter(per_gpu, boxes, unit)
+        em = _Emitter(per_gpu, boxes, units)
         plan = em.emit(low.coll, name, "Simple", opts.inplace, low.k, low.scratch, opts.min_message_size, hi)
         worst = _worst(plan)
         if worst is None:
