@@ -1542,7 +1542,7 @@ def _check(m: _Machine, result: RunResult, root: int | None) -> None:
                 byte = idx * dt.itemsize
                 chunk = byte // m.geo[r].upper_chunk if m.geo[r].upper_chunk else 0
                 result.errors.append(f"{call}gpu {r} output byte {byte} (chunk {chunk}): got {a}, expected {e}{never}; "
-                                     f"{bad} of {got[r].size} elements wrong")
+                                     f"{bad} of {got[r].size} elements wrong" + _last_writer(m, r, byte))
                 if len(result.errors) >= 8:
                     return
         if m.mode == "out-of-place":
@@ -1551,6 +1551,19 @@ def _check(m: _Machine, result: RunResult, root: int | None) -> None:
                 now = alloc.data[base:base + size].view(dt)
                 if launch == m.launches - 1 and not _same(now, inputs[r]):
                     result.errors.append(f"gpu {r} overwrote its input buffer in an out-of-place call")
+
+
+def _last_writer(m: _Machine, gpu: int, byte: int) -> str:
+    """Who last wrote a byte of a GPU's output (known when races are tracked)."""
+    if not m.race:
+        return ""
+    alloc, base, _size = m.bufs[gpu].table["o"]
+    cell = (base + byte) // alloc.cell
+    if cell >= alloc.ncells or alloc.w_agent[cell] < 0:
+        return ""
+    if alloc.w_instr[cell] < 0:
+        return "; nothing wrote it during the call (it holds what the host wrote)"
+    return "; last written by " + m._who(int(alloc.w_instr[cell]), int(alloc.w_tag[cell]), int(alloc.w_agent[cell]))
 
 
 def _sum(inputs: list[np.ndarray], dt: np.dtype) -> np.ndarray:
