@@ -457,7 +457,7 @@ class _Emitter:
     def wire(self) -> None:
         users: dict[int, list[_Act]] = defaultdict(list)
         for c in self.acts:
-            for p, kind in c.producers:
+            for p, _kind in c.producers:
                 users[id(p)].append(c)
         for c in self.acts:
             for p, kind in c.producers:
@@ -536,10 +536,8 @@ class _Emitter:
         refs: dict[str, list[tuple[int, str]]] = {"memory": [], "port": []}
 
         def ch(here: tuple[int, int], there: tuple[int, int]) -> tuple[str, int]:
-            """This block's local index of the channel of the pair (producer, consumer) = (here, there) or
-            (there, here)."""
-            key = (here, there) if (here, there) in self.index_of else None
-            ctype, gidx = self.end(here, there) if key else self.end(here, there)
+            """This block's (``here``) local index of the channel it shares with block ``there``."""
+            ctype, gidx = self.end(here, there)
             if (ctype, gidx) not in local_idx:
                 local_idx[(ctype, gidx)] = len(local_ch[ctype])
                 local_ch[ctype].append(gidx)

@@ -189,7 +189,7 @@ def lower_ll(low, boxes: tuple[int, ...], name: str, inplace: bool, lo: int, hi:
                     out_ops.append(Op("nop"))
                 prev_kind = kind
 
-                def ref(r, ctype=None):
+                def ref(r, ctype=None, g=g, refs=refs, remote=remote):
                     gpu, btype, index, size = r
                     if btype == "sd":
                         return BufRef(2 * scratch[g] + index, size, type="s")

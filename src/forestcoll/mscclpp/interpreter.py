@@ -1458,7 +1458,7 @@ def _explain(m: _Machine, b: _Tb) -> Stuck:
                 table = m.wiring.tb_channels[(peer, x.pos)].get(ctype, [])
                 if end.partner in table:
                     senders.append(f"tb {x.pos} " + _where(x))
-        reason += ("; gpu %d: " % peer) + ("; ".join(senders) if senders else
+        reason += f"; gpu {peer}: " + ("; ".join(senders) if senders else
                                           f"no thread block holds its end (channel {end.partner})")
     return Stuck(b.gpu, b.pos, ins.path if ins else "end", ins.op.name if ins else "-", b.launch, it, reason)
 

@@ -132,7 +132,7 @@ def lint_plan(plan: Plan, source: str = "plan", size: int | None = None,
     L = _Linter(plan, report)
     _top(L, plan)
     w = wire(plan)
-    for pos, g in enumerate(plan.gpus):
+    for pos in range(len(plan.gpus)):
         _gpu(L, plan, pos, w, ranks_per_node, resident_tbs)
     _sizes(L, plan, size, w)
     return report
@@ -247,7 +247,7 @@ def _gpu(L: _Linter, plan: Plan, pos: int, w: Wiring, rpn: int | None, resident:
                                            "channel tables by id and its operations by position, so they must agree")
     barrier_users: dict[int, set[int]] = defaultdict(set)
     barrier_sizes: dict[int, set[int]] = defaultdict(set)
-    for t, tb in enumerate(g.threadblocks):
+    for t in range(len(g.threadblocks)):
         _tb(L, plan, pos, t, w, barrier_users, barrier_sizes)
     for bid, users in sorted(barrier_users.items()):
         sizes = barrier_sizes[bid]
@@ -631,7 +631,7 @@ def _sizes(L: _Linter, plan: Plan, size: int | None, w: Wiring) -> None:
     for pos, g in enumerate(plan.gpus):
         try:
             geo = geometry(plan, g, ins, outs)
-        except Exception:  # noqa: BLE001 - reported elsewhere
+        except Exception:
             return
         for t, tb in enumerate(g.threadblocks):
             table = w.tb_channels[(pos, t)]

@@ -10,9 +10,8 @@ docs/mscclpp.md says the same in prose.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from forestcoll.mscclpp.plan import U64_MAX, GpuPlan, Op, Plan, PlanError, ThreadBlock
+from forestcoll.mscclpp.plan import GpuPlan, Op, Plan, PlanError, ThreadBlock
 
 # ----- limits (execution_common.hpp) ----------------------------------------------------------------
 
@@ -285,19 +284,5 @@ def walk_ops(tb: ThreadBlock) -> list[tuple[str, Op, Op | None]]:
     return out
 
 
-def describe(op: Op) -> str:
-    """A short description of an operation for messages."""
-    return op.name
-
-
 def tb_path(gpu: int, tb: int) -> str:
     return f"gpus[{gpu}].threadblocks[{tb}]"
-
-
-def to_dict_findings(items: list[Any]) -> list[dict[str, Any]]:
-    return [x.to_dict() for x in items]
-
-
-def effective_max(plan: Plan) -> int:
-    v = plan.setting("max_message_size")
-    return U64_MAX if v is None else v

@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from forestcoll.errors import UsageError
 from forestcoll.mscclpp.plan import BufRef, Op, Plan, PlanError
 from forestcoll.mscclpp.semantics import PIPELINED, buffer_sizes, wire
+from forestcoll.schedule import Schedule
 from forestcoll.simulate.core import SimResult, simulate_program
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
@@ -442,3 +444,51 @@ def simulate_plan(net: Network, plan: Plan, size: int = 1 << 30, *, name: str | 
     prog = builder.build()
     return simulate_program(prog, net, name or plan.name, coll, size, {"threadblocks": len(builder.blocks)},
                             sharing, fairness)
+
+
+@dataclass
+class PlanSimulation:
+    """A simulated call of a plan, and (given the schedule it came from) the same call of its trees."""
+
+    plan: SimResult
+    trees: SimResult | None = None
+    source: str = "plan"
+
+    @property
+    def ok(self) -> bool:
+        return True
+
+    @property
+    def ratio(self) -> float | None:
+        if self.trees is None or not self.trees.algbw_gbps:
+            return None
+        return self.plan.algbw_gbps / self.trees.algbw_gbps
+
+    @property
+    def message(self) -> str:
+        p = self.plan
+        line = (f"{self.source}: {p.collective} of {p.size_bytes} bytes on {p.ranks} GPUs: {p.time_s * 1e6:.1f} us, "
+                f"algbw {p.algbw_gbps:.1f} GB/s, busbw {p.busbw_gbps:.1f} GB/s")
+        if self.ratio is not None:
+            line += f"; its trees {self.trees.algbw_gbps:.1f} GB/s ({self.ratio:.1%})"
+        return line
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"ok": self.ok, "message": self.message, "plan": self.plan.to_dict()}
+        if self.trees is not None:
+            out["trees"] = self.trees.to_dict()
+            out["ratio"] = self.ratio
+        return out
+
+
+def plan_simulation(net: Network, plan: Plan, size: int = 1 << 30, schedule: Schedule | None = None, *,
+                    source: str = "plan", sharing: str = "weighted", fairness: str = "max-min") -> PlanSimulation:
+    """Simulate ``plan`` for one call of ``size`` bytes and, when ``schedule`` (the trees it was exported from) is
+    given, the trees too, on the same network."""
+    res = simulate_plan(net, plan, size, sharing=sharing, fairness=fairness, source=source)
+    trees = None
+    if schedule is not None:
+        from forestcoll.simulate.core import simulate
+
+        trees = simulate(net, schedule, size=size, sharing=sharing, fairness=fairness)
+    return PlanSimulation(res, trees, source)
