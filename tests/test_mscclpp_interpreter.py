@@ -317,3 +317,36 @@ def test_options_and_usage_errors():
     d = run_plan(p, race_check=False).to_dict()
     assert d["ok"] and not d["race_checked"] and d["message"].startswith("OK:")
     assert "no data race" not in d["message"]
+
+
+def _exchange(coll):
+    """Two GPUs: alltoall (each keeps its own block, puts the peer's) or sendrecv (each puts its input to the peer)."""
+    gpus = []
+    for r in range(2):
+        peer = 1 - r
+        if coll == "alltoall":
+            data = [op("copy", src=[loc("i", r)], dst=[loc("o", r)]),
+                    op("put", src=[loc("i", peer)], dst=[rem(0, r)], channel_type="memory")]
+            chunks = 2
+        else:
+            data = [op("put", src=[loc("i", 0)], dst=[rem(0, 0)], channel_type="memory")]
+            chunks = 1
+        ops = [sig(0, name="rlxsignal"), wait(0, name="rlxwait"), NOP, *data, NOP, sig(0), wait(0), NOP]
+        gpus.append(gpu(r, chunks, chunks, 0, [tb(0, ops, memory=[0], remote_memory=[0])], memory=[peer],
+                        remote=[(peer, "o", ["memory"])]))
+    return plan(coll, gpus, inplace=False)
+
+
+@pytest.mark.parametrize("coll", ["alltoall", "sendrecv"])
+def test_alltoall_and_sendrecv_postconditions(coll):
+    d = _exchange(coll)
+    r = run(d, launches=2)
+    assert r.ok and r.checked, r.message
+    ops = d["gpus"][0]["threadblocks"][0]["ops"]
+    put = next(o for o in ops if o["name"] == "put")
+    put["src_buff"][0]["index"] = 1 - put["src_buff"][0]["index"] if coll == "alltoall" else 0
+    if coll == "alltoall":
+        assert run(d).errors
+    else:
+        put["dst_buff"] = []
+        assert not run(d).ok

@@ -101,6 +101,7 @@ class ExportOptions:
     # thread blocks: "edge" one per tree edge and piece; "source" one per (level, peer, piece size, GPUs the data
     # comes from); "level" one per (level, peer, piece size); "auto": the finest that keeps within max_threadblocks
     layout: str = "auto"
+    lanes: int | None = None  # every piece cut in this many, each moved on its own (default 1; LL: 4, which pipelines)
     max_threadblocks: int = 104  # blocks a GPU runs at once (MI250 GCD: 104 CUs; A100: 108 SMs; H100: 132)
 
     def resolved_max(self) -> int:
@@ -122,6 +123,8 @@ class ExportOptions:
             raise UsageError(f"unit_bytes must be a positive multiple of {ALIGN}, got {self.unit_bytes}")
         if self.check_launches < 1:
             raise UsageError("check_launches must be >= 1")
+        if self.lanes is not None and self.lanes < 1:
+            raise UsageError(f"lanes must be >= 1, got {self.lanes}")
         if self.layout not in LAYOUTS:
             raise UsageError(f"unknown layout {self.layout!r}; choose {', '.join(LAYOUTS)}")
 
@@ -214,14 +217,18 @@ class _Act:
 class _Lowering:
     """Builds the actions of a schedule (Simple protocol)."""
 
-    def __init__(self, sched: Schedule, boxes: tuple[int, ...], outofplace: bool) -> None:
+    def __init__(self, sched: Schedule, boxes: tuple[int, ...], outofplace: bool, lanes: int = 1) -> None:
         self.sched = sched
         self.coll = sched.collective
         self.boxes = boxes
         self.outofplace = outofplace
         self.n = len(sched.ranks)
         self.trees = shape_trees(sched)
-        self.k, self.pieces = cut_pieces(sched, self.trees, 10**9)
+        k, pieces = cut_pieces(sched, self.trees, 10**9)
+        # lanes: every piece becomes ``lanes`` pieces (chunks ``lanes`` times finer) moved by blocks of their own
+        self.k = k * lanes
+        self.pieces = [Piece(pc.root, pc.start * lanes + j * pc.cnt, pc.cnt, pc.trees)
+                       for pc in pieces for j in range(lanes)]
         self.per_root = self.coll in ("allgather", "reduce_scatter", "allreduce")
         self.scratch = [0] * self.n
         self.acts: list[_Act] = []
@@ -720,7 +727,8 @@ def export_mscclpp(sched: Schedule, topology: Topology | None = None, options: E
     if n < 2:
         raise ExportError("a plan needs at least 2 ranks")
     boxes = rank_boxes(sched, topology)
-    low = _Lowering(sched, boxes, outofplace=not opts.inplace)
+    lanes = opts.lanes or (4 if opts.protocol == "LL" else 1)
+    low = _Lowering(sched, boxes, outofplace=not opts.inplace, lanes=lanes)
     hi = opts.resolved_max()
     design = opts.design_size or min(hi, 1 << 30)
     k = low.k
@@ -740,7 +748,7 @@ def export_mscclpp(sched: Schedule, topology: Topology | None = None, options: E
     else:
         tried = []
         for layout in (("edge", "source", "level") if opts.layout == "auto" else (opts.layout,)):
-            low = _Lowering(sched, boxes, outofplace=not opts.inplace)
+            low = _Lowering(sched, boxes, outofplace=not opts.inplace, lanes=lanes)
             acts = low.build()
             for a in acts:
                 if a.reduce_srcs:

@@ -482,9 +482,10 @@ class PlanSimulation:
 
 
 def plan_simulation(net: Network, plan: Plan, size: int = 1 << 30, schedule: Schedule | None = None, *,
-                    source: str = "plan", sharing: str = "weighted", fairness: str = "max-min") -> PlanSimulation:
+                    source: str | None = None, sharing: str = "weighted", fairness: str = "max-min") -> PlanSimulation:
     """Simulate ``plan`` for one call of ``size`` bytes and, when ``schedule`` (the trees it was exported from) is
     given, the trees too, on the same network."""
+    source = source or plan.name
     res = simulate_plan(net, plan, size, sharing=sharing, fairness=fairness, source=source)
     trees = None
     if schedule is not None:
