@@ -7,8 +7,9 @@ from conftest import SHARED
 from msccl_files import algo, allgather2, broadcast3, deadlock2, gpu, mismatched_counts, step, tb
 
 from forestcoll.errors import UsageError
-from forestcoll.msccl.interpreter import DTYPES, OPS, compile_tb, regime, run_algo, run_modes
+from forestcoll.msccl.interpreter import DTYPES, OPS, run_algo, run_modes
 from forestcoll.msccl.ir import MscclError, parse_algo
+from forestcoll.msccl.semantics import compile_tb, regime
 
 REAL_DIR = SHARED / "data" / "msccl-xml"
 REAL = sorted(REAL_DIR.glob("*.xml")) if REAL_DIR.is_dir() else []

@@ -25,37 +25,16 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+from forestcoll import collectives
+from forestcoll.collectives import Collective
 from forestcoll.errors import UsageError
 from forestcoll.maxflow import FlowNetwork, check_capacities
 from forestcoll.rational import lcm_of_denominators
 from forestcoll.symmetry import detect_automorphisms, orbits
 from forestcoll.topology.model import Topology
-
-COLLECTIVES = ("allgather", "reduce_scatter", "allreduce", "broadcast", "reduce")
-_ALIASES = {
-    "allgather": "allgather",
-    "all_gather": "allgather",
-    "all-gather": "allgather",
-    "reducescatter": "reduce_scatter",
-    "reduce_scatter": "reduce_scatter",
-    "reduce-scatter": "reduce_scatter",
-    "allreduce": "allreduce",
-    "all_reduce": "allreduce",
-    "all-reduce": "allreduce",
-    "broadcast": "broadcast",
-    "reduce": "reduce",
-}
-
-
-def canonical_collective(name: str) -> str:
-    """Normalise a collective name (``reducescatter`` -> ``reduce_scatter``); unknown names raise UsageError."""
-    key = str(name).strip().lower()
-    if key not in _ALIASES:
-        raise UsageError(f"unknown collective {name!r}; choose one of {', '.join(COLLECTIVES)}")
-    return _ALIASES[key]
 
 
 @dataclass(frozen=True)
@@ -307,25 +286,10 @@ class Bound:
     phases: tuple[PhaseBound, ...]
     root: str | None = None
 
-    @property
-    def seconds_per_gb(self) -> Fraction:
-        """Time for 1 GB of nccl-tests size S: 1/algbw."""
-        return 1 / self.algbw
 
-
-def bus_factor(collective: str, ranks: int) -> Fraction:
-    """busbw / algbw as nccl-tests defines it."""
-    collective = canonical_collective(collective)
-    if collective == "allreduce":
-        return Fraction(2 * (ranks - 1), ranks)
-    if collective in ("allgather", "reduce_scatter"):
-        return Fraction(ranks - 1, ranks)
-    return Fraction(1)
-
-
-def root_weights(topo: Topology, collective: str, root: str | None) -> tuple[int, ...]:
-    """Root weights: every compute node 1 (all-to-all style) or just ``root`` (broadcast/reduce)."""
-    if collective in ("broadcast", "reduce"):
+def root_weights(topo: Topology, collective: str | Collective, root: str | None) -> tuple[int, ...]:
+    """Root weights: every compute node 1, or just ``root`` (the first rank by default) for a rooted collective."""
+    if collectives.get(collective).rooted:
         if root is None:
             root = topo.compute_nodes[0]
         if root not in topo.index:
@@ -375,31 +339,27 @@ def phase_bound(topo: Topology, name: str, weights: Sequence[int], reverse: bool
 def optimal_bound(topo: Topology, collective: str = "allgather", root: str | None = None, symmetry: bool = True) -> Bound:
     """The exact optimal algbw of ``collective`` on ``topo`` and the cut(s) that prove it.
 
-    allgather / reduce_scatter: algbw = N*x* of the fabric / of its reverse.
-    allreduce = reduce-scatter then allgather: algbw = N / (1/x_rs + 1/x_ag).
-    broadcast / reduce from ``root``: algbw = x* = min over v of max-flow(root, v)
-    (on the reverse for reduce).
+    Each phase runs at its own x* (on the fabric for out-trees, on its reverse
+    for in-trees) and the phases run one after the other, so with D = sum of
+    root weights, algbw = D / sum over phases of 1/x*: allgather / reduce-scatter
+    N*x*, allreduce N / (1/x_rs + 1/x_ag), broadcast / reduce x* = min over v of
+    max-flow(root, v).  On a fabric equal to its reverse an in-tree phase has
+    the rate and cut of the collective's out-tree phase.
     """
-    collective = canonical_collective(collective)
+    coll = collectives.get(collective)
+    weights = root_weights(topo, coll, root)
+    found: dict[str, PhaseBound] = {}
+    mirrored = []
+    for ph in coll.phases:
+        twin = coll.mirror_of(ph) if topo.is_symmetric() else None
+        if twin is not None:
+            mirrored.append((ph, twin))
+        else:
+            found[ph.name] = phase_bound(topo, ph.name, weights, ph.reversed, symmetry)
+    for ph, twin in mirrored:
+        found[ph.name] = replace(found[twin.name], name=ph.name, reversed=ph.reversed)
+    phases = tuple(found[ph.name] for ph in coll.phases)
+    algbw = sum(weights) / sum(1 / p.rate for p in phases)
+    root_name = topo.nodes[weights.index(1)].name if coll.rooted else None
     n = topo.num_compute
-    weights = root_weights(topo, collective, root)
-    symmetric = topo.is_symmetric()
-    if collective in ("allgather", "broadcast"):
-        phases = (phase_bound(topo, "allgather" if collective == "allgather" else "broadcast", weights, False, symmetry),)
-        algbw = sum(weights) * phases[0].rate
-    elif collective in ("reduce_scatter", "reduce"):
-        phases = (phase_bound(topo, collective, weights, True, symmetry),)
-        algbw = sum(weights) * phases[0].rate
-    else:
-        ag = phase_bound(topo, "allgather", weights, False, symmetry)
-        rs = (
-            PhaseBound("reduce_scatter", ag.rate, ag.cut_nodes, ag.cut_bandwidth, ag.cut_weight, True, ag.unbalanced)
-            if symmetric
-            else phase_bound(topo, "reduce_scatter", weights, True, symmetry)
-        )
-        phases = (rs, ag)
-        algbw = n / (1 / rs.rate + 1 / ag.rate)
-    root_name = None
-    if collective in ("broadcast", "reduce"):
-        root_name = topo.nodes[weights.index(1)].name
-    return Bound(collective, n, algbw, algbw * bus_factor(collective, n), phases, root_name)
+    return Bound(coll.name, n, algbw, algbw * coll.bus_factor(n), phases, root_name)

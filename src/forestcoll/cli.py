@@ -66,7 +66,8 @@ def _topology(args: argparse.Namespace):
 
 
 def cmd_bound(args: argparse.Namespace) -> int:
-    from forestcoll.bound import canonical_collective, optimal_bound
+    from forestcoll.bound import optimal_bound
+    from forestcoll.collectives import canonical as canonical_collective
     from forestcoll.rational import format_rational as fr
 
     topo = _topology(args)
@@ -413,7 +414,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from forestcoll.simulate import simulate
     from forestcoll.simulate.baselines import BASELINES
     from forestcoll.simulate.compare import format_size, parse_size
-    from forestcoll.simulate.core import simulate_program
 
     size = parse_size(args.size)
     opts = _sim_options(args)
@@ -425,19 +425,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         res = simulate(net, what, args.collective, size, root=args.root, **opts)
     elif what.lower().endswith(".xml"):
         from forestcoll.msccl.ir import read_algo
-        from forestcoll.simulate.msccl import COLLECTIVE, msccl_program
+        from forestcoll.simulate.msccl import msccl_collective, simulate_msccl
 
         if not args.topology:
             raise UsageError("simulating an MSCCL file needs --topology")
         algo, _text = read_algo(what)
-        if algo.coll not in COLLECTIVE:
-            raise UsageError(f"{what}: no simulation for coll {algo.coll!r}")
+        msccl_collective(algo, what)
         topo, net = _network(args.topology, args)
-        prog = msccl_program(algo, net, float(size), float(opts["slice_bytes"]), opts["max_slices"], what)
-        coll = COLLECTIVE[algo.coll]
-        res = simulate_program(prog, net, algo.name or "msccl", coll if coll != "alltoall" else "allgather", size,
-                               None, "weighted", opts["fairness"])
-        res.collective = coll
+        res = simulate_msccl(algo, net, size, source=what, **opts)
     else:
         from forestcoll.schedule import read_schedule
 
@@ -491,7 +486,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if workers < 1:
         raise UsageError(f"--jobs must be >= 1, got {workers}")
     topo, net = _network(args.topology, args)
-    from forestcoll.bound import canonical_collective
+    from forestcoll.collectives import canonical as canonical_collective
 
     collective = canonical_collective(args.collective)
     schedules = _schedules_for(topo, collective, args.root)
@@ -540,7 +535,7 @@ def _generate_by_size(args: argparse.Namespace) -> int:
     """generate --sizes: the best schedule per size range, one MSCCL file per range."""
     from dataclasses import replace
 
-    from forestcoll.bound import canonical_collective
+    from forestcoll.collectives import canonical as canonical_collective
     from forestcoll.fileio import atomic_write_text
     from forestcoll.msccl.export import ExportError, export_msccl, self_check
     from forestcoll.msccl.ir import write_algo

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from forestcoll import collectives
 from forestcoll.bound import (
     PreparedPhase,
-    canonical_collective,
     floor_caps,
     min_scale_for_k,
     next_breakpoint,
@@ -29,7 +29,7 @@ from forestcoll.bound import (
 from forestcoll.errors import TopologyError, UsageError
 from forestcoll.packing import Tree, pack_trees, pack_trees_symmetric
 from forestcoll.rational import format_rational
-from forestcoll.schedule import COLLECTIVE_PHASES, Edge, PhaseInfo, Schedule, ScheduleTree
+from forestcoll.schedule import Edge, PhaseInfo, Schedule, ScheduleTree
 from forestcoll.splitting import Path, split_switches, trim_switch_excess
 from forestcoll.topology.model import Topology
 
@@ -263,28 +263,32 @@ def generate(
 
     Raises UsageError for bad parameters; the result verifies with :func:`forestcoll.verify.verify`.
     """
-    collective = canonical_collective(collective)
-    weights = root_weights(topo, collective, root)
+    coll = collectives.get(collective)
+    weights = root_weights(topo, coll, root)
     t0 = time.perf_counter()
     # millions of small objects (tree edges) are made and none is garbage: pause the cycle collector
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _generate(topo, collective, weights, k, root, symmetry, max_k, t0)
+        return _generate(topo, coll, weights, k, symmetry, max_k, t0)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _generate(topo, collective, weights, k, root, symmetry, max_k, t0) -> Schedule:
-    phases: list[PhaseResult] = []
-    for name in COLLECTIVE_PHASES[collective]:
-        reverse = name in ("reduce_scatter", "reduce")
-        if reverse and collective == "allreduce" and topo.is_symmetric():
-            continue  # filled in from the allgather phase below
-        phases.append(solve_phase(topo, name, weights, reverse, k, symmetry, max_k))
-    if collective == "allreduce" and topo.is_symmetric():
-        phases.insert(0, _reverse_phase(phases[0], "reduce_scatter"))
+def _generate(topo: Topology, coll: collectives.Collective, weights: Sequence[int], k: int | None, symmetry: bool,
+              max_k: int, t0: float) -> Schedule:
+    solved: dict[str, PhaseResult] = {}
+    mirrored = []
+    for ph in coll.phases:
+        twin = coll.mirror_of(ph) if topo.is_symmetric() else None
+        if twin is not None:
+            mirrored.append((ph, twin))  # read backwards from the out-tree phase below
+        else:
+            solved[ph.name] = solve_phase(topo, ph.name, weights, ph.reversed, k, symmetry, max_k)
+    for ph, twin in mirrored:
+        solved[ph.name] = _reverse_phase(solved[twin.name], ph.name)
+    phases = [solved[ph.name] for ph in coll.phases]
     common_k = math.lcm(*(p.k for p in phases))
     trees = []
     for p in phases:
@@ -298,9 +302,9 @@ def _generate(topo, collective, weights, k, root, symmetry, max_k, t0) -> Schedu
     for p in phases:
         for key, value in p.stats.items():
             stats[f"{p.name}.{key}"] = value
-    root_name = topo.nodes[weights.index(1)].name if collective in ("broadcast", "reduce") else None
+    root_name = topo.nodes[weights.index(1)].name if coll.rooted else None
     return Schedule(
-        collective=collective,
+        collective=coll.name,
         topology=topo.name,
         ranks=topo.compute_nodes,
         k=common_k,
@@ -322,13 +326,12 @@ def fixed_k_algbw(
     still receives at least what it can send after capacities are rounded down (always so when
     each switch's links have the same bandwidth both ways).
     """
-    collective = canonical_collective(collective)
+    coll = collectives.get(collective)
     if k < 1:
         raise UsageError(f"k must be >= 1, got {k}")
-    weights = root_weights(topo, collective, root)
+    weights = root_weights(topo, coll, root)
     total_time = Fraction(0)
-    for name in COLLECTIVE_PHASES[collective]:
-        reverse = name in ("reduce_scatter", "reduce")
-        prep = prepare_phase(topo, weights, reverse, symmetry)
+    for ph in coll.phases:
+        prep = prepare_phase(topo, weights, ph.reversed, symmetry)
         total_time += min_scale_for_k(prep.oracle, k, prep.rate.rate) / k
     return sum(weights) / total_time

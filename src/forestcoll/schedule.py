@@ -39,20 +39,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from forestcoll.collectives import COLLECTIVES, PHASES
 from forestcoll.errors import ForestCollError, ScheduleError
 from forestcoll.fileio import load_json
 from forestcoll.rational import format_rational, parse_rational
 
 FORMAT = "forestcoll-schedule"
 VERSION = 1
-PHASE_DIRECTION = {"allgather": "out", "broadcast": "out", "reduce_scatter": "in", "reduce": "in"}
-COLLECTIVE_PHASES = {
-    "allgather": ("allgather",),
-    "broadcast": ("broadcast",),
-    "reduce_scatter": ("reduce_scatter",),
-    "reduce": ("reduce",),
-    "allreduce": ("reduce_scatter", "allgather"),
-}
 
 
 @dataclass(frozen=True)
@@ -75,7 +68,7 @@ class ScheduleTree:
 
     @property
     def direction(self) -> str:
-        return PHASE_DIRECTION[self.phase]
+        return PHASES[self.phase].direction
 
     def height(self) -> int:
         """Number of edges on the longest root-leaf chain."""
@@ -108,7 +101,7 @@ class PhaseInfo:
 
     @property
     def direction(self) -> str:
-        return PHASE_DIRECTION[self.name]
+        return PHASES[self.name].direction
 
 
 @dataclass(frozen=True)
@@ -213,7 +206,7 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
     if version != VERSION:
         raise ScheduleError(f"{source}: schedule version {version!r} is not supported (this forestcoll reads {VERSION})")
     collective = _req(data, "collective", str, source)
-    if collective not in COLLECTIVE_PHASES:
+    if collective not in COLLECTIVES:
         raise ScheduleError(f"{source}: unknown collective {collective!r}")
     k = _req(data, "k", int, source)
     if k < 1:
@@ -225,8 +218,8 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
     phases = []
     raw_phases = data.get("phases")
     if raw_phases is None:  # minimal files: one phase named after the collective
-        if collective == "allreduce":
-            raise ScheduleError(f"{source}: an allreduce schedule needs 'phases'")
+        if len(COLLECTIVES[collective].phases) != 1:
+            raise ScheduleError(f"{source}: an {collective} schedule needs 'phases'")
         raw_phases = [{"name": collective, "k": k}]
     if not isinstance(raw_phases, list):
         raise ScheduleError(f"{source}: 'phases' must be a list")
@@ -237,7 +230,7 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
         if not isinstance(p, Mapping):
             raise ScheduleError(f"{where}: expected an object")
         name = _req(p, "name", str, where)
-        if name not in PHASE_DIRECTION:
+        if name not in PHASES:
             raise ScheduleError(f"{where}: unknown phase {name!r}")
         pk = p.get("k", k)
         if not isinstance(pk, int) or isinstance(pk, bool) or pk < 1:
@@ -256,7 +249,7 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
         if chunks < 1:
             raise ScheduleError(f"{where}: 'chunks' must be >= 1")
         phase = t.get("phase", phases[0].name if phases else collective)
-        if phase not in PHASE_DIRECTION:
+        if phase not in PHASES:
             raise ScheduleError(f"{where}: unknown phase {phase!r}")
         edges = []
         for j, e in enumerate(_req(t, "edges", list, where)):

@@ -26,7 +26,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from forestcoll.schedule import COLLECTIVE_PHASES, PHASE_DIRECTION, Schedule, ScheduleTree
+from forestcoll.collectives import COLLECTIVES, PHASES
+from forestcoll.schedule import Schedule, ScheduleTree
 from forestcoll.topology.model import Topology
 
 
@@ -153,13 +154,13 @@ def verify(schedule: Schedule, topo: Topology) -> VerifyReport:
             )
         else:
             errors.append("ranks list the topology's compute nodes in a different order")
-    expected = COLLECTIVE_PHASES.get(schedule.collective)
+    coll = COLLECTIVES.get(schedule.collective)
+    expected = coll.phase_names if coll is not None else None
     names = tuple(p.name for p in schedule.phases)
     if expected is None or names != expected:
         errors.append(f"collective {schedule.collective} needs phases {expected}, found {names}")
         return VerifyReport(False, errors, None, schedule.algbw, None)
-    single_root = schedule.collective in ("broadcast", "reduce")
-    if single_root:
+    if coll.rooted:
         if schedule.root not in topo.compute_nodes:
             errors.append(f"root {schedule.root!r} is not a compute node")
             return VerifyReport(False, errors, None, schedule.algbw, None)
@@ -179,7 +180,7 @@ def verify(schedule: Schedule, topo: Topology) -> VerifyReport:
         load: dict[tuple[str, str], int] = defaultdict(int)
         for index, tree in trees:
             where = f"{phase.name} tree {index} (root {tree.root})"
-            if tree.direction != PHASE_DIRECTION[phase.name]:
+            if tree.direction != PHASES[phase.name].direction:
                 errors.append(f"{where}: wrong direction")
                 continue
             if tree.root not in roots:
@@ -202,7 +203,7 @@ def verify(schedule: Schedule, topo: Topology) -> VerifyReport:
                 busiest = hop
         d = len(roots)
         algbw = d * k / ratio if ratio else None
-        reverse = PHASE_DIRECTION[phase.name] == "in"
+        reverse = PHASES[phase.name].reversed
         rate_bound = _cut_bound(topo, phase.bottleneck_cut, roots, reverse)
         cut_algbw = d * rate_bound if rate_bound is not None else None
         if algbw is None:

@@ -37,99 +37,21 @@ from typing import Any
 import numpy as np
 
 from forestcoll.errors import UsageError
-from forestcoll.msccl.ir import READS, RECVS, SENDS, STEP_TYPES, WRITES, Algo, MscclError, ThreadBlock, buffer_sizes
+from forestcoll.msccl.ir import READS, RECVS, SENDS, WRITES, Algo, MscclError, ThreadBlock
+from forestcoll.msccl.semantics import (
+    DEFAULT_SLOTS,
+    Transmission,
+    buffer_sizes,
+    compile_tb,
+    default_bytes,
+    regime,
+    size_multiplier,
+)
 
-MAX_REDUCE_FUSION = 16
 DTYPES = ("float16", "float32", "float64", "int8", "int32", "int64")
 OPS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
-DEFAULT_SLOTS = {"Simple": 2, "LL": 8, "LL128": 8}
 MODES = ("in-place", "out-of-place")
-MAX_COUNT = 71  # MSCCL_MAX_COUNT - 1
-# NCCL's default connection buffers (bytes) and what one primitive call may carry of them:
-# stepSize = buffSize / NCCL_STEPS; chunkSize = stepSize x chunkSteps (MSCCL_CHUNKSTEPS = 4 for Simple);
-# LL carries half its bytes as flags, LL128 15 of every 16 words.
-_BUFFSIZE = {"Simple": 1 << 22, "LL": 8 * 512 * 8 * 16, "LL128": 120 * 640 * 8 * 8}
-_CHUNK_EFFECTIVE = {"Simple": (1 << 22) // 8 * 4, "LL": (8 * 512 * 8 * 16) // 8 // 2, "LL128": (120 * 640 * 8 * 8) // 8 // 16 * 15}
-
-
-@dataclass(frozen=True)
-class Regime:
-    """How the runtime cuts a call of ``nbytes`` bytes: chunks per primitive call and pipeline iterations."""
-
-    nbytes: int | None  # None: "very large" (one chunk per call)
-    max_count: int
-    iterations: int
-
-
-def regime(algo: Algo, nbytes: int | None, max_iterations: int = 2) -> Regime:
-    """maxAllowedCount and the number of pipeline iterations the runtime uses for an ``nbytes`` call
-    (``nbytes`` counts the whole buffer, count x sizeMultiplier x element size, as the runtime does)."""
-    effective = _CHUNK_EFFECTIVE.get(algo.proto, _CHUNK_EFFECTIVE["Simple"])
-    if nbytes is None:
-        return Regime(None, 1, max_iterations)
-    chunk_bytes = max(1, -(-nbytes // max(algo.nchunksperloop, 1)))
-    max_count = max(1, min(MAX_COUNT, effective // chunk_bytes))
-    iterations = max(1, min(max_iterations, -(-chunk_bytes // effective)))
-    return Regime(nbytes, max_count, iterations)
-
-
-def default_bytes(algo: Algo) -> int | None:
-    """The size whose regime buffers least within the file's range: maxBytes, or unbounded when it is 0."""
-    return algo.max_bytes if algo.max_bytes > 0 else None
 _INT_SENTINEL = -99
-
-
-@dataclass(frozen=True)
-class Transmission:
-    """One operation of a thread block after the parser's rewriting."""
-
-    type: str
-    srcbuf: str
-    srcoffs: tuple[int, ...]  # several only for fused ``re`` steps
-    dstbuf: str
-    dstoff: int
-    cnt: int
-    deps: tuple[tuple[int, int], ...]  # (tb id, step) pairs waited on before starting
-    hasdep: bool
-    step: int  # the kernel's step counter when the flag is published
-    s: int  # XML step number (the last one, for fused steps)
-    line: int
-
-
-def compile_tb(tb: ThreadBlock, gpu: int, source: str = "algo.xml") -> list[Transmission]:
-    """The transmissions the runtime's parser makes of ``tb`` (nop folding, ``re`` fusion, step counter)."""
-    out: list[Transmission] = []
-    pending: list[tuple[int, int]] = []
-    fusable: tuple[str, int, str] | None = None
-    step = 0
-    for st in tb.steps:
-        if st.type not in STEP_TYPES:
-            raise MscclError(f"{source}:{st.line}: gpu {gpu} tb {tb.id} step {st.s}: unknown step type {st.type!r} "
-                             "(the runtime refuses the file)")
-        if st.depid >= 0:
-            pending.append((st.depid, st.deps))
-        if st.type == "nop":
-            continue
-        if st.type == "re" and fusable == (st.dstbuf, st.dstoff, st.srcbuf) and st.depid < 0:
-            prev = out[-1]
-            srcoffs = (*prev.srcoffs, st.srcoff)
-            out[-1] = Transmission("re", st.srcbuf, srcoffs, st.dstbuf, st.dstoff, st.cnt, prev.deps,
-                                   bool(st.hasdep), prev.step + 1, st.s, st.line)
-            step += 1
-            fusable = None if st.hasdep or len(srcoffs) == MAX_REDUCE_FUSION else fusable
-            continue
-        if pending and st.depid < 0:
-            raise MscclError(f"{source}:{st.line}: gpu {gpu} tb {tb.id} step {st.s} follows nop dependencies but has none "
-                             "of its own; the runtime refuses the file")
-        deps = tuple(pending)
-        pending = []
-        if deps:
-            step += len(deps) - 1
-        out.append(Transmission(st.type, st.srcbuf, (st.srcoff,), st.dstbuf, st.dstoff, st.cnt, deps,
-                                bool(st.hasdep), step, st.s, st.line))
-        step += 1
-        fusable = (st.dstbuf, st.dstoff, st.srcbuf) if st.type == "re" and not st.hasdep else None
-    return out
 
 
 # ----- results ---------------------------------------------------------------------------------
@@ -668,7 +590,7 @@ def run_algo(
         raise MscclError(f"{source}: nchunksperloop must be >= 1")
     if algo.coll in ("allgather", "reducescatter", "alltoall") and n % g:
         raise MscclError(f"{source}: nchunksperloop={n} is not a multiple of ngpus={g}, which {algo.coll} needs")
-    mult = algo.size_multiplier
+    mult = size_multiplier(algo.coll, algo.ngpus)
     if count is None:
         step = n // math.gcd(n, mult)  # the smallest count the runtime accepts
         count = step * -(-2 * iterations // (step * mult // n))

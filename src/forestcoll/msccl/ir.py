@@ -86,20 +86,6 @@ class Algo:
     comments: list[str] = field(default_factory=list)
     line: int = 0
 
-    @property
-    def size_multiplier(self) -> int:
-        return self.ngpus if self.coll in ("allgather", "reducescatter", "alltoall") else 1
-
-
-def buffer_sizes(algo: Algo) -> tuple[int, int]:
-    """(input chunks, output chunks) of the user's buffers in a call, from the collective and nchunksperloop."""
-    n, g = algo.nchunksperloop, max(algo.ngpus, 1)
-    if algo.coll == "allgather":
-        return n // g, n
-    if algo.coll == "reducescatter":
-        return n, n // g
-    return n, n
-
 
 # ----- parsing -----------------------------------------------------------------------------------
 

@@ -18,7 +18,8 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from forestcoll.msccl.ir import BUFFERS, COLLECTIVES, PROTOCOLS, READS, RECVS, SENDS, STEP_TYPES, WRITES, Algo, buffer_sizes
+from forestcoll.msccl.ir import BUFFERS, COLLECTIVES, PROTOCOLS, READS, RECVS, SENDS, STEP_TYPES, WRITES, Algo
+from forestcoll.msccl.semantics import buffer_sizes
 
 
 @dataclass(frozen=True)

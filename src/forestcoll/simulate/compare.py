@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from forestcoll import collectives
 from forestcoll.errors import ForestCollError, UsageError
 from forestcoll.schedule import Schedule
 from forestcoll.simulate import baselines
@@ -146,9 +147,9 @@ def compare(topo: Topology, net: Network, collective: str, sizes: Sequence[int],
             max_slices: int = DEFAULT_MAX_SLICES, root: str | None = None, workers: int = 1,
             progress: Callable[[SimResult], None] | None = None) -> Comparison:
     """Simulate ``schedules`` (name -> schedule) and the baselines at every size."""
-    from forestcoll.bound import canonical_collective, optimal_bound
+    from forestcoll.bound import optimal_bound
 
-    collective = canonical_collective(collective)
+    collective = collectives.canonical(collective)
     names = [b for b in (baseline_names if baseline_names is not None else baselines.BASELINES)
              if baselines.applicable(b, net, collective)]
     opts = {"fairness": fairness, "slice_bytes": slice_bytes, "max_slices": max_slices}
@@ -248,8 +249,7 @@ def candidate_schedules(topo: Topology, net: Network, collective: str, root: str
 def usable(sched: Schedule, size: int, element_bytes: int = 4) -> bool:
     """Whether the runtimes would use ``sched``'s MSCCL file for a call of ``size`` bytes: the element count
     must split into nchunksperloop chunks (N*k for allgather / reduce-scatter / allreduce, k otherwise)."""
-    per_root = sched.collective in ("allgather", "reduce_scatter", "allreduce")
-    nchunks = len(sched.ranks) * sched.k if per_root else sched.k
+    nchunks = collectives.get(sched.collective).chunks_per_loop(len(sched.ranks), sched.k)
     return size % element_bytes == 0 and (size // element_bytes) % nchunks == 0
 
 

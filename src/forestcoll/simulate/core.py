@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from forestcoll.bound import bus_factor, canonical_collective
+from forestcoll import collectives
 from forestcoll.errors import UsageError
 from forestcoll.schedule import Schedule
 from forestcoll.simulate import baselines
@@ -55,8 +56,9 @@ class SimResult:
 
 
 def simulate_program(prog: ProgramBuilder, net: Network, name: str, collective: str, size: int,
-                     extra: dict[str, Any] | None = None, sharing: str = "weighted", fairness: str = "max-min") -> SimResult:
-    """Run a built program and package the result."""
+                     extra: dict[str, Any] | None = None, sharing: str = "weighted", fairness: str = "max-min",
+                     bus_factor: Fraction | None = None) -> SimResult:
+    """Run a built program and package the result (``bus_factor``: busbw / algbw, default the collective's)."""
     t0 = time.perf_counter()
     program = prog.build(sharing)
     res = run(program, net.capacity, fairness)
@@ -67,7 +69,7 @@ def simulate_program(prog: ProgramBuilder, net: Network, name: str, collective: 
     ranks = len(net.ranks)
     t = res.time
     algbw = size / t / 1e9 if t > 0 else float("inf")
-    busbw = algbw * float(bus_factor(collective, ranks))
+    busbw = algbw * float(collectives.bus_factor(collective, ranks) if bus_factor is None else bus_factor)
     extra = dict(extra or {})
     extra["rate_recomputations"] = res.recomputes
     return SimResult(name, collective, int(size), ranks, t, algbw, busbw, program.size, res.events, wall, extra)
@@ -93,13 +95,14 @@ def simulate(net: Network, algorithm: str | Schedule, collective: str | None = N
         return simulate_program(prog, net, label, collective, size, {"k": sched.k}, sharing, fairness)
     if collective is None:
         raise UsageError("a baseline needs a collective")
-    collective = canonical_collective(collective)
+    coll = collectives.get(collective)
+    collective = coll.name
     if algorithm not in baselines.BASELINES:
         raise UsageError(f"unknown algorithm {algorithm!r}; choose from {', '.join(ALGORITHMS)}")
     if not baselines.applicable(algorithm, net, collective):
         raise UsageError(f"{algorithm} has no {collective} form on this fabric")
     kwargs: dict[str, Any] = {}
-    if collective in ("broadcast", "reduce") and algorithm in ("ring", "direct"):
+    if coll.rooted and algorithm in ("ring", "direct"):
         kwargs["root"] = _root_rank(net, root)
     prog = baselines.BASELINES[algorithm](net, collective, float(size), slicing, **kwargs)
     return simulate_program(prog, net, name or algorithm, collective, size, None, sharing, fairness)
