@@ -15,9 +15,9 @@ Quick start::
     forestcoll.verify(sched, topo).certified_optimal   # True
 """
 
-from forestcoll.bound import Bound, optimal_bound
+from forestcoll.bound import Bound, fixed_k_algbw, optimal_bound
 from forestcoll.errors import ForestCollError, ScheduleError, TopologyError, UsageError
-from forestcoll.generate import fixed_k_algbw, generate
+from forestcoll.generate import generate
 from forestcoll.schedule import Schedule, read_schedule, schedule_from_dict, schedule_to_dict
 from forestcoll.topology import (
     Link,

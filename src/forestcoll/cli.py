@@ -79,7 +79,7 @@ def cmd_bound(args: argparse.Namespace) -> int:
     rs = main if collective == "reduce_scatter" else optimal_bound(topo, "reduce_scatter", symmetry=sym)
     fixed = None
     if args.k is not None:
-        from forestcoll.generate import fixed_k_algbw
+        from forestcoll.bound import fixed_k_algbw
 
         fixed = fixed_k_algbw(topo, collective, args.k, args.root, sym)
     cut = ag.phases[0]

@@ -79,7 +79,3 @@ def lcm_of_denominators(values) -> int:
     """Least common multiple of the denominators of ``values`` (1 for none)."""
     return reduce(math.lcm, (Fraction(v).denominator for v in values), 1)
 
-
-def floor_div(x: Fraction) -> int:
-    """floor(x) for a Fraction, exactly."""
-    return x.numerator // x.denominator

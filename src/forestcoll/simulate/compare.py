@@ -9,7 +9,6 @@ returns the best per size range, ready for MSCCL export with minBytes/maxBytes.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -288,7 +287,3 @@ def select_schedules(topo: Topology, net: Network, collective: str, sizes: Seque
         ranges.append(SizeRange(0 if i == 0 else size, 0, name, candidates[name], {size: algbw}))
     return Selection(ranges, table)
 
-
-def best_power_of_two_k(opt_k: int) -> int:
-    """The largest power of two not above ``opt_k`` (what the runtimes can use for power-of-two sizes)."""
-    return 1 << int(math.log2(max(opt_k, 1)))

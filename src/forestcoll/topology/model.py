@@ -134,12 +134,6 @@ class Topology:
         cap = self.capacity
         return all(cap.get((b, a)) == bw for (a, b), bw in cap.items())
 
-    def with_symmetries(self, perms: Iterable[Sequence[int]]) -> Topology:
-        """A copy that declares the given automorphisms (validated)."""
-        topo = Topology(self.nodes, self.links, self.name, tuple(tuple(p) for p in perms))
-        _check_symmetries(topo)
-        return topo
-
     def renamed(self, name: str) -> Topology:
         return Topology(self.nodes, self.links, name, self.symmetries)
 

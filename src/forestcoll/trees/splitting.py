@@ -32,8 +32,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from forestcoll.maxflow import FlowNetwork, check_capacities
-from forestcoll.symmetry import Perm, element_orbits, group_elements
+from forestcoll.graph.maxflow import FlowNetwork, check_capacities
+from forestcoll.graph.symmetry import Perm, element_orbits, group_elements
+
+__all__ = ["Path", "SplitResult", "SplittingError", "split_switches", "trim_switch_excess"]
 
 
 class SplittingError(RuntimeError):

@@ -29,7 +29,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from forestcoll.maxflow import FlowNetwork, check_capacities
+from forestcoll.graph.maxflow import FlowNetwork, check_capacities
+
+__all__ = ["PackResult", "PackingError", "Tree", "pack_trees", "pack_trees_symmetric"]
 
 
 class PackingError(RuntimeError):
