@@ -377,7 +377,7 @@ def _positive_int(text: str, flag: str) -> int:
 
 
 def _sim_options(args: argparse.Namespace) -> dict[str, Any]:
-    from forestcoll.simulate.compare import parse_size
+    from forestcoll.units import parse_size
 
     slice_bytes = parse_size(args.slice)
     if args.max_slices < 1:
@@ -385,35 +385,19 @@ def _sim_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"fairness": args.fairness, "slice_bytes": slice_bytes, "max_slices": args.max_slices}
 
 
-def _latency(args: argparse.Namespace) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for item in (getattr(args, "latency", None) or "").split(","):
-        if not item.strip():
-            continue
-        if "=" not in item:
-            raise UsageError(f"--latency expects CLASS=MICROSECONDS,..., got {item!r}")
-        cls, value = item.split("=", 1)
-        try:
-            out[cls.strip()] = float(value)
-        except ValueError:
-            raise UsageError(f"--latency {item!r}: {value!r} is not a number") from None
-        if not out[cls.strip()] >= 0:
-            raise UsageError(f"--latency {item!r}: must be >= 0")
-    return out
-
-
 def _network(spec: str, args: argparse.Namespace):
     from forestcoll.simulate.network import build_network
     from forestcoll.topology import load_topology
+    from forestcoll.units import parse_class_latencies
 
     topo = load_topology(spec, _cluster_options(args))
-    return topo, build_network(topo, _latency(args))
+    return topo, build_network(topo, parse_class_latencies(getattr(args, "latency", None)))
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from forestcoll.simulate import simulate
     from forestcoll.simulate.baselines import BASELINES
-    from forestcoll.simulate.compare import format_size, parse_size
+    from forestcoll.units import format_size, parse_size
 
     size = parse_size(args.size)
     opts = _sim_options(args)
@@ -470,7 +454,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from forestcoll.simulate.baselines import BASELINES
-    from forestcoll.simulate.compare import compare, default_workers, format_size, parse_sizes, plot_comparison
+    from forestcoll.simulate.compare import compare, default_workers, plot_comparison
+    from forestcoll.units import format_size, parse_sizes
 
     sizes = parse_sizes(args.sizes)
     opts = _sim_options(args)
@@ -539,7 +524,8 @@ def _generate_by_size(args: argparse.Namespace) -> int:
     from forestcoll.fileio import atomic_write_text
     from forestcoll.msccl.export import ExportError, export_msccl, self_check
     from forestcoll.msccl.ir import write_algo
-    from forestcoll.simulate.compare import candidate_schedules, default_workers, format_size, parse_sizes, select_schedules
+    from forestcoll.simulate.compare import candidate_schedules, default_workers, select_schedules
+    from forestcoll.units import format_size, parse_sizes
 
     if not args.output:
         raise UsageError("--sizes needs -o DIRECTORY for the MSCCL files")

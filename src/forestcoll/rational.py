@@ -1,9 +1,10 @@
 """Exact rational numbers for bandwidths, rates and loads.
 
-Bandwidths enter as ints, decimal strings (``"20.6"``), fractions (``"1040/3"``)
+Numbers enter as ints, decimal strings (``"20.6"``), fractions (``"1040/3"``)
 or JSON numbers; they are kept as :class:`fractions.Fraction` and never compared
 as floats.  Floats are converted through their shortest decimal representation,
-so ``20.6`` becomes exactly ``103/5``.
+so ``20.6`` becomes exactly ``103/5``.  Quantities with units (bandwidths,
+sizes, latencies) are :mod:`forestcoll.units`' job.
 """
 
 from __future__ import annotations
@@ -51,22 +52,6 @@ def parse_rational(value: object, what: str = "value") -> Fraction:
                 pass
         raise ForestCollError(f"{what}: {value!r} is not a number (use e.g. 300, \"20.6\" or \"1040/3\")")
     raise ForestCollError(f"{what}: expected a number, got {type(value).__name__}")
-
-
-def parse_bandwidth(value: object, what: str = "bandwidth") -> Fraction:
-    """Parse a bandwidth in GB/s: an exact positive rational."""
-    bw = parse_rational(value, what)
-    if bw <= 0:
-        raise ForestCollError(f"{what}: must be > 0, got {format_rational(bw)}")
-    return bw
-
-
-def parse_latency(value: object, what: str = "latency") -> Fraction:
-    """Parse a latency in microseconds: an exact rational >= 0."""
-    lat = parse_rational(value, what)
-    if lat < 0:
-        raise ForestCollError(f"{what}: must be >= 0, got {format_rational(lat)}")
-    return lat
 
 
 def format_rational(x: Fraction | int) -> str:

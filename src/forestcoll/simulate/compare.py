@@ -10,7 +10,6 @@ returns the best per size range, ready for MSCCL export with minBytes/maxBytes.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -24,47 +23,7 @@ from forestcoll.simulate import baselines
 from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE, SimResult, simulate
 from forestcoll.simulate.network import Network
 from forestcoll.topology import Topology
-
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
-          "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
-
-
-def parse_size(text: str) -> int:
-    """Bytes in "1GiB", "512MB", "4096", "1.5MiB" (binary and decimal units)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise UsageError(f"bad size {text!r}: expected a number of bytes such as 1GiB, 256MB or 4096")
-    value = Fraction(m.group(1)) * _UNITS[m.group(2).lower()]
-    if value < 1 or value.denominator != 1:
-        raise UsageError(f"bad size {text!r}: must be a whole number of bytes >= 1")
-    return int(value)
-
-
-def parse_sizes(text: str) -> list[int]:
-    """"1MiB..1GiB" (every power of two times the first, up to the last), or a comma list."""
-    if ".." in text:
-        lo_text, hi_text = text.split("..", 1)
-        lo, hi = parse_size(lo_text), parse_size(hi_text)
-        if hi < lo:
-            raise UsageError(f"bad size range {text!r}: the end is below the start")
-        sizes = []
-        s = lo
-        while s <= hi:
-            sizes.append(s)
-            s *= 2
-        return sizes
-    sizes = sorted({parse_size(t) for t in text.split(",") if t.strip()})
-    if not sizes:
-        raise UsageError("no sizes given")
-    return sizes
-
-
-def format_size(n: int) -> str:
-    """1073741824 -> "1GiB"; non-round sizes in bytes."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale}{unit}"
-    return f"{n}B"
+from forestcoll.units import format_size
 
 
 @dataclass

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from forestcoll.errors import ForestCollError, TopologyError
-from forestcoll.rational import format_rational, parse_bandwidth, parse_rational
+from forestcoll.rational import format_rational, parse_rational
 from forestcoll.topology.cluster import FABRICS, Box, Fabric, Port, build_cluster
 from forestcoll.topology.model import Topology, TopologyBuilder
+from forestcoll.units import parse_bandwidth
 
 # xGMI link counts between the 16 GCDs of one MI250 box (8 GPUs x 2 GCDs), as modelled by the
 # ForestColl evaluation; each link carries 50 GB/s per direction.

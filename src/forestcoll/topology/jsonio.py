@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from forestcoll.errors import ForestCollError, TopologyError
-from forestcoll.rational import parse_bandwidth, parse_latency
 from forestcoll.topology.model import NODE_KINDS, Link, Node, Topology, make_topology
+from forestcoll.units import parse_bandwidth, parse_latency
 
 
 def bandwidth_to_json(bw) -> int | str:

@@ -19,7 +19,7 @@ from fractions import Fraction
 from functools import cached_property
 
 from forestcoll.errors import ForestCollError, TopologyError
-from forestcoll.rational import parse_bandwidth, parse_latency
+from forestcoll.units import parse_bandwidth, parse_latency
 
 COMPUTE = "compute"
 SWITCH = "switch"
