@@ -125,7 +125,7 @@ def test_topo_show_and_import(capsys, tmp_path):
     out_json = tmp_path / "t.json"
     assert main(["topo", "import", str(xml), "-o", str(out_json)]) == 0
     assert "2 compute (ranks)" in capsys.readouterr().out
-    assert json.loads(out_json.read_text())["nodes"][0] == {"name": "n0.gpu0", "kind": "compute"}
+    assert json.loads(out_json.read_text())["nodes"][0] == {"name": "n0.gpu0", "kind": "compute", "box": "n0"}
     assert main(["bound", str(xml), "--nodes", "4", "--fabric", "rail", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["compute_nodes"] == 8
 

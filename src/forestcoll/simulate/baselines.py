@@ -41,13 +41,14 @@ Slicing = tuple[float, int]  # (slice bytes, max slices per block)
 
 
 def boxes(net: Network) -> list[list[int]]:
-    """Ranks grouped by box: the name prefix before the first '.', when every rank has one; else one box."""
-    names = net.ranks
-    if not all("." in n for n in names):
-        return [list(range(len(names)))]
-    groups: dict[str, list[int]] = {}
-    for i, n in enumerate(names):
-        groups.setdefault(n.split(".", 1)[0], []).append(i)
+    """Ranks grouped by the box the topology records for them, when every rank has one; else one box."""
+    topo = net.topology
+    owner = [topo.nodes[topo.index[r]].box for r in net.ranks]
+    if any(b is None for b in owner):
+        return [list(range(len(owner)))]
+    groups: dict[str | None, list[int]] = {}
+    for i, b in enumerate(owner):
+        groups.setdefault(b, []).append(i)
     return list(groups.values())
 
 

@@ -42,12 +42,11 @@ def summarize(topo: Topology) -> Summary:
         LinkClass(name, len(bws), sum(bws, Fraction(0)), tuple(sorted(set(bws))))
         for name, bws in sorted(groups.items(), key=lambda item: -sum(item[1], Fraction(0)))
     )
-    boxes = {n.name.split(".", 1)[0] for n in topo.nodes if "." in n.name and n.name[0] == "n" and n.name.split(".", 1)[0][1:].isdigit()}
     return Summary(
         topo.name,
         len(ranks),
         len(topo.switch_nodes),
-        len(boxes),
+        len(topo.boxes),
         (min(into[i] for i in ranks), max(into[i] for i in ranks)),
         (min(out[i] for i in ranks), max(out[i] for i in ranks)),
         classes,
