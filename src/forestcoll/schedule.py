@@ -41,7 +41,7 @@ from typing import Any
 
 from forestcoll.collectives import COLLECTIVES, PHASES
 from forestcoll.errors import ForestCollError, ScheduleError
-from forestcoll.fileio import load_json
+from forestcoll.fileio import atomic_write_text, dump_json, load_json
 from forestcoll.rational import format_rational, parse_rational
 
 FORMAT = "forestcoll-schedule"
@@ -122,6 +122,22 @@ class Schedule:
     @property
     def optimal(self) -> bool:
         return self.algbw == self.bound_algbw
+
+    @property
+    def ok(self) -> bool:
+        """A result (:mod:`forestcoll.results`): a built or parsed schedule is always ok; whether it is right
+        for a topology is :func:`forestcoll.verify.verify`'s verdict, whether it is optimal :attr:`optimal`."""
+        return True
+
+    @property
+    def message(self) -> str:
+        share = f"{float(self.algbw / self.bound_algbw * 100):.6g}%" if self.bound_algbw else "-"
+        return (f"{self.collective} on {self.topology or 'a custom topology'}: k={self.k}, {len(self.trees)} trees, "
+                f"algbw {format_rational(self.algbw)} GB/s ({'optimal' if self.optimal else share + ' of the bound'})")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The schedule file's JSON object (:func:`schedule_to_dict`)."""
+        return schedule_to_dict(self)
 
     def phase_trees(self, phase: str) -> list[ScheduleTree]:
         return [t for t in self.trees if t.phase == phase]
@@ -265,6 +281,25 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
     if not isinstance(topology, str):
         raise ScheduleError(f"{source}: 'topology' must be a string")
     return Schedule(collective, topology, ranks, k, algbw, bound, tuple(phases), tuple(trees), root)
+
+
+def write_schedule(sched: Schedule, path: str) -> str:
+    """Write the schedule JSON to ``path`` whole (temporary file, then rename); returns the text."""
+    text = dump_json(schedule_to_dict(sched))
+    atomic_write_text(path, text)
+    return text
+
+
+def schedule_topology(sched: Schedule, topology=None, extra: Mapping[str, str] | None = None):
+    """The topology to check or run ``sched`` on: ``topology`` (a spec, file or Topology) or else the one the
+    schedule names, with cluster options ``extra``; UsageError when neither is known."""
+    from forestcoll.errors import UsageError
+    from forestcoll.topology import load_topology
+
+    spec = topology or sched.topology
+    if not spec:
+        raise UsageError("the schedule names no topology; pass --topology")
+    return load_topology(spec, extra)
 
 
 def read_schedule(path: str) -> Schedule:

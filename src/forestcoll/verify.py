@@ -25,8 +25,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from forestcoll.collectives import COLLECTIVES, PHASES
+from forestcoll.rational import format_rational
 from forestcoll.schedule import Schedule, ScheduleTree
 from forestcoll.topology.model import Topology
 
@@ -42,10 +44,20 @@ class PhaseReport:
     cut_algbw: Fraction | None  # the upper bound proved by the named cut, if any
     busiest_link: tuple[str, str] | None
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "trees": self.trees,
+            "algbw_gbps": format_rational(self.algbw),
+            "cut_bound_algbw_gbps": _fr(self.cut_algbw),
+            "busiest_link": list(self.busiest_link) if self.busiest_link else None,
+        }
+
 
 @dataclass
 class VerifyReport:
-    """The verdict: ``ok`` when no error was found; ``algbw`` is what the loads give."""
+    """The verdict (a result, :mod:`forestcoll.results`): ``ok`` when no error was found, ``message`` the
+    first error or the verdict; ``algbw`` is what the loads give."""
 
     ok: bool
     errors: list[str]
@@ -61,6 +73,30 @@ class VerifyReport:
         if self.algbw is None or not self.bound_algbw:
             return None
         return self.algbw / self.bound_algbw
+
+    @property
+    def message(self) -> str:
+        if not self.ok:
+            return self.errors[0]
+        if self.certified_optimal:
+            return "OK, optimal: the loads reach the bound of the schedule's own bottleneck cut"
+        return "OK"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "errors": self.errors,
+            "algbw_gbps": _fr(self.algbw),
+            "claimed_algbw_gbps": format_rational(self.claimed_algbw),
+            "bound_algbw_gbps": _fr(self.bound_algbw),
+            "efficiency": _fr(self.efficiency),
+            "certified_optimal": self.certified_optimal,
+            "phases": [p.to_dict() for p in self.phases],
+        }
+
+
+def _fr(x: Fraction | None) -> str | None:
+    return format_rational(x) if x is not None else None
 
 
 def _check_tree(tree: ScheduleTree, topo: Topology, where: str, errors: list[str]) -> list[tuple[str, str]] | None:

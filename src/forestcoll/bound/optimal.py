@@ -16,12 +16,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import Any
 
 from forestcoll import collectives
 from forestcoll.bound.dinkelbach import RateResult, optimal_rate
 from forestcoll.bound.oracle import Oracle
 from forestcoll.collectives import Collective
 from forestcoll.errors import UsageError
+from forestcoll.rational import format_rational
 from forestcoll.topology.model import Topology
 
 __all__ = ["Bound", "PhaseBound", "PreparedPhase", "optimal_bound", "phase_bound", "prepare_phase", "root_weights",
@@ -40,10 +42,22 @@ class PhaseBound:
     reversed: bool
     unbalanced: tuple[str, ...] = ()  # switches that may keep trees below the bound (see unbalanced_switches)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "rate_per_root_gbps": format_rational(self.rate),
+            "bottleneck_cut": list(self.cut_nodes),
+            "cut_bandwidth_gbps": format_rational(self.cut_bandwidth),
+            "cut_roots": self.cut_weight,
+            "reversed_links": self.reversed,
+        }
+
 
 @dataclass(frozen=True)
 class Bound:
-    """The optimal algbw of a collective (nccl-tests convention) with its certificate(s)."""
+    """The optimal algbw of a collective (nccl-tests convention) with its certificate(s).
+
+    A result (:mod:`forestcoll.results`): always ``ok``; ``message`` names the optimum and its bottleneck."""
 
     collective: str
     ranks: int
@@ -51,6 +65,28 @@ class Bound:
     busbw: Fraction
     phases: tuple[PhaseBound, ...]
     root: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return True
+
+    @property
+    def message(self) -> str:
+        p = self.phases[-1]
+        return (f"optimal {self.collective} algbw {format_rational(self.algbw)} GB/s: the cut S of {p.name} holds "
+                f"{p.cut_weight} root(s) with {format_rational(p.cut_bandwidth)} GB/s {'in' if p.reversed else 'out'}")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "collective": self.collective,
+            "ranks": self.ranks,
+            "algbw_gbps": format_rational(self.algbw),
+            "busbw_gbps": format_rational(self.busbw),
+            "phases": [p.to_dict() for p in self.phases],
+        }
+        if self.root is not None:
+            out["root"] = self.root
+        return out
 
 
 def root_weights(topo: Topology, collective: str | Collective, root: str | None) -> tuple[int, ...]:

@@ -41,6 +41,8 @@ from forestcoll.pieces import Piece, TreeShape, cut_pieces, shape_trees
 from forestcoll.rational import format_rational
 from forestcoll.schedule import Schedule
 
+__all__ = ["ExportError", "ExportOptions", "ExportResult", "export_msccl", "self_check", "write_msccl"]
+
 
 class ExportError(ScheduleError):
     """The schedule cannot be written within a runtime's limits (the message says which and what to do)."""
@@ -81,7 +83,10 @@ class ExportOptions:
 
 @dataclass
 class ExportResult:
-    """The algorithm and the figures a user checks against the runtime's limits."""
+    """The algorithm and the figures a user checks against the runtime's limits.
+
+    A result (:mod:`forestcoll.results`): ``ok`` when the file fits the runtime it was made for (export
+    raises otherwise); after :func:`write_msccl`, ``checks`` holds the self-check's lines and ``output`` the file."""
 
     algo: Algo
     channels: int  # nchannels of the file (per instance x instances)
@@ -90,12 +95,26 @@ class ExportResult:
     total_steps: int
     limits: RuntimeLimits
     notes: list[str] = field(default_factory=list)
+    checked: bool = False  # linted and run in the interpreter (self_check)
+    checks: list[str] = field(default_factory=list)
+    output: str | None = None
 
     def fits(self, runtime: str) -> bool:
         """Whether the file keeps within ``runtime``'s limits."""
         lim = RUNTIMES[runtime]
         return (self.steps_per_tb <= lim.steps_per_tb and self.tbs_per_gpu <= lim.tbs_per_gpu
                 and self.channels <= lim.channels)
+
+    @property
+    def ok(self) -> bool:
+        return self.fits(self.limits.name)
+
+    @property
+    def message(self) -> str:
+        a = self.algo
+        verdict = "fits" if self.ok else "DOES NOT FIT"
+        return (f"{a.name}: {a.coll}, {a.ngpus} gpus, {self.channels} channel(s), {self.tbs_per_gpu} thread blocks per "
+                f"GPU, {self.steps_per_tb} steps per thread block; {verdict} {self.limits.name}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +128,8 @@ class ExportResult:
             "total_steps": self.total_steps,
             "fits": {rt: self.fits(rt) for rt in RUNTIMES},
             "notes": self.notes,
+            "checked": self.checked,
+            "output": self.output,
         }
 
 
@@ -369,3 +390,20 @@ def self_check(result: ExportResult, runtime: str | None = None) -> list[str]:
         lines.append(f"{run.mode}: {run.summary()} ({run.transmissions} transmissions, {run.seconds:.2f} s, "
                      "one slot per connection)")
     return lines
+
+
+def write_msccl(sched: Schedule, path: str, options: ExportOptions | None = None, check: bool = True,
+                **kwargs: Any) -> ExportResult:
+    """Export ``sched``, check the file (:func:`self_check`, unless ``check`` is False) and write it to ``path``
+    whole (temporary file, then rename): what ``forestcoll export`` does."""
+    from forestcoll.fileio import atomic_write_text
+    from forestcoll.msccl.ir import write_algo
+
+    result = export_msccl(sched, options, **kwargs)
+    if check:
+        result.checks = self_check(result)
+        result.checked = True
+    atomic_write_text(path, write_algo(result.algo))
+    result.output = str(path)
+    return result
+

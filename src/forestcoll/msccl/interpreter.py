@@ -31,13 +31,14 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from forestcoll.errors import UsageError
-from forestcoll.msccl.ir import READS, RECVS, SENDS, WRITES, Algo, MscclError, ThreadBlock
+from forestcoll.msccl.ir import READS, RECVS, SENDS, WRITES, Algo, MscclError, ThreadBlock, read_algo
+from forestcoll.msccl.run_result import RunReport, RunResult, Stuck
 from forestcoll.msccl.semantics import (
     DEFAULT_SLOTS,
     Transmission,
@@ -52,98 +53,6 @@ DTYPES = ("float16", "float32", "float64", "int8", "int32", "int64")
 OPS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 MODES = ("in-place", "out-of-place")
 _INT_SENTINEL = -99
-
-
-# ----- results ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Stuck:
-    """A thread block that cannot move at the end of a deadlocked run."""
-
-    gpu: int
-    tb: int
-    iteration: int
-    s: int
-    line: int
-    type: str
-    reason: str
-
-    def format(self) -> str:
-        return f"gpu {self.gpu} tb {self.tb} step {self.s} ({self.type}, line {self.line}, iteration {self.iteration}): {self.reason}"
-
-
-@dataclass
-class RunResult:
-    """What one interpreted run did and whether the collective came out right."""
-
-    source: str
-    coll: str
-    mode: str
-    ngpus: int
-    count: int
-    chunk_elems: int
-    dtype: str
-    op: str
-    iterations: int
-    slots: int
-    nbytes: int | None = None
-    max_count: int = 1
-    root: int | None = None
-    transmissions: int = 0
-    calls: int = 0
-    elements_moved: int = 0
-    seconds: float = 0.0
-    checked: bool = False
-    race_checked: bool = False
-    errors: list[str] = field(default_factory=list)
-    stuck: list[Stuck] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors and not self.stuck
-
-    @property
-    def deadlocked(self) -> bool:
-        return bool(self.stuck)
-
-    def summary(self) -> str:
-        if self.stuck:
-            return f"DEADLOCK: {len(self.stuck)} thread block(s) stuck"
-        if self.errors:
-            return f"WRONG: {self.errors[0]}"
-        races = ", no data race" if self.race_checked else ""
-        if not self.checked:
-            return f"ran to completion{races} (no postcondition for {self.coll})"
-        root = f" at root {self.root}" if self.root is not None and self.coll == "reduce" else ""
-        return f"OK: outputs equal the reference {self.coll}{root}{races}" + (
-            ", inputs untouched" if self.mode == "out-of-place" else "")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "source": self.source,
-            "coll": self.coll,
-            "mode": self.mode,
-            "ngpus": self.ngpus,
-            "count": self.count,
-            "chunk_elems": self.chunk_elems,
-            "dtype": self.dtype,
-            "op": self.op,
-            "iterations": self.iterations,
-            "slots": self.slots,
-            "regime_bytes": self.nbytes,
-            "max_count": self.max_count,
-            "root": self.root,
-            "transmissions": self.transmissions,
-            "calls": self.calls,
-            "elements_moved": self.elements_moved,
-            "seconds": round(self.seconds, 4),
-            "checked": self.checked,
-            "race_checked": self.race_checked,
-            "errors": self.errors,
-            "deadlock": [s.format() for s in self.stuck],
-        }
 
 
 # ----- memory ----------------------------------------------------------------------------------
@@ -730,3 +639,10 @@ def run_modes(algo: Algo, mode: str | None = None, **kwargs: Any) -> list[RunRes
         return [run_algo(algo, mode=mode, **kwargs)]
     modes = [m for m, on in (("in-place", algo.inplace), ("out-of-place", algo.outofplace)) if on] or ["out-of-place"]
     return [run_algo(algo, mode=m, **kwargs) for m in modes]
+
+
+def run_file(path: str, mode: str | None = None, **kwargs: Any) -> RunReport:
+    """Read an MSCCL file and run it in every mode it declares (or just ``mode``), as ``forestcoll msccl run``."""
+    algo, _text = read_algo(path)
+    return RunReport(path, algo, run_modes(algo, mode, source=path, **kwargs))
+

@@ -145,6 +145,14 @@ def build_network(topo: Topology, latency_us: Mapping[str, float] | None = None)
     return Network(topo, names, link_of, ends, capacity, latency, ranks)
 
 
+def load_network(topology, extra: Mapping[str, str] | None = None,
+                 latency_us: Mapping[str, float] | None = None) -> Network:
+    """:func:`build_network` of a topology spec, file or Topology (``extra``: cluster options such as nodes)."""
+    from forestcoll.topology import load_topology
+
+    return build_network(load_topology(topology, extra), latency_us)
+
+
 def _widest_shortest(net: Network, a: int, b: int, allowed) -> list[int] | None:
     """Fewest hops from a to b with every intermediate node ``allowed``, then the widest bottleneck,
     then the smallest node ids (deterministic)."""

@@ -50,6 +50,15 @@ def topology_to_dict(topo: Topology, symmetries: bool = True) -> dict[str, Any]:
     return out
 
 
+def write_topology(topo: Topology, path: str, symmetries: bool = True) -> str:
+    """Write the plain JSON of ``topo`` to ``path`` whole (temporary file, then rename); returns the text."""
+    from forestcoll.fileio import atomic_write_text, dump_json
+
+    text = dump_json(topology_to_dict(topo, symmetries))
+    atomic_write_text(path, text)
+    return text
+
+
 def topology_from_dict(data: Any, source: str = "topology") -> Topology:
     """Validate and build a Topology from parsed JSON; errors name ``source`` and the element."""
     if not isinstance(data, Mapping):
