@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from conftest import cli
 
 from forestcoll.cli import main
 
-
-def run(*args):
-    proc = subprocess.run([sys.executable, "-m", "forestcoll", *args], capture_output=True, text=True)
-    return proc.returncode, proc.stdout, proc.stderr
+run = cli  # in-process; test_cli.py's test_real_processes starts real ones
 
 
 def test_simulate_schedule_json(tmp_path, capsys):

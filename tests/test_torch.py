@@ -8,16 +8,25 @@ import time
 import pytest
 
 torch = pytest.importorskip("torch")
-from torch_ranks import run_ranks  # noqa: E402
+from torch_ranks import RankPool, run_ranks  # noqa: E402
 
 from forestcoll import generate, load_topology  # noqa: E402
 from forestcoll.schedule import schedule_to_dict  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
-                                reason="torch without gloo")
+pytestmark = [pytest.mark.slow,  # spawned processes, each importing torch
+              pytest.mark.skipif(not torch.distributed.is_available() or not torch.distributed.is_gloo_available(),
+                                 reason="torch without gloo")]
 
 DTYPES = ["float32", "float16", "bfloat16", "int64"]
 SIZES = [1, 2, 13, 97, 1031, 65537]  # 1 element, primes, and more than a pipeline slice
+
+
+@pytest.fixture(scope="module")
+def ranks4():
+    """Four gloo ranks shared by the tests whose collectives leave the group usable."""
+    pool = RankPool(4)
+    yield pool
+    pool.close()
 
 
 def write(tmp_path, spec: str, coll: str, k=None, name=None, root=None) -> str:
@@ -121,7 +130,7 @@ def assert_all_ok(results: dict):
 
 # ----- tests -----------------------------------------------------------------------------
 
-def test_all_reduce_every_dtype_size_and_op_on_4_ranks(tmp_path):
+def test_all_reduce_every_dtype_size_and_op_on_4_ranks(tmp_path, ranks4):
     opt = write(tmp_path, "ring:n=4", "allreduce")
     k1 = write(tmp_path, "ring:n=4", "allreduce", k=1)
     star = write(tmp_path, "switch:n=4", "allreduce")
@@ -131,10 +140,10 @@ def test_all_reduce_every_dtype_size_and_op_on_4_ranks(tmp_path):
               for op in ("sum", "avg", "product", "max", "min")]
     cases += [{"coll": "all_reduce", "path": opt, "dtype": "bfloat16", "numel": 77, "op": op} for op in ("max", "min", "product")]
     cases.append({"coll": "all_reduce", "path": opt, "dtype": "float32", "numel": 500, "noncontig": True})
-    assert_all_ok(run_ranks(4, check_collectives, cases))
+    assert_all_ok(ranks4.run(check_collectives, cases))
 
 
-def test_all_gather_and_reduce_scatter_in_and_out_of_place(tmp_path):
+def test_all_gather_and_reduce_scatter_in_and_out_of_place(tmp_path, ranks4):
     ag = write(tmp_path, "hypercube:dim=2", "allgather")
     rs = write(tmp_path, "hypercube:dim=2", "reduce_scatter", k=1)
     ar = write(tmp_path, "hypercube:dim=2", "allreduce")  # its phases run all_gather / reduce_scatter too
@@ -145,7 +154,7 @@ def test_all_gather_and_reduce_scatter_in_and_out_of_place(tmp_path):
             cases.append({"coll": "all_gather", "path": ar, "dtype": d, "numel": n, "inplace": True})
             cases.append({"coll": "reduce_scatter", "path": rs, "dtype": d, "numel": n})
             cases.append({"coll": "reduce_scatter", "path": ar, "dtype": d, "numel": n, "op": "max"})
-    assert_all_ok(run_ranks(4, check_collectives, cases))
+    assert_all_ok(ranks4.run(check_collectives, cases))
 
 
 def test_eight_ranks_optimal_k_deep_trees_and_switch_fabrics(tmp_path):
@@ -210,10 +219,10 @@ def check_errors(rank: int, world: int, paths: dict) -> list[str]:
     return seen
 
 
-def test_clear_errors_rank_maps_and_subgroups(tmp_path):
+def test_clear_errors_rank_maps_and_subgroups(tmp_path, ranks4):
     paths = {"three": write(tmp_path, "ring:n=3", "allreduce"), "four": write(tmp_path, "ring:n=4", "allreduce"),
              "two": write(tmp_path, "ring:n=2", "allreduce"), "ag": write(tmp_path, "ring:n=4", "allgather")}
-    assert_all_ok(run_ranks(4, check_errors, paths))
+    assert_all_ok(ranks4.run(check_errors, paths))
 
 
 def dies_or_stalls(rank: int, world: int, path: str, mode: str) -> str:
@@ -226,7 +235,7 @@ def dies_or_stalls(rank: int, world: int, path: str, mode: str) -> str:
     if rank == 2:
         if mode == "die":
             os._exit(1)
-        time.sleep(30)  # stalls: never calls again
+        time.sleep(15)  # stalls: never calls again (the parent kills it once the others have failed)
         return "stalled"
     start = time.monotonic()
     try:
@@ -267,5 +276,5 @@ def matmuls(rank: int, world: int, path: str) -> list[str]:
     return bad
 
 
-def test_matmul_overlap_equals_compute_then_communicate(tmp_path):
-    assert_all_ok(run_ranks(4, matmuls, write(tmp_path, "torus:dims=2x2", "allreduce")))
+def test_matmul_overlap_equals_compute_then_communicate(tmp_path, ranks4):
+    assert_all_ok(ranks4.run(matmuls, write(tmp_path, "torus:dims=2x2", "allreduce")))
