@@ -17,6 +17,10 @@ from forestcoll import collectives
 from forestcoll.errors import ScheduleError
 from forestcoll.schedule import Schedule, ScheduleTree
 
+__all__ = [
+    "MIN_SLICES", "MIN_SLICE_BYTES", "Piece", "TreeShape", "cut_pieces", "shape_trees", "slices_for", "tree_shape",
+]
+
 
 @dataclass(frozen=True)
 class TreeShape:

@@ -17,6 +17,8 @@ from functools import reduce
 
 from forestcoll.errors import ForestCollError
 
+__all__ = ["format_rational", "lcm_of_denominators", "parse_rational"]
+
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _FRACTION = re.compile(r"^\s*([+-]?\d+)\s*/\s*(\d+)\s*$")
 

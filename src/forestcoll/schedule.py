@@ -44,6 +44,11 @@ from forestcoll.errors import ForestCollError, ScheduleError
 from forestcoll.fileio import atomic_write_text, dump_json, load_json
 from forestcoll.rational import format_rational, parse_rational
 
+__all__ = [
+    "FORMAT", "VERSION", "Edge", "PhaseInfo", "Schedule", "ScheduleTree", "read_schedule", "schedule_from_dict",
+    "schedule_to_dict", "schedule_topology", "write_schedule",
+]
+
 FORMAT = "forestcoll-schedule"
 VERSION = 1
 

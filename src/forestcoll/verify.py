@@ -32,6 +32,8 @@ from forestcoll.rational import format_rational
 from forestcoll.schedule import Schedule, ScheduleTree
 from forestcoll.topology.model import Topology
 
+__all__ = ["PhaseReport", "VerifyReport", "verify"]
+
 
 @dataclass
 class PhaseReport:

@@ -10,6 +10,9 @@ fails, x is a cut's ratio and feasible, hence optimal, and that cut is the
 certificate.  Ratios have denominators <= D, and each step lowers the slope of
 the piecewise-linear min-cut function, so at most D steps are taken (1 to 3 in
 practice).  Every value is a Fraction.
+
+References: W. Dinkelbach, "On nonlinear fractional programming", Management
+Science 13(7), 1967; ForestColl (arXiv 2402.06787), Theorem 1 (the bound).
 """
 
 from __future__ import annotations

@@ -49,6 +49,8 @@ from forestcoll.msccl.semantics import (
     size_multiplier,
 )
 
+__all__ = ["DTYPES", "MODES", "OPS", "run_algo", "run_file", "run_modes"]
+
 DTYPES = ("float16", "float32", "float64", "int8", "int32", "int64")
 OPS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 MODES = ("in-place", "out-of-place")

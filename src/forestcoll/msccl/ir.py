@@ -14,6 +14,12 @@ from dataclasses import dataclass, field
 from forestcoll.errors import ForestCollError
 from forestcoll.xmltree import Elem, parse_tree
 
+__all__ = [
+    "ALGO_ATTRS", "BUFFERS", "COLLECTIVES", "PROTOCOLS", "READS", "RECVS", "REDUCES", "SENDS", "STEP_ATTRS",
+    "STEP_TYPES", "WRITES", "Algo", "Gpu", "MscclError", "Step", "ThreadBlock", "parse_algo", "parse_raw",
+    "read_algo", "write_algo",
+]
+
 STEP_TYPES = ("s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop")
 SENDS = frozenset({"s", "rcs", "rrs", "rrcs"})  # step types that push to the tb's send peer
 RECVS = frozenset({"r", "rcs", "rrs", "rrc", "rrcs"})  # step types that pop from the tb's recv peer

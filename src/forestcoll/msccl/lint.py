@@ -22,6 +22,11 @@ from typing import Any
 from forestcoll.msccl.ir import BUFFERS, COLLECTIVES, PROTOCOLS, READS, RECVS, SENDS, STEP_TYPES, WRITES, Algo
 from forestcoll.msccl.semantics import buffer_sizes
 
+__all__ = [
+    "PARSER_CHECKS", "RUNTIMES", "Finding", "LintReport", "RuntimeLimits", "lint", "lint_algo", "lint_file",
+    "lint_text", "memory_chunks",
+]
+
 
 @dataclass(frozen=True)
 class RuntimeLimits:

@@ -35,6 +35,8 @@ from forestcoll.errors import ScheduleError, UsageError
 from forestcoll.pieces import cut_pieces, shape_trees, slices_for
 from forestcoll.schedule import Schedule
 
+__all__ = ["Message", "Plan", "Round", "Segment", "build_plans", "phase_schedule", "shard_bounds", "work_layout"]
+
 
 @dataclass(frozen=True)
 class Segment:

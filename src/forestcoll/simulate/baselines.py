@@ -34,6 +34,11 @@ from forestcoll.schedule import Schedule
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
 
+__all__ = [
+    "BASELINES", "Slicing", "applicable", "box_cycle", "boxes", "dbt_program", "direct_program",
+    "hierarchical_program", "ring_orders", "ring_program", "ring_schedule",
+]
+
 Slicing = tuple[float, int]  # (slice bytes, max slices per block)
 
 

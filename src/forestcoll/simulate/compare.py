@@ -26,6 +26,8 @@ from forestcoll.simulate.network import Network
 from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
+__all__ = ["COMPARED", "Comparison", "compare", "compare_topology", "default_workers", "plot_comparison", "run_jobs"]
+
 
 @dataclass
 class Comparison:

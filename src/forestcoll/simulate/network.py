@@ -22,6 +22,8 @@ import numpy as np
 from forestcoll.errors import UsageError
 from forestcoll.topology import Topology
 
+__all__ = ["CLASS_LATENCY_US", "GB", "Network", "build_network", "load_network"]
+
 GB = 1e9  # bandwidths are GB/s (10^9 bytes per second), as in nccl-tests
 
 # One-way latency per link class, microseconds (assumptions; see docs/simulate.md).

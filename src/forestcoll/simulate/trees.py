@@ -19,6 +19,8 @@ from forestcoll.schedule import Schedule
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
 
+__all__ = ["tree_program"]
+
 
 def tree_program(sched: Schedule, net: Network, size: float, slice_bytes: float, max_slices: int) -> ProgramBuilder:
     """The transfers of ``sched`` for a call of ``size`` bytes."""

@@ -32,6 +32,8 @@ from fractions import Fraction
 from forestcoll.errors import TopologyError
 from forestcoll.topology.model import Link, Node, Topology, make_topology
 
+__all__ = ["FABRICS", "Box", "Fabric", "Port", "build_cluster"]
+
 FABRICS = ("switch", "rail", "leaf-spine", "fat-tree", "mesh")
 
 

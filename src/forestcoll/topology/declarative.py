@@ -43,6 +43,11 @@ from forestcoll.topology.cluster import FABRICS, Box, Fabric, Port, build_cluste
 from forestcoll.topology.model import COMPUTE, Link, Node, make_topology
 from forestcoll.units import parse_bandwidth, parse_latency
 
+__all__ = [
+    "BOX_KEYS", "FABRIC_KEYS", "GROUP_KEYS", "LINK_KEYS", "TOP_KEYS", "LocDict", "LocList", "is_declarative",
+    "load_declarative", "parse_document", "read_topology_document",
+]
+
 
 class LocDict(dict):
     """A mapping that remembers the line of itself and of each value."""

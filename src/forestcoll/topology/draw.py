@@ -19,6 +19,8 @@ from forestcoll.errors import UsageError
 from forestcoll.fileio import atomic_write_bytes
 from forestcoll.topology.model import Node, Topology
 
+__all__ = ["FORMATS", "draw", "layout"]
+
 FORMATS = ("png", "svg", "pdf")
 _PALETTE = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#ff7f0e")
 

@@ -24,6 +24,8 @@ from forestcoll.errors import ForestCollError, TopologyError
 from forestcoll.topology.model import NODE_KINDS, Link, Node, Topology, make_topology
 from forestcoll.units import parse_bandwidth, parse_latency
 
+__all__ = ["bandwidth_to_json", "topology_from_dict", "topology_to_dict", "write_topology"]
+
 
 def bandwidth_to_json(bw) -> int | str:
     """An exact JSON value for a bandwidth: an int when integral, else ``"p/q"``."""

@@ -27,6 +27,11 @@ from functools import cached_property
 from forestcoll.errors import ForestCollError, TopologyError
 from forestcoll.units import parse_bandwidth, parse_latency
 
+__all__ = [
+    "COMPUTE", "NODE_KINDS", "SWITCH", "Link", "Node", "Topology", "TopologyBuilder", "from_networkx",
+    "make_topology", "to_networkx",
+]
+
 COMPUTE = "compute"
 SWITCH = "switch"
 NODE_KINDS = (COMPUTE, SWITCH)
