@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
+from forestcoll.collectives import ALLGATHER
 from forestcoll.fileio import dump_json
 from forestcoll.rational import format_rational as fr
 from forestcoll.units import format_size
@@ -45,7 +46,7 @@ def print_bound(report, topo) -> None:
     print(f"collective      {main.collective}" + (f" (root {main.root})" if main.root else ""))
     print(f"optimal algbw   {fr(main.algbw)} GB/s  (~{approx(main.algbw)})")
     print(f"busbw           {fr(main.busbw)} GB/s  (~{approx(main.busbw)})")
-    ag = report.companions["allgather"]
+    ag = report.companions[ALLGATHER.name]
     if main is not ag:
         print(f"allgather algbw {fr(ag.algbw)} GB/s  (~{approx(ag.algbw)})")
     if report.fixed_k_algbw is not None:

@@ -100,8 +100,7 @@ def phase_schedule(sched: Schedule, collective: str) -> Schedule:
         trees = tuple(t for t in sched.trees if t.phase == collective)
         return dataclasses.replace(sched, collective=collective, k=info.k, algbw=info.algbw,
                                    bound_algbw=info.bound_algbw, phases=(info,), trees=trees)
-    raise UsageError(f"a {sched.collective} schedule cannot run {collective}"
-                     + ("" if sched.collective != "allgather" else "; generate one with --collective " + collective))
+    raise UsageError(f"a {sched.collective} schedule cannot run {collective}; generate one with --collective {collective}")
 
 
 def work_layout(collective: str, ranks: int, numel: int, root: int = 0) -> tuple[int, list[tuple[int, int]]]:
