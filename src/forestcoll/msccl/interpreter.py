@@ -5,7 +5,8 @@ Execution model (msccl-executor-nccl ``msccl_parser.cc`` / ``msccl_kernel.cu``):
 * The parser turns each ``<tb>`` into *transmissions*: ``nop`` steps vanish,
   their dependencies move onto the next real step (which must carry its own);
   consecutive ``re`` steps into the same destination with no dependency of
-  their own fuse into one (up to 16 sources).
+  their own fuse into one (up to 16 sources).  That rewriting and the size
+  regimes are :mod:`forestcoll.msccl.semantics`, shared with the simulator.
 * Every thread block replays its transmissions once per pipeline iteration;
   iteration ``j`` moves slice ``j`` of every chunk.
 * Before a transmission the block waits until each thread block it depends on
