@@ -53,3 +53,19 @@ def test_runtime_names():
     known = {c.mscclpp for c in COLLECTIVES.values()}
     for path in plans:
         assert json.loads(path.read_text())["collective"] in known, path.name
+
+
+def test_a_collective_without_trees_is_refused_by_the_tree_machinery(monkeypatch):
+    """All-to-all-like entries (tree_based=False, no phases) get a clear error, not a division by zero."""
+    from dataclasses import replace
+
+    from forestcoll import fixed_k_algbw, generate, load_topology, optimal_bound
+
+    flows = replace(ALLGATHER, name="flows", aliases=(), phases=(), tree_based=False, msccl=None, mscclpp=None)
+    monkeypatch.setitem(COLLECTIVES, "flows", flows)
+    monkeypatch.setitem(collectives._BY_ALIAS, "flows", flows)
+    topo = load_topology("ring:n=4")
+    for call in (lambda: optimal_bound(topo, "flows"), lambda: generate(topo, "flows"),
+                 lambda: fixed_k_algbw(topo, "flows", 1)):
+        with pytest.raises(UsageError, match="flows is not built from spanning trees"):
+            call()

@@ -47,6 +47,7 @@ __all__ = [
     "get",
     "names",
     "phase",
+    "tree_collective",
 ]
 
 OUT = "out"
@@ -167,6 +168,15 @@ def get(name: str | Collective) -> Collective:
     if key not in _BY_ALIAS:
         raise UsageError(f"unknown collective {name!r}; choose one of {', '.join(COLLECTIVES)}")
     return _BY_ALIAS[key]
+
+
+def tree_collective(name: str | Collective) -> Collective:
+    """The entry for ``name``, which must be tree-based (the bound, the tree packing and their lowerings apply);
+    UsageError otherwise."""
+    coll = get(name)
+    if not coll.tree_based or not coll.phases:
+        raise UsageError(f"{coll.name} is not built from spanning trees; forestcoll's tree bound and generator do not apply")
+    return coll
 
 
 def canonical(name: str) -> str:

@@ -144,7 +144,7 @@ def generate(
 
     Raises UsageError for bad parameters; the result verifies with :func:`forestcoll.verify.verify`.
     """
-    coll = collectives.get(collective)
+    coll = collectives.tree_collective(collective)
     weights = root_weights(topo, coll, root)
     t0 = time.perf_counter()
     # millions of small objects (tree edges) are made and none is garbage: pause the cycle collector

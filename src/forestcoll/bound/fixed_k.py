@@ -108,7 +108,7 @@ def fixed_k_algbw(
     still receives at least what it can send after capacities are rounded down (always so when
     each switch's links have the same bandwidth both ways).
     """
-    coll = collectives.get(collective)
+    coll = collectives.tree_collective(collective)
     if k < 1:
         raise UsageError(f"k must be >= 1, got {k}")
     weights = root_weights(topo, coll, root)

@@ -148,7 +148,7 @@ def optimal_bound(topo: Topology, collective: str = "allgather", root: str | Non
     max-flow(root, v).  On a fabric equal to its reverse an in-tree phase has
     the rate and cut of the collective's out-tree phase.
     """
-    coll = collectives.get(collective)
+    coll = collectives.tree_collective(collective)
     weights = root_weights(topo, coll, root)
     found: dict[str, PhaseBound] = {}
     mirrored = []
