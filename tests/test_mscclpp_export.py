@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from forestcoll.errors import UsageError
 from forestcoll.generate import generate
 from forestcoll.mscclpp import export as export_mod
-from forestcoll.mscclpp.export import ExportError, ExportOptions, export_mscclpp, rank_boxes, self_check
+from forestcoll.mscclpp.export import ExportError, ExportOptions, export_mscclpp, self_check
+from forestcoll.mscclpp.lower import box_numbers, port_edges
 from forestcoll.mscclpp.interpreter import run_plan
 from forestcoll.mscclpp.lint import lint_plan
 from forestcoll.mscclpp.plan import parse_plan, plan_from_json, plan_to_json, write_plan
@@ -105,13 +106,34 @@ def test_ll_refuses_rooted_collectives():
 def test_boxes_decide_channel_types():
     topo = load_topology("dgx-a100:nodes=2")
     sched = generate(topo, "allgather", k=1)
-    assert rank_boxes(sched) == (0,) * 8 + (1,) * 8
+    assert box_numbers(sched, topo) == (0,) * 8 + (1,) * 8  # the topology's Node.box
     plan = export_mscclpp(sched, topo).plan
     for g in plan.gpus:
         for ch in g.channels:
             for peer in ch.connected_to:
                 assert (ch.channel_type == "memory") == (peer // 8 == g.id // 8)
     assert lint_plan(plan, ranks_per_node=8).ok  # memory channels never leave a node
+
+
+def test_channel_type_follows_each_edges_physical_path():
+    """mi250:nodes=2 at k=2: some trees join two GCDs of one box through the network (gcd -> switch -> gcd);
+    those edges take port channels, the edges on xGMI memory channels."""
+    topo = load_topology("mi250:nodes=2")
+    sched = generate(topo, "allgather", k=2)
+    boxes = box_numbers(sched, topo)
+    leaving = {e for edges in port_edges(sched, topo) for e in edges}
+    inbox_port = {(u, v) for u, v in leaving if boxes[u] == boxes[v]}
+    assert inbox_port  # the optimal trees use the NICs inside a box
+    index = {r: i for i, r in enumerate(sched.ranks)}
+    for tree in sched.trees:
+        for e in tree.edges:
+            u, v = index[e.src], index[e.dst]
+            assert ((u, v) in leaving) == ("ib" in e.path)
+    plan = export_mscclpp(sched, topo, check=False).plan
+    port_peers = {(g.id, p) for g in plan.gpus for ch in g.channels if ch.channel_type == "port" for p in ch.connected_to}
+    assert {(u, v) for u, v in inbox_port} <= port_peers
+    mem_peers = {(g.id, p) for g in plan.gpus for ch in g.channels if ch.channel_type == "memory" for p in ch.connected_to}
+    assert all(boxes[a] == boxes[b] for a, b in mem_peers)
 
 
 def test_chunk_layout_and_fields():
@@ -150,8 +172,11 @@ def test_layouts():
     assert tbs["edge"] >= tbs["source"] >= tbs["level"]
     auto = export_mscclpp(sched, topo, check=False, max_threadblocks=tbs["edge"] - 1)
     assert auto.layout in ("source", "level") and auto.stats.threadblocks_per_gpu <= tbs["edge"] - 1
-    few = export_mscclpp(sched, topo, check=False, max_threadblocks=2)
-    assert few.layout == "level" and any("use a smaller k" in n for n in few.notes)
+    with pytest.raises(ExportError) as info:
+        export_mscclpp(sched, topo, check=False, max_threadblocks=2)
+    msg = str(info.value)
+    assert f"needs {tbs['level']} thread blocks per GPU even at the 'level' layout" in msg
+    assert "more than the 2 a GPU runs at once" in msg and "--k 8" in msg and "\n" not in msg
 
 
 def test_pipeline_units():
@@ -193,7 +218,7 @@ def test_self_check_catches_a_broken_export():
                     if x["name"] == "wait":
                         o["ops"][i] = {"name": "nop"}
     broken = plan_from_json(copy.deepcopy(d))
-    with pytest.raises(AssertionError, match="exported plan fails"):
+    with pytest.raises(ExportError, match="fails its self-check .a forestcoll bug"):
         self_check(broken)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from forestcoll.mscclpp.lower import Lowering, plan_chunks
 from forestcoll.mscclpp.plan import (
     BufRef,
     Channel,
@@ -42,8 +43,8 @@ class _Op:
         self.port_peers: list[int] = []
 
 
-def lower_ll(low, boxes: tuple[int, ...], name: str, inplace: bool, lo: int, hi: int) -> Plan:
-    """The LL plan of the schedule behind ``low`` (a :class:`forestcoll.mscclpp.export._Lowering`)."""
+def lower_ll(low: Lowering, name: str, inplace: bool, lo: int, hi: int) -> Plan:
+    """The LL plan of the schedule behind ``low``."""
     from forestcoll.mscclpp.export import ExportError
 
     coll, n, k = low.coll, low.n, low.k
@@ -59,9 +60,6 @@ def lower_ll(low, boxes: tuple[int, ...], name: str, inplace: bool, lo: int, hi:
         s = data[g]
         data[g] += cnt
         return s
-
-    def via(a: int, b: int) -> str:
-        return "memory" if boxes[a] == boxes[b] else "port"
 
     ops: list[_Op] = []
     final_slot: dict[tuple[int, int], tuple[int, tuple]] = {}  # allreduce: (root, start) -> (slot of the sum, its key)
@@ -91,7 +89,7 @@ def lower_ll(low, boxes: tuple[int, ...], name: str, inplace: bool, lo: int, hi:
                     p = t.parent[v]
                     dest = (p, "s", inbox[(p, v)], cnt)
                     if not kids:
-                        if via(v, p) == "memory":
+                        if low.via(t, v, p) == "memory":
                             ops.append(_Op(v, key, "ppkt", [inp], [dest], "memory", order))
                         else:
                             st = slot(v, cnt)
@@ -101,7 +99,7 @@ def lower_ll(low, boxes: tuple[int, ...], name: str, inplace: bool, lo: int, hi:
                             ops.append(x)
                         continue
                     part = (None, "o", base, cnt) if coll == "allreduce" else (None, "sd", data_slot(v, cnt), cnt)
-                    if via(v, p) == "memory":
+                    if low.via(t, v, p) == "memory":
                         ops.append(_Op(v, key, "respkt", [inp, *pkts], [part, dest], "memory", order))
                     else:
                         st = slot(v, cnt)
@@ -134,8 +132,8 @@ def lower_ll(low, boxes: tuple[int, ...], name: str, inplace: bool, lo: int, hi:
                     if v != root:
                         ops.append(_Op(v, key, "upkt", [mine], [(None, "o", base, cnt)], order=order))
                     kids = t.children.get(v, [])
-                    mem = [c for c in kids if via(v, c) == "memory"]
-                    port = [c for c in kids if via(v, c) == "port"]
+                    mem = [c for c in kids if low.via(t, v, c) == "memory"]
+                    port = [c for c in kids if low.via(t, v, c) == "port"]
                     for part in _chunks(mem, MAX_PAIRS):
                         ops.append(_Op(v, key, "rppkt", [mine], [(c, "s", have[c], cnt) for c in part], "memory",
                                        order))
@@ -171,10 +169,7 @@ def lower_ll(low, boxes: tuple[int, ...], name: str, inplace: bool, lo: int, hi:
             gpu_ports[g].append(peer)
             gpu_ports[peer].append(g)
     gpus = []
-    per_root = coll in ("allgather", "reduce_scatter", "allreduce")
-    full = n * k if per_root else k
-    in_chunks = k if coll == "allgather" else full
-    out_chunks = k if coll == "reduce_scatter" else full
+    in_chunks, out_chunks = plan_chunks(low.entry, n, k)
     for g, tbs in enumerate(per_gpu):
         remote: dict[tuple[int, str], set[str]] = {}
         built = []
@@ -237,9 +232,7 @@ def lower_ll(low, boxes: tuple[int, ...], name: str, inplace: bool, lo: int, hi:
         rbs = tuple(RemoteBuffer(r, ty, tuple(sorted(remote[(r, ty)], key=("memory", "port").index))) for r, ty in order)
         gpus.append(GpuPlan(g, in_chunks, out_chunks, 2 * scratch[g] + data[g] if data[g] else scratch[g],
                             tuple(tbs_json), channels, rbs, ()))
-    from forestcoll.mscclpp.export import PLAN_COLLECTIVE
-
-    return Plan(name, PLAN_COLLECTIVE[coll], "LL", inplace, tuple(gpus), reuse_resources=False,
+    return Plan(name, low.entry.mscclpp, "LL", inplace, tuple(gpus), reuse_resources=False,
                 num_threads_per_block=1024, use_double_scratch_buffer=True, buffer_alignment=16,
                 min_message_size=lo, max_message_size=hi)
 

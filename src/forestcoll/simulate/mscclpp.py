@@ -20,9 +20,15 @@ each moving its share of the iteration's bytes).  What an operation costs:
   read to have landed; local copies and reductions take no time (the model
   charges links only).
 
-Rank i of the plan is the topology's i-th compute node; transfers follow
-:meth:`Network.route`.  A call of ``size`` bytes is the executor's size (the
-output for allgather, the input otherwise: the nccl-tests size).
+Rank i of the plan is the topology's i-th compute node.  Routes follow the
+channel's transport as the executor picks it (1f5f065, ``executor.cc``): a
+memory channel is CUDA IPC (:meth:`Network.route`, which stays inside the box),
+a port channel between boxes (IPC domains) goes through the NICs, and a port
+channel inside a box is CUDA IPC too, unless ``port_transport="nic"``: then
+every port channel takes the shortest route that leaves the box (what an
+executor with one IPC domain per GPU would do; docs/mscclpp.md).  A call of
+``size`` bytes is the executor's size (the output for allgather, the input
+otherwise: the nccl-tests size).
 """
 
 from __future__ import annotations
@@ -30,8 +36,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
+from forestcoll import collectives
 from forestcoll.errors import UsageError
 from forestcoll.mscclpp.plan import BufRef, Op, Plan, PlanError
 from forestcoll.mscclpp.semantics import PIPELINED, buffer_sizes, wire
@@ -40,8 +48,18 @@ from forestcoll.simulate.core import SimResult, simulate_program
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
 
-COLLECTIVE = {"allgather": "allgather", "reducescatter": "reduce_scatter", "allreduce": "allreduce",
-              "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall"}
+PORT_TRANSPORTS = ("executor", "nic")
+
+
+def mscclpp_collective(plan: Plan, source: str = "plan") -> tuple[str, Fraction]:
+    """The collective a plan runs (forestcoll's name) and its nccl-tests bus factor; UsageError when unknown."""
+    n = len(plan.gpus)
+    coll = collectives.from_mscclpp(plan.collective)
+    if coll is not None:
+        return coll.name, coll.bus_factor(n)
+    if plan.collective == "alltoall":  # not in forestcoll's vocabulary yet; nccl-tests counts (N-1)/N of it
+        return "alltoall", Fraction(n - 1, n)
+    raise UsageError(f"{source}: no simulator model for collective {plan.collective!r}")
 
 
 class _Block:
@@ -58,8 +76,11 @@ class _Block:
 
 
 class _Builder:
-    def __init__(self, plan: Plan, net: Network, size: float, source: str) -> None:
+    def __init__(self, plan: Plan, net: Network, size: float, source: str, port_transport: str = "executor") -> None:
         self.plan, self.net, self.source = plan, net, source
+        if port_transport not in PORT_TRANSPORTS:
+            raise UsageError(f"unknown port transport {port_transport!r}; choose {' or '.join(PORT_TRANSPORTS)}")
+        self.port_nic = port_transport == "nic"
         n = len(plan.gpus)
         if n != len(net.ranks):
             raise UsageError(f"{source} is for {n} GPUs but the topology has {len(net.ranks)} compute nodes")
@@ -86,7 +107,7 @@ class _Builder:
         self.sem_init = {(g, s): v for g, gp in enumerate(plan.gpus) for s, v in enumerate(gp.semaphores or ())}
         self.barrier: dict[tuple[int, int], list[int]] = defaultdict(list)
         self.packets: dict[int, list[tuple[float, float, int]]] = defaultdict(list)  # gpu -> (lo, hi, transfer)
-        self.routes: dict[tuple[int, int], tuple[tuple[int, ...], float]] = {}
+        self.routes: dict[tuple[int, int, bool], tuple[tuple[int, ...], float]] = {}
         self.transfers = 0
 
     # -- programs -------------------------------------------------------------------------------------
@@ -105,14 +126,17 @@ class _Builder:
                 out.append(("op", op, False))
         return out
 
-    def route(self, a: int, b: int) -> tuple[tuple[int, ...], float]:
-        key = (a, b)
+    def route(self, a: int, b: int, ctype: str | None = None) -> tuple[tuple[int, ...], float]:
+        """Links and latency between ranks a and b for a transfer on a ``ctype`` channel (see the module docstring)."""
+        nic = ctype == "port" and self.port_nic
+        key = (a, b, nic)
         if key not in self.routes:
-            self.routes[key] = self.net.route(a, b)
+            self.routes[key] = _leaving_route(self.net, a, b) if nic else self.net.route(a, b)
         return self.routes[key]
 
-    def send(self, a: int, b: int, nbytes: float, sent: list, delivered: list, stream: Any) -> int:
-        links, lat = self.route(a, b)
+    def send(self, a: int, b: int, nbytes: float, sent: list, delivered: list, stream: Any,
+             ctype: str | None = None) -> int:
+        links, lat = self.route(a, b, ctype)
         self.transfers += 1
         return self.prog.transfer(links, max(nbytes, 0.0), lat, after_sent=sent, after_delivered=delivered, stream=stream)
 
@@ -230,7 +254,7 @@ class _Builder:
                     q = self.port_last.get((g, end.index))
                     if q is not None:
                         after.append(q)  # behind the channel's puts (one queue per channel)
-                tok = self.send(g, end.peer, 0.0, [], after, None)
+                tok = self.send(g, end.peer, 0.0, [], after, None, ctype)
                 if end.partner is not None:
                     self.tokens[(end.peer, ctype, end.partner)].append(tok)
             return fence
@@ -357,11 +381,11 @@ class _Builder:
                 peer = self.remote_gpu(b, d, "port")
                 nb = self.nbytes(d if name != "ppkt" else src[min(i, len(src) - 1)], op, off, unit) * factor
                 q = self.port_last.get((g, end.index)) if end is not None else None
-                t = self.send(g, peer, nb, [q] if q is not None else [], start, (stream, i))
+                t = self.send(g, peer, nb, [q] if q is not None else [], start, (stream, i), "port")
                 if end is not None:
                     self.port_last[(g, end.index)] = t
                     if name in ("pws", "pwsf") and end.partner is not None:
-                        self.tokens[(end.peer, "port", end.partner)].append(self.send(g, peer, 0.0, [], [t], None))
+                        self.tokens[(end.peer, "port", end.partner)].append(self.send(g, peer, 0.0, [], [t], None, "port"))
                 if factor == 2.0:
                     self.packets[peer].append((*self.span(d, op), t))
                 issued.append(t)
@@ -388,7 +412,7 @@ class _Builder:
             after = start
             for i, d in enumerate(dst[first:]):
                 peer = self.remote_gpu(b, d, ctype)
-                t = self.send(g, peer, 2.0 * self.nbytes(src[0], op, None, None), last_sent, after, (stream, i))
+                t = self.send(g, peer, 2.0 * self.nbytes(src[0], op, None, None), last_sent, after, (stream, i), ctype)
                 self.packets[peer].append((*self.span(d, op), t))
                 last_sent, after = [t], []
             done = self.marker(sent=last_sent, delivered=start)
@@ -421,29 +445,62 @@ class _Builder:
         first = after
         for i, d in enumerate(dsts):
             peer = self.remote_gpu(b, d, op.channel_type)
-            t = self.send(b.gpu, peer, self.nbytes(src0, op, off, unit), last_sent, first, (stream, "w", i))
+            t = self.send(b.gpu, peer, self.nbytes(src0, op, off, unit), last_sent, first, (stream, "w", i),
+                          op.channel_type)
             b.pending.append(t)
             last_sent, first = [t], []
         return self.marker(sent=last_sent, delivered=after)
 
 
-def mscclpp_program(plan: Plan, net: Network, size: float, source: str = "plan") -> ProgramBuilder:
+def _leaving_route(net: Network, src: int, dst: int) -> tuple[tuple[int, ...], float]:
+    """The route from rank ``src`` to rank ``dst`` through switches only that leaves ``src``'s box (fewest hops,
+    then widest, then smallest node ids): a port channel over the NICs; the box route when there is none."""
+    a, b = net.index[net.ranks[src]], net.index[net.ranks[dst]]
+    box, is_compute, out = net.box, net.topology.is_compute, net.out
+    start = (a, box[a] != box[a])
+    best: dict[tuple[int, bool], tuple[int, float, tuple[int, ...]]] = {start: (0, math.inf, (a,))}
+    frontier = [start]
+    while frontier and not any(s == (b, True) for s in frontier):
+        nxt: dict[tuple[int, bool], tuple[int, float, tuple[int, ...]]] = {}
+        for state in frontier:
+            u, left = state
+            hops, width, path = best[state]
+            if u != a and is_compute[u]:
+                continue
+            for v in out.get(u, []):
+                s2 = (v, left or box[v] != box[a])
+                if s2 in best or (is_compute[v] and v != b):
+                    continue
+                cand = (hops + 1, min(width, float(net.capacity[net.link_of[(u, v)]])), path + (v,))
+                cur = nxt.get(s2)
+                if cur is None or (-cand[1], cand[2]) < (-cur[1], cur[2]):
+                    nxt[s2] = cand
+        best.update(nxt)
+        frontier = sorted(nxt)
+    if (b, True) not in best:
+        return net.route(src, dst)
+    path = best[(b, True)][2]
+    ids = tuple(net.link_of[(u, v)] for u, v in zip(path, path[1:]))
+    return ids, float(sum(net.latency[i] for i in ids))
+
+
+def mscclpp_program(plan: Plan, net: Network, size: float, source: str = "plan",
+                    port_transport: str = "executor") -> ProgramBuilder:
     """The transfers of one call of ``size`` bytes of ``plan`` on ``net``."""
-    return _Builder(plan, net, size, source).build()
+    return _Builder(plan, net, size, source, port_transport).build()
 
 
 def simulate_plan(net: Network, plan: Plan, size: int = 1 << 30, *, name: str | None = None, sharing: str = "weighted",
-                  fairness: str = "max-min", source: str = "plan") -> SimResult:
-    """Simulate one call of ``plan`` (nccl-tests size: allgather's output, the input otherwise)."""
+                  fairness: str = "max-min", source: str = "plan", port_transport: str = "executor") -> SimResult:
+    """Simulate one call of ``plan`` (nccl-tests size: allgather's output, the input otherwise); ``port_transport``
+    "nic" sends port channels inside a box through the network (see the module docstring)."""
     if size < 1:
         raise UsageError(f"size must be >= 1 byte, got {size}")
-    coll = COLLECTIVE.get(plan.collective)
-    if coll is None:
-        raise UsageError(f"{source}: no simulator model for collective {plan.collective!r}")
-    builder = _Builder(plan, net, float(size), source)
+    coll, bus = mscclpp_collective(plan, source)
+    builder = _Builder(plan, net, float(size), source, port_transport)
     prog = builder.build()
-    return simulate_program(prog, net, name or plan.name, coll, size, {"threadblocks": len(builder.blocks)},
-                            sharing, fairness)
+    return simulate_program(prog, net, name or plan.name, coll, size, {"threadblocks": len(builder.blocks),
+                            "port_transport": port_transport}, sharing, fairness, bus_factor=bus)
 
 
 @dataclass
@@ -482,11 +539,13 @@ class PlanSimulation:
 
 
 def plan_simulation(net: Network, plan: Plan, size: int = 1 << 30, schedule: Schedule | None = None, *,
-                    source: str | None = None, sharing: str = "weighted", fairness: str = "max-min") -> PlanSimulation:
+                    source: str | None = None, sharing: str = "weighted", fairness: str = "max-min",
+                    port_transport: str = "executor") -> PlanSimulation:
     """Simulate ``plan`` for one call of ``size`` bytes and, when ``schedule`` (the trees it was exported from) is
     given, the trees too, on the same network."""
     source = source or plan.name
-    res = simulate_plan(net, plan, size, sharing=sharing, fairness=fairness, source=source)
+    res = simulate_plan(net, plan, size, sharing=sharing, fairness=fairness, source=source,
+                        port_transport=port_transport)
     trees = None
     if schedule is not None:
         from forestcoll.simulate.core import simulate
