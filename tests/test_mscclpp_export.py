@@ -14,9 +14,9 @@ from forestcoll.errors import UsageError
 from forestcoll.generate import generate
 from forestcoll.mscclpp import export as export_mod
 from forestcoll.mscclpp.export import ExportError, ExportOptions, export_mscclpp, self_check
-from forestcoll.mscclpp.lower import box_numbers, port_edges
 from forestcoll.mscclpp.interpreter import run_plan
 from forestcoll.mscclpp.lint import lint_plan
+from forestcoll.mscclpp.lower import box_numbers, port_edges
 from forestcoll.mscclpp.plan import parse_plan, plan_from_json, plan_to_json, write_plan
 from forestcoll.mscclpp.semantics import MAX_OPERATION, OP_NAMES
 from forestcoll.topology import load_topology

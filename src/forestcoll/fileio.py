@@ -11,7 +11,7 @@ from typing import Any
 
 from forestcoll.errors import ForestCollError
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "dump_json", "load_json", "read_text"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "dump_json", "is_plan", "load_json", "read_text", "sniff"]
 
 
 def _umask() -> int:
@@ -68,6 +68,27 @@ def load_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
         raise ForestCollError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise ForestCollError(f"{path}: JSON nested too deeply") from None
+
+
+def sniff(path: str | os.PathLike[str], what: str = "file") -> tuple[str, Any]:
+    """What a file holds, by content: ``("xml", text)`` for XML, ``("json", value)`` for JSON (read exactly, as
+    :func:`load_json` does); anything else is a one-line ForestCollError."""
+    text = read_text(path, what)
+    if text.lstrip().startswith("<"):
+        return "xml", text
+    try:
+        return "json", json.loads(text, parse_float=Decimal)
+    except json.JSONDecodeError as exc:
+        raise ForestCollError(f"{path}: neither JSON nor XML (invalid JSON at line {exc.lineno} column {exc.colno}: "
+                              f"{exc.msg})") from None
+    except RecursionError:
+        raise ForestCollError(f"{path}: JSON nested too deeply") from None
+
+
+def is_plan(value: Any) -> bool:
+    """Whether parsed JSON is an MSCCL++ execution plan (``gpus`` and ``protocol`` at the top level) rather than a
+    forestcoll schedule."""
+    return isinstance(value, dict) and "gpus" in value and "protocol" in value
 
 
 def _compact(obj: Any) -> str:

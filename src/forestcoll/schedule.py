@@ -41,7 +41,7 @@ from typing import Any
 
 from forestcoll.collectives import COLLECTIVES, PHASES
 from forestcoll.errors import ForestCollError, ScheduleError
-from forestcoll.fileio import atomic_write_text, dump_json, load_json
+from forestcoll.fileio import atomic_write_text, dump_json, load_json, read_text
 from forestcoll.rational import format_rational, parse_rational
 
 __all__ = [
@@ -221,6 +221,9 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
     """Parse and structurally validate a schedule object (semantics are checked by the verifier)."""
     if not isinstance(data, Mapping):
         raise ScheduleError(f"{source}: expected a JSON object")
+    if "gpus" in data and "protocol" in data:
+        raise ScheduleError(f"{source}: an MSCCL++ execution plan, not a forestcoll schedule "
+                            "(`forestcoll mscclpp run|lint` and `forestcoll simulate PLAN -t TOPOLOGY` read plans)")
     if data.get("format", FORMAT) != FORMAT:
         raise ScheduleError(f"{source}: not a forestcoll schedule (format {data.get('format')!r})")
     version = data.get("version", VERSION)
@@ -312,5 +315,7 @@ def read_schedule(path: str) -> Schedule:
     try:
         data = load_json(path, "schedule file")
     except ForestCollError as exc:
+        if read_text(path, "schedule file").lstrip().startswith("<"):
+            raise ScheduleError(f"{path}: an XML file (an MSCCL algorithm?), not a forestcoll schedule (JSON)") from None
         raise ScheduleError(str(exc)) from None
     return schedule_from_dict(data, str(path))

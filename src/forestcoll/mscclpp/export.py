@@ -41,7 +41,8 @@ from forestcoll.mscclpp.semantics import MAX_CHANNEL, MAX_OPERATION, U32
 from forestcoll.schedule import Schedule, schedule_topology
 from forestcoll.topology import Topology
 
-__all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "chunk_bytes", "export_mscclpp", "self_check"]
+__all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "chunk_bytes", "export_mscclpp", "self_check",
+           "write_mscclpp"]
 
 DEFAULT_MAX_MESSAGE = U32 - 1  # the executor's offsets are 32-bit
 DEFAULT_LL_MAX_MESSAGE = 1 << 20
@@ -112,6 +113,7 @@ class ExportResult:
     layout: str = ""
     checks: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    output: str | None = None  # the file written (write_mscclpp)
 
     @property
     def ok(self) -> bool:
@@ -133,9 +135,10 @@ class ExportResult:
                 "threadblocks_per_gpu": s.threadblocks_per_gpu, "ops_per_threadblock": s.ops_per_threadblock,
                 "memory_channels": s.memory_channels, "port_channels": s.port_channels,
                 "scratch_chunks": s.scratch_chunks, "chunks_per_root": self.chunks_per_root,
-                "layout": self.layout, "pipeline_units": {str(c): u for c, u in sorted(self.units.items())}, "min_message_size": self.plan.setting("min_message_size"),
+                "layout": self.layout, "pipeline_units": {str(c): u for c, u in sorted(self.units.items())},
+                "min_message_size": self.plan.setting("min_message_size"),
                 "max_message_size": self.plan.setting("max_message_size"), "seconds": round(self.seconds, 4),
-                "checks": self.checks, "notes": self.notes}
+                "checks": self.checks, "notes": self.notes, "output": self.output}
 
 
 # ----- the export ---------------------------------------------------------------------------------------
@@ -202,8 +205,8 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
             raise ExportError(
                 f"{coll.name} k={sched.k} needs {tbs} thread blocks per GPU even at the '{layout}' layout, more than the "
                 f"{opts.max_threadblocks} a GPU runs at once (--max-threadblocks: its SMs or CUs; every block of the "
-                "executor's kernel must be resident, as they wait on each other): use a smaller k, e.g. a power of two "
-                "such as --k 8, which also lets the executor take power-of-two sizes")
+                "executor's kernel must be resident, as they wait on each other): generate with a smaller k, e.g. a "
+                "power of two such as --k 8, which also lets the executor take power-of-two sizes")
     stats = plan_stats(plan)
     result = ExportResult(plan, stats, k, units, 0.0, layout=layout)
     step = coll.chunks_per_loop(n, k)
@@ -218,6 +221,19 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
         # packets are double-buffered: a GPU two calls ahead reuses a slot, so LL plans are checked over 3 calls
         result.checks = self_check(plan, launches=max(opts.check_launches, 3 if plan.packet else 1))
     result.seconds = time.perf_counter() - t0
+    return result
+
+
+def write_mscclpp(sched: Schedule, path: str, topology: Topology | str | None = None,
+                  options: ExportOptions | None = None, **kwargs: Any) -> ExportResult:
+    """:func:`export_mscclpp` (self-checked unless ``check=False``) and write the plan to ``path`` whole (temporary
+    file, then rename): what ``forestcoll export --format mscclpp`` does."""
+    from forestcoll.fileio import atomic_write_text
+    from forestcoll.mscclpp.plan import write_plan
+
+    result = export_mscclpp(sched, topology, options, **kwargs)
+    atomic_write_text(path, write_plan(result.plan))
+    result.output = str(path)
     return result
 
 

@@ -54,7 +54,7 @@ from forestcoll.mscclpp.run_result import RunResult, Stuck
 from forestcoll.mscclpp.semantics import COLLECTIVES, U32, buffer_sizes, check_message_size
 from forestcoll.mscclpp.state import Fault, TbState
 
-__all__ = ["DTYPES", "MODES", "PACKET_TYPES", "RunResult", "Stuck", "default_size", "run_plan"]
+__all__ = ["DTYPES", "MODES", "PACKET_TYPES", "RunResult", "Stuck", "default_size", "run_file", "run_plan"]
 
 DTYPES = ("float32", "float16", "int32", "uint32", "uint8")
 PACKET_TYPES = ("LL16", "LL8")
@@ -148,6 +148,14 @@ def run_plan(plan: Plan, *, source: str = "plan", size: int | None = None, mode:
     _leftovers(m, result)
     _check(m, result, root)
     return result
+
+
+def run_file(path: str, **kwargs: Any) -> RunResult:
+    """Read the plan at ``path`` and :func:`run_plan` it (what ``forestcoll mscclpp run`` does); a file that is
+    not a plan raises a one-line :class:`PlanError`."""
+    from forestcoll.mscclpp.plan import read_plan
+
+    return run_plan(read_plan(path), source=str(path), **kwargs)
 
 
 def _explain(m: Machine, b: TbState) -> Stuck:

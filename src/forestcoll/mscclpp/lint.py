@@ -110,18 +110,31 @@ class _Linter:
 
 
 def smallest_size(plan: Plan) -> int | None:
-    """The smallest size (executor-checked: input, or output for allgather) every GPU accepts, or None."""
+    """The smallest size (executor-checked: input, or output for allgather) in the plan's range every GPU accepts,
+    or None.  Accepted sizes are the multiples of the smallest one that splits into every GPU's chunks."""
     a = plan.alignment
     if not a or not plan.gpus:
         return None
-    for mult in range(1, 4097):
-        size = a * mult
+
+    def fits(size: int, in_range: bool) -> bool:
         ins, outs = buffer_sizes(plan, size)
-        if all(check_message_size(plan, g, ins, outs) is None for g in plan.gpus):
-            return size
+        for g in plan.gpus:
+            why = check_message_size(plan, g, ins, outs)
+            if why and (in_range or "outside the plan's range" not in why):
+                return False
+        return True
+
+    base = None
+    for mult in range(1, 4097):
+        if fits(a * mult, False):
+            base = a * mult
+            break
         if mult > 64 and all(g.input_chunks == 0 or g.output_chunks == 0 for g in plan.gpus):
             return None
-    return None
+    if base is None:
+        return None
+    size = max(base, -(-plan.setting("min_message_size") // base) * base)
+    return size if fits(size, True) else None
 
 
 def lint_plan(plan: Plan, source: str = "plan", size: int | None = None,
@@ -136,6 +149,15 @@ def lint_plan(plan: Plan, source: str = "plan", size: int | None = None,
         _gpu(L, plan, pos, w, ranks_per_node, resident_tbs)
     _sizes(L, plan, size, w)
     return report
+
+
+def lint_file(path: str, size: int | None = None, ranks_per_node: int | None = None,
+              resident_tbs: int = RESIDENT_TBS) -> LintReport:
+    """Read the plan at ``path`` and :func:`lint_plan` it (what ``forestcoll mscclpp lint`` does); a file the
+    executor's parser cannot read raises a one-line :class:`PlanError`."""
+    from forestcoll.mscclpp.plan import read_plan
+
+    return lint_plan(read_plan(path), str(path), size, ranks_per_node, resident_tbs)
 
 
 # ----- top level and GPUs ---------------------------------------------------------------------------

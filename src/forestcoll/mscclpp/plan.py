@@ -407,6 +407,9 @@ def plan_from_json(obj: Any, source: str = "plan.json") -> Plan:
     """The :class:`Plan` of a parsed JSON value (raises :class:`PlanError` naming the path of the first problem)."""
     r = _Reader(source)
     d = r.obj(obj, "")
+    if "gpus" not in d and ("trees" in d or d.get("format") == "forestcoll-schedule"):
+        raise PlanError(f"{source}: a forestcoll schedule, not an MSCCL++ execution plan (make one with "
+                        "`forestcoll export SCHEDULE --format mscclpp -o PLAN.json`)")
     name = r.str_(r.need(d, "name", "top level"), "name")
     collective = r.str_(r.need(d, "collective", "top level"), "collective")
     protocol = r.str_(r.need(d, "protocol", "top level"), "protocol")
@@ -425,6 +428,9 @@ def plan_from_json(obj: Any, source: str = "plan.json") -> Plan:
 
 def parse_plan(text: str, source: str = "plan.json") -> Plan:
     """Parse plan JSON text (one-line :class:`PlanError` on bad JSON or structure)."""
+    if text.lstrip().startswith("<"):
+        raise PlanError(f"{source}: an XML file (an MSCCL algorithm?), not an MSCCL++ execution plan (JSON); "
+                        "`forestcoll msccl run|lint` reads MSCCL files")
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
