@@ -76,3 +76,35 @@ def test_errors():
         simulate_plan(net2, parsed(d), 64)
     with pytest.raises(UsageError, match="size must be >= 1"):
         simulate_plan(net2, parsed(allgather_put()), 0)
+
+
+def test_port_channels_inside_a_box_follow_the_transport():
+    """Inside a host the executor carries a port channel over CUDA IPC (the box route); with port_transport="nic"
+    it leaves the box through the network, as the trees' path does."""
+    from forestcoll.simulate.mscclpp import _leaving_route
+
+    net = build_network(load_topology("mi250:nodes=2"))
+    a, b = net.ranks.index("n0.gcd4"), net.ranks.index("n0.gcd13")
+    names = lambda links: [net.names[net.ends[i][1]] for i in links]  # noqa: E731
+    assert "ib" not in names(net.route(a, b)[0])
+    assert names(_leaving_route(net, a, b)[0]) == ["ib", "n0.gcd13"]
+    c = net.ranks.index("n1.gcd4")
+    assert _leaving_route(net, a, c)[0] == net.route(a, c)[0]  # across boxes: the same route either way
+    with pytest.raises(UsageError, match="unknown port transport"):
+        simulate_plan(net, parsed(allgather_put()), 64, port_transport="pcie")
+
+
+@pytest.mark.slow
+def test_nic_port_channels_reach_the_trees_on_mi250():
+    """mi250:nodes=2 allgather k=2: 16 tree edges join two GCDs of one box through the network.  With those port
+    channels over the NICs the plan keeps up with its trees; over CUDA IPC (the executor's choice inside a host) the
+    transfers share xGMI links the trees left to others."""
+    topo = load_topology("mi250:nodes=2")
+    net = build_network(topo)
+    sched = generate(topo, "allgather", k=2)
+    res = export_mscclpp(sched, topo, check=False)
+    assert res.inbox_port_edges == 16 and any("through the network" in n for n in res.notes)
+    trees = simulate(net, sched, size=GIB).algbw_gbps
+    nic = simulate_plan(net, res.plan, GIB, port_transport="nic").algbw_gbps
+    ipc = simulate_plan(net, res.plan, GIB).algbw_gbps
+    assert nic >= 0.95 * trees and ipc < 0.9 * trees

@@ -177,13 +177,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
             raise UsageError(f"--format {args.format} needs -o FILE.{'xml' if args.format == 'msccl' else 'json'}")
         options = export_options(args) if args.format == "msccl" else mscclpp_options(args)
     topo = topology(args)
+    if args.format == "mscclpp":
+        from forestcoll.mscclpp.export import write_generated_plan
+
+        sched, result = write_generated_plan(topo, args.collective, args.output, k=args.k, root=args.root,
+                                             symmetry=not args.no_symmetry, max_k=args.max_k, options=options)
+        if args.json:
+            render.print_json(result)
+            return 0
+        render.print_schedule_line(sched, topo)
+        render.print_mscclpp_export(result)
+        return 0
     sched = generate(topo, args.collective, k=args.k, root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k)
     if args.format == "msccl":
         render.print_schedule_line(sched, topo)
         return write_msccl(sched, options, args)
-    if args.format == "mscclpp":
-        render.print_schedule_line(sched, topo)
-        return write_mscclpp(sched, topo, options, args)
     if args.output:
         from forestcoll.schedule import write_schedule
 

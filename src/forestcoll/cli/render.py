@@ -225,6 +225,8 @@ def print_plan_simulation(net, sim, size: int, fairness: str) -> None:
     print(f"model      {p.transfers} transfers, {p.events} events, {fairness} sharing, port channels inside a box "
           f"over {'CUDA IPC (as the executor picks)' if p.extra.get('port_transport') == 'executor' else 'the NICs'}; "
           f"{p.wall_s:.2f} s")
+    for note in sim.notes:
+        print(f"note       {note}")
 
 
 

@@ -42,7 +42,7 @@ from forestcoll.schedule import Schedule, schedule_topology
 from forestcoll.topology import Topology
 
 __all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "chunk_bytes", "export_mscclpp", "self_check",
-           "write_mscclpp"]
+           "fitting_schedule", "write_generated_plan", "write_mscclpp"]
 
 DEFAULT_MAX_MESSAGE = U32 - 1  # the executor's offsets are 32-bit
 DEFAULT_LL_MAX_MESSAGE = 1 << 20
@@ -114,6 +114,7 @@ class ExportResult:
     checks: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     output: str | None = None  # the file written (write_mscclpp)
+    inbox_port_edges: int = 0  # tree edges between GPUs of one box whose path leaves the box: port channels
 
     @property
     def ok(self) -> bool:
@@ -138,7 +139,8 @@ class ExportResult:
                 "layout": self.layout, "pipeline_units": {str(c): u for c, u in sorted(self.units.items())},
                 "min_message_size": self.plan.setting("min_message_size"),
                 "max_message_size": self.plan.setting("max_message_size"), "seconds": round(self.seconds, 4),
-                "checks": self.checks, "notes": self.notes, "output": self.output}
+                "inbox_port_edges": self.inbox_port_edges, "checks": self.checks, "notes": self.notes,
+                "output": self.output}
 
 
 # ----- the export ---------------------------------------------------------------------------------------
@@ -201,14 +203,22 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
             if tbs <= opts.max_threadblocks:
                 break
         else:
-            tbs, layout = min(tried)
+            tbs, layout = min(reversed(tried), key=lambda x: x[0])  # the coarsest of the fewest
             raise ExportError(
                 f"{coll.name} k={sched.k} needs {tbs} thread blocks per GPU even at the '{layout}' layout, more than the "
                 f"{opts.max_threadblocks} a GPU runs at once (--max-threadblocks: its SMs or CUs; every block of the "
-                "executor's kernel must be resident, as they wait on each other): generate with a smaller k, e.g. a "
-                "power of two such as --k 8, which also lets the executor take power-of-two sizes")
+                "executor's kernel must be resident, as they wait on each other): "
+                + ("generate with a smaller k (fewer trees; a power of two such as --k 4 also lets the executor take "
+                   "power-of-two sizes)" if sched.k > 1 else
+                   "no smaller k exists; raise --max-threadblocks only if the GPU runs that many blocks at once"))
     stats = plan_stats(plan)
-    result = ExportResult(plan, stats, k, units, 0.0, layout=layout)
+    result = ExportResult(plan, stats, k, units, 0.0, layout=layout,
+                          inbox_port_edges=sum(1 for edges in low.ports.values() for u, v in edges
+                                               if low.boxes[u] == low.boxes[v]))
+    if result.inbox_port_edges:
+        result.notes.append(f"{result.inbox_port_edges} tree edge(s) join two GPUs of one box through the network: "
+                            "they take port channels, which the executor (1f5f065) carries over CUDA IPC inside a "
+                            "host, not the NIC (docs/mscclpp.md)")
     step = coll.chunks_per_loop(n, k)
     if step & (step - 1):
         result.notes.append(f"the executor takes calls whose size is a multiple of {step * ALIGN} bytes ({step} chunks "
@@ -235,6 +245,67 @@ def write_mscclpp(sched: Schedule, path: str, topology: Topology | str | None = 
     atomic_write_text(path, write_plan(result.plan))
     result.output = str(path)
     return result
+
+
+def fitting_schedule(topology: Topology, collective: str, sched: Schedule, options: ExportOptions | None = None,
+                     **generate_kwargs: Any) -> tuple[Schedule, str] | None:
+    """The schedule to export when ``sched``'s plan needs more thread blocks than ``options.max_threadblocks``: the
+    largest power of two k below its k whose plan fits with one thread block per tree edge (the finest layout:
+    coarser blocks couple trees that reach them at different times, which costs 10-20% on deep trees), or failing
+    that with any layout; with a phrase saying which.  None when no power of two fits."""
+    from dataclasses import replace
+
+    from forestcoll.generate import generate
+
+    base = options or ExportOptions()
+    cache: dict[int, Schedule] = {}
+
+    def fits(kk: int, layout: str) -> bool:
+        if kk not in cache:
+            cache[kk] = generate(topology, collective, k=kk, **generate_kwargs)
+        try:
+            export_mscclpp(cache[kk], topology, replace(base, layout=layout, check=False))
+        except ExportError as exc:
+            if "thread blocks per GPU" in str(exc):
+                return False
+            raise
+        return True
+
+    smaller = sorted((2**i for i in range(20) if 2**i < sched.k), reverse=True)
+    chosen = next((kk for kk in smaller if fits(kk, "edge")), None)
+    if chosen is not None:
+        return cache[chosen], "whose plan fits with a thread block per tree edge"
+    chosen = next((kk for kk in smaller if fits(kk, "auto")), None)
+    return (cache[chosen], "whose plan fits") if chosen is not None else None
+
+
+def write_generated_plan(topology: Topology, collective: str, path: str, *, k: int | None = None,
+                         root: str | None = None, symmetry: bool = True, max_k: int | None = None,
+                         options: ExportOptions | None = None) -> tuple[Schedule, ExportResult]:
+    """Generate the schedule and write its plan (what ``forestcoll generate --format mscclpp`` does).  Without ``k``
+    the optimal schedule is used when its plan fits the executor's thread blocks, else :func:`fitting_schedule`'s,
+    with a note saying so.  A given ``k`` is used as it is (or refused)."""
+    from forestcoll.generate import generate
+
+    kwargs: dict[str, Any] = {"root": root, "symmetry": symmetry}
+    if max_k is not None:
+        kwargs["max_k"] = max_k
+    sched = generate(topology, collective, k=k, **kwargs)
+    try:
+        return sched, write_mscclpp(sched, path, topology, options)
+    except ExportError as exc:
+        if k is not None or "thread blocks per GPU" not in str(exc):
+            raise
+        first = exc
+    found = fitting_schedule(topology, collective, sched, options, **kwargs)
+    if found is None:
+        raise first
+    fallback, how = found
+    result = write_mscclpp(fallback, path, topology, options)
+    result.notes.insert(0, f"the optimal k={sched.k} does not fit: " + str(first).split(" (--max-threadblocks")[0]
+                        + f"; exported k={fallback.k}, the largest power of two below it {how}; its trees reach "
+                        + f"{float(fallback.algbw / sched.bound_algbw):.1%} of the bound")
+    return fallback, result
 
 
 def _input_ref(low: Lowering, a: Act) -> Ref:

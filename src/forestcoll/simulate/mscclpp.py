@@ -35,14 +35,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 from forestcoll import collectives
 from forestcoll.errors import UsageError
 from forestcoll.mscclpp.plan import BufRef, Op, Plan, PlanError
-from forestcoll.mscclpp.semantics import PIPELINED, buffer_sizes, wire
+from forestcoll.mscclpp.semantics import PIPELINED, buffer_sizes, check_message_size, wire
 from forestcoll.schedule import Schedule
 from forestcoll.simulate.core import SimResult, simulate_program
 from forestcoll.simulate.engine import ProgramBuilder
@@ -510,6 +510,7 @@ class PlanSimulation:
     plan: SimResult
     trees: SimResult | None = None
     source: str = "plan"
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -535,6 +536,7 @@ class PlanSimulation:
         if self.trees is not None:
             out["trees"] = self.trees.to_dict()
             out["ratio"] = self.ratio
+        out["notes"] = self.notes
         return out
 
 
@@ -551,7 +553,13 @@ def plan_simulation(net: Network, plan: Plan, size: int = 1 << 30, schedule: Sch
         from forestcoll.simulate.core import simulate
 
         trees = simulate(net, schedule, size=size, sharing=sharing, fairness=fairness)
-    return PlanSimulation(res, trees, source)
+    out = PlanSimulation(res, trees, source)
+    ins, outs = buffer_sizes(plan, size)
+    why = next((w for g in plan.gpus if (w := check_message_size(plan, g, ins, outs))), None)
+    if why:
+        out.notes.append(f"the executor would refuse a call of {size} bytes with this plan ({why}); the model "
+                         "simulates it anyway")
+    return out
 
 
 # ----- one plan per size range (generate --sizes --format mscclpp) --------------------------------------
