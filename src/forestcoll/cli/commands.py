@@ -33,6 +33,21 @@ def cluster_options(args: argparse.Namespace) -> dict[str, str]:
     return extra
 
 
+def check_output(args: argparse.Namespace, *inputs: str | None) -> None:
+    """Refuse a bad ``-o`` (a directory, an unwritable place, one of the command's inputs) before any work."""
+    from forestcoll.fileio import check_output as check
+    from forestcoll.topology.spec import split_file_spec
+
+    if not getattr(args, "output", None):
+        return
+    paths = list(inputs)
+    spec = getattr(args, "topology", None)
+    if isinstance(spec, str):
+        found = split_file_spec(spec)
+        paths.append(found[0] if found else None)
+    check(args.output, tuple(paths))
+
+
 def topology(args: argparse.Namespace):
     from forestcoll.topology import load_topology
 
@@ -109,6 +124,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise UsageError(f"--k must be >= 1, got {args.k}")
     if args.sizes:
         return generate_by_size(args)
+    check_output(args)
     if args.format == "msccl":
         if not args.output:
             raise UsageError("--format msccl needs -o FILE.xml")
@@ -181,6 +197,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from forestcoll.schedule import read_schedule
 
     options = export_options(args)
+    check_output(args, args.schedule)
     sched = read_schedule(args.schedule)
     print(f"schedule   {args.schedule}: {sched.collective}, k={sched.k}, {len(sched.trees)} trees, {len(sched.ranks)} ranks")
     return write_msccl(sched, options, args)
@@ -249,6 +266,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     workers = args.jobs or default_workers()
     if workers < 1:
         raise UsageError(f"--jobs must be >= 1, got {workers}")
+    check_output(args)
     status = None if args.json else Console(stderr=True).status
     comp = compare_topology(args.topology, args.collective, sizes, extra=cluster_options(args), algorithms=chosen,
                             root=args.root, latency_us=latency(args), workers=workers, plot=args.output, status=status,
@@ -267,6 +285,7 @@ def cmd_topo_export(args: argparse.Namespace) -> int:
     from forestcoll.fileio import dump_json
     from forestcoll.topology import topology_to_dict, write_topology
 
+    check_output(args)
     topo = topology(args)
     if args.output:
         text = write_topology(topo, args.output, symmetries=not args.no_symmetries)
@@ -283,6 +302,7 @@ def cmd_topo_import(args: argparse.Namespace) -> int:
     from forestcoll.topology import import_topology, topology_to_dict, write_topology
     from forestcoll.topology.show import summarize
 
+    check_output(args)
     imported = import_topology(args.topology, cluster_options(args))
     topo = imported.topology
     text = write_topology(topo, args.output) if args.output else dump_json(topology_to_dict(topo))
@@ -309,6 +329,7 @@ def cmd_topo_show(args: argparse.Namespace) -> int:
 def cmd_topo_draw(args: argparse.Namespace) -> int:
     from forestcoll.topology.draw import draw
 
+    check_output(args)
     topo = topology(args)
     cut: tuple[str, ...] = ()
     title = topo.name

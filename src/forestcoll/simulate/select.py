@@ -183,8 +183,10 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     from forestcoll.msccl.export import ExportError, ExportOptions, write_msccl
     from forestcoll.simulate.network import load_network
 
+    from forestcoll.fileio import ensure_directory
+
     base = options or ExportOptions()
-    os.makedirs(outdir, exist_ok=True)
+    ensure_directory(outdir)
     net = load_network(topology, extra, latency_us)
     topo = net.topology
     collective = collectives.canonical(collective)
