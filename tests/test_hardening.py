@@ -87,3 +87,45 @@ def test_usage_errors_have_one_prefix():
     code, out, err = cli("msccl", "run")
     refused(code, out, err, "msccl run:")
     assert ROOT.is_dir()
+
+
+# ----- numbers ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("number", ["1e-300", "1" + "0" * 5000, "1e999999", "1/" + "3" * 50, "-1e400"])
+def test_numbers_outside_the_limits_are_refused_in_user_terms(number):
+    refused(*cli("bound", f"ring:n=4,bw={number}"), "outside the numbers forestcoll takes", "40 significant digits")
+
+
+def test_number_parser_limits():
+    from fractions import Fraction
+
+    from forestcoll.errors import ForestCollError
+    from forestcoll.rational import parse_rational
+
+    assert parse_rational("1e30") == 10**30 and parse_rational("1e-30") == Fraction(1, 10**30)
+    assert parse_rational("1." + "1" * 39) == Fraction(int("1" * 40), 10**39) and parse_rational(0) == 0
+    for bad in ("1e31", "1e-31", "1." + "1" * 40, 10**41, 1e-300, float("nan")):
+        with pytest.raises(ForestCollError):
+            parse_rational(bad)
+
+
+def test_many_digit_bandwidths_name_the_limit_not_int64():
+    code, out, err = cli("bound", "ring:n=4,bw=3.1415926535897932384626433832795")
+    refused(code, out, err, "2^62", "round them to fewer digits")
+    assert "int64" not in err
+
+
+@pytest.mark.parametrize(("flag", "words"), [("foo=1", "not a link class"), ("=5", "class before '=' is empty"),
+                                             ("nvlink=1e400", "outside the numbers"), ("nvlink=-1", ">= 0")])
+def test_latency_table_is_checked(flag, words):
+    refused(*cli("simulate", "ring", "-t", "dgx-a100", "--size", "1MiB", "--latency", flag), words)
+
+
+def test_yaml_nan_and_huge_numbers(tmp_path):
+    base = "name: x\nbox:\n  compute: {count: 2, prefix: g}\n  links:\n    - {between: [g0, g1], bandwidth: %s}\n"
+    for value, words in ((".nan", "not a finite number"), ("-.inf", "not a finite number"),
+                         ("1e999999", "outside the numbers"), ("0x1p3", "not a")):
+        path = tmp_path / "t.yaml"
+        path.write_text(base % value)
+        refused(*cli("topo", "show", path), words)

@@ -114,11 +114,15 @@ def parse_class_latencies(text: str | None, what: str = "--latency") -> dict[str
         if "=" not in item:
             raise UsageError(f"{what} expects CLASS=MICROSECONDS,..., got {item!r}")
         cls, value = item.split("=", 1)
+        if not cls.strip():
+            raise UsageError(f"{what} {item!r}: the link class before '=' is empty (e.g. nvlink=0.5)")
         try:
             lat = parse_latency(value.strip(), what)
         except ForestCollError as exc:
             if "must be >= 0" in str(exc):
                 raise UsageError(f"{what} {item!r}: must be >= 0") from None
+            if "outside the numbers" in str(exc):
+                raise UsageError(f"{what} {item!r}: {str(exc).split(': ', 1)[1]}") from None
             raise UsageError(f"{what} {item!r}: {value!r} is not a number") from None
         out[cls.strip()] = float(lat)
     return out

@@ -126,7 +126,11 @@ class Network:
 def build_network(topo: Topology, latency_us: Mapping[str, float] | None = None) -> Network:
     """The simulator's network for ``topo``; ``latency_us`` overrides class defaults (class -> microseconds)."""
     defaults = dict(CLASS_LATENCY_US)
+    classes = sorted({lk.cls for lk in topo.links})
     for cls, value in (latency_us or {}).items():
+        if cls not in classes and cls not in CLASS_LATENCY_US:
+            raise UsageError(f"--latency: {cls!r} is not a link class of {topo.name or 'this topology'} "
+                             f"(its classes: {', '.join(c or 'unnamed' for c in classes)})")
         if not value >= 0:
             raise UsageError(f"latency of class {cls!r} must be >= 0 microseconds, got {value}")
         defaults[cls] = float(value)

@@ -32,7 +32,7 @@ import fnmatch
 import json
 import os
 from collections.abc import Mapping
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import yaml
@@ -91,7 +91,12 @@ def _seq(loader: _Loader, node: yaml.SequenceNode) -> LocList:
 
 
 def _float(loader: _Loader, node: yaml.ScalarNode) -> Decimal:
-    return Decimal(node.value.replace("_", ""))  # exact: 20.6 stays 20.6
+    text = node.value.replace("_", "")
+    special = {".nan": "NaN", ".inf": "Infinity", "+.inf": "Infinity", "-.inf": "-Infinity"}
+    try:
+        return Decimal(special.get(text.lower(), text))  # exact: 20.6 stays 20.6; .nan is refused as not finite
+    except InvalidOperation:
+        return text  # type: ignore[return-value]  # the number parser refuses it by name
 
 
 _Loader.add_constructor("tag:yaml.org,2002:map", _map)
