@@ -8,7 +8,8 @@ naming the quantity, the value and the limit, before anything large is built.
   line): at most :data:`MAX_DIGITS` significant digits in a numerator or a
   denominator, magnitude between 10^-:data:`MAX_EXPONENT` and 10^:data:`MAX_EXPONENT`.
 * Topologies: at most :data:`MAX_RANKS` compute nodes, :data:`MAX_NODES` nodes
-  in all, and any one count (``nodes=``, ``count:``, ``n=``) at most :data:`MAX_NODES`.
+  in all, and any one count (``nodes=``, ``count:``, ``n=``) at most :data:`MAX_RANKS`.
+* XML files: elements nested at most :data:`MAX_XML_DEPTH` deep.
 * MSCCL files run or simulated: at most :data:`MAX_MSCCL_CHUNKS` chunks in one
   buffer or loop, :data:`MAX_MSCCL_CHANNELS` channels, :data:`MAX_MSCCL_GPUS`
   gpus, and the interpreter allocates at most :data:`MAX_MSCCL_ELEMENTS` elements.
@@ -20,7 +21,7 @@ from forestcoll.errors import UsageError
 
 __all__ = [
     "MAX_DIGITS", "MAX_EXPONENT", "MAX_MSCCL_CHANNELS", "MAX_MSCCL_CHUNKS", "MAX_MSCCL_ELEMENTS", "MAX_MSCCL_GPUS",
-    "MAX_NODES", "MAX_RANKS", "MAX_SEED", "check_count",
+    "MAX_NODES", "MAX_RANKS", "MAX_SEED", "MAX_XML_DEPTH", "check_count",
 ]
 
 MAX_DIGITS = 40  # significant digits of a numerator or denominator
@@ -32,6 +33,7 @@ MAX_MSCCL_CHANNELS = 1 << 10  # nchannels of a file we run (runtimes allow 32 to
 MAX_MSCCL_GPUS = 4_096  # gpus of a file we run
 MAX_MSCCL_ELEMENTS = 1 << 27  # elements the interpreter allocates over every buffer of every gpu (~1 GiB float64)
 MAX_SEED = 2**32 - 1  # --seed of msccl run: 0 .. 2^32-1
+MAX_XML_DEPTH = 100  # nesting of elements in an XML file (NCCL topology dumps nest about 10 deep)
 
 
 def check_count(value: int, what: str, limit: int = MAX_NODES, lo: int = 0) -> int:
@@ -39,5 +41,5 @@ def check_count(value: int, what: str, limit: int = MAX_NODES, lo: int = 0) -> i
     if value < lo:
         raise UsageError(f"{what} must be >= {lo}, got {value}")
     if value > limit:
-        raise UsageError(f"{what}={value} is above forestcoll's limit of {limit:,} (see docs/limits.md)")
+        raise UsageError(f"{what}: {value:,} is above forestcoll's limit of {limit:,} (see docs/limits.md)")
     return value

@@ -12,6 +12,7 @@ import xml.parsers.expat
 from dataclasses import dataclass, field
 
 from forestcoll.errors import ForestCollError
+from forestcoll.limits import MAX_XML_DEPTH
 
 __all__ = ["Elem", "parse_tree"]
 
@@ -41,6 +42,9 @@ def parse_tree(text: str, source: str, error: type[ForestCollError], top: str,
     comments: list[str] = []
 
     def start(tag: str, attrs: dict[str, str]) -> None:
+        if len(stack) > MAX_XML_DEPTH:
+            raise error(f"{source}:{parser.CurrentLineNumber}: elements nested more than {MAX_XML_DEPTH} deep "
+                        "(forestcoll's limit; see docs/limits.md)")
         elem = Elem(tag, dict(attrs), parser.CurrentLineNumber, parent=stack[-1])
         stack[-1].children.append(elem)
         stack.append(elem)

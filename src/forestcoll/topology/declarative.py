@@ -39,6 +39,7 @@ import yaml
 
 from forestcoll.errors import ForestCollError, TopologyError
 from forestcoll.fileio import read_text
+from forestcoll.limits import MAX_RANKS
 from forestcoll.topology.cluster import FABRICS, Box, Fabric, Port, build_cluster
 from forestcoll.topology.model import COMPUTE, Link, Node, make_topology
 from forestcoll.units import parse_bandwidth, parse_latency
@@ -170,6 +171,8 @@ class _Ctx:
             raise self.fail(parent, key, label, f"expected an integer, got {value!r}")
         if value < lo:
             raise self.fail(parent, key, label, f"must be >= {lo}, got {value}")
+        if value > MAX_RANKS:
+            raise self.fail(parent, key, label, f"{value} is above forestcoll's limit of {MAX_RANKS:,} (see docs/limits.md)")
         return value
 
     def bandwidth(self, parent: Mapping, key: str, where: str):

@@ -25,6 +25,7 @@ from fractions import Fraction
 from functools import cached_property
 
 from forestcoll.errors import ForestCollError, TopologyError
+from forestcoll.limits import MAX_NODES, MAX_RANKS, check_count
 from forestcoll.units import parse_bandwidth, parse_latency
 
 __all__ = [
@@ -238,6 +239,7 @@ def make_topology(
 
 
 def _check_nodes(nodes: tuple[Node, ...]) -> None:
+    check_count(len(nodes), "nodes of the topology", MAX_NODES)
     seen: set[str] = set()
     for i, node in enumerate(nodes):
         if not isinstance(node.name, str) or not node.name.strip():
@@ -249,7 +251,7 @@ def _check_nodes(nodes: tuple[Node, ...]) -> None:
         if node.name in seen:
             raise TopologyError(f"node {node.name!r} is defined twice")
         seen.add(node.name)
-    ncomp = sum(n.kind == COMPUTE for n in nodes)
+    ncomp = check_count(sum(n.kind == COMPUTE for n in nodes), "compute nodes of the topology", MAX_RANKS)
     if ncomp < 2:
         raise TopologyError(f"the topology has {ncomp} compute node(s); at least 2 are needed")
 
