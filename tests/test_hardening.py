@@ -129,3 +129,95 @@ def test_yaml_nan_and_huge_numbers(tmp_path):
         path = tmp_path / "t.yaml"
         path.write_text(base % value)
         refused(*cli("topo", "show", path), words)
+
+
+# ----- MSCCL files: gpu ids, sizes, flags ---------------------------------------------------------------
+
+
+@pytest.fixture
+def msccl_file(tmp_path, schedule):
+    path = tmp_path / "a.xml"
+    assert cli("export", schedule, "--mode", "out-of-place", "-o", path)[0] == 0
+    return path
+
+
+def _gpus(text: str) -> tuple[str, list[str], str]:
+    import re
+
+    blocks = re.findall(r"  <gpu id=.*?</gpu>\n", text, re.S)
+    return text[: text.index("  <gpu")], blocks, text[text.rindex("</gpu>") + len("</gpu>\n"):]
+
+
+def test_gpus_are_taken_by_id_not_by_element_order(tmp_path, msccl_file):
+    """The runtime picks a rank's <gpu> by id: reordered elements with the right ids run and lint clean, in the
+    interpreter and the simulator; swapped ids (each gpu now claims another's program) are refused by both."""
+    head, blocks, tail = _gpus(msccl_file.read_text())
+    shuffled = tmp_path / "shuffled.xml"
+    shuffled.write_text(head + "".join(reversed(blocks)) + tail)
+    for cmd in (("msccl", "run", shuffled), ("msccl", "lint", shuffled),
+                ("simulate", shuffled, "-t", "ring:n=4", "--size", "1MiB")):
+        code, out, err = cli(*cmd)
+        assert code == 0, (cmd, err)
+    swapped = tmp_path / "swapped.xml"
+    a, b = blocks[0], blocks[2]
+    swapped.write_text(head + b.replace('id="2"', 'id="0"', 1) + blocks[1] + a.replace('id="0"', 'id="2"', 1)
+                       + "".join(blocks[3:]) + tail)
+    code, out, err = cli("msccl", "run", swapped)  # rank 0 now runs rank 2's program: wrong data, not OK
+    refused(code, out, err, "output chunk")
+    dup = tmp_path / "dup.xml"
+    dup.write_text(head + blocks[0] + blocks[0] + "".join(blocks[2:]) + tail)
+    refused(*cli("msccl", "run", dup), "a second <gpu id=\"0\">")
+    assert "a second <gpu" in cli("msccl", "lint", dup)[1]
+
+
+@pytest.mark.parametrize(("old", "new", "words"), [
+    ('nchunksperloop="[0-9]+"', 'nchunksperloop="0"', "nchunksperloop=0 is outside"),
+    ('nchunksperloop="[0-9]+"', 'nchunksperloop="4000000000"', "forestcoll's limit"),
+    ('s_chunks="[0-9]+"', 's_chunks="2000000000"', "s_chunks=2000000000"),
+    ('i_chunks="[0-9]+"', 'i_chunks="-1"', "i_chunks=-1"),
+    ('proto="Simple"', 'proto="FOO"', "unknown proto 'FOO'"),
+    ('nchannels="[0-9]+"', 'nchannels="999999999"', "nchannels=999999999"),
+    ('send="1"', 'send="99999"', "send peer 99999"),
+])
+def test_msccl_sizes_and_attributes_are_checked_before_running(tmp_path, msccl_file, old, new, words):
+    import re
+
+    text = msccl_file.read_text()
+    assert re.search(old, text), old
+    bad = tmp_path / "bad.xml"
+    bad.write_text(re.sub(old, new, text, count=1))
+    refused(*cli("msccl", "run", bad), words)
+    refused(*cli("simulate", bad, "-t", "ring:n=4", "--size", "1MiB"), words)
+
+
+@pytest.mark.parametrize(("flags", "words"), [
+    (("--seed", "-1"), "seed must be in 0..4294967295"), (("--root", "99"), "--root is for broadcast and reduce"),
+    (("--mode", "in-place"), "does not declare in-place calls"), (("--count", "100000000000"), "pass a smaller --count"),
+])
+def test_msccl_run_flags(msccl_file, flags, words):
+    refused(*cli("msccl", "run", msccl_file, *flags), words)
+
+
+# ----- sizes -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("bound", "dgx-a100", "--nodes", "1000000000"), "above forestcoll's limit of 16,384"),
+    (("bound", "dgx-a100", "--nodes", "5000"), "compute nodes of the cluster: 40,000"),
+    (("bound", "ring:n=100000000"), "above forestcoll's limit"),
+    (("bound", "torus:dims=1000x1000"), "product of the sizes"),
+    (("bound", "ring:n=" + "9" * 5000), "expected an integer"),
+])
+def test_sizes_beyond_the_limits_are_refused_before_building(args, words):
+    refused(*cli(*args), words)
+
+
+def test_yaml_counts_and_deep_xml(tmp_path):
+    for text in ("name: x\nbox:\n  compute: {count: 100000000, prefix: g}\n",
+                 "name: x\nnodes: 1000000000\nbox:\n  compute: {count: 4, prefix: g}\n"):
+        (tmp_path / "t.yaml").write_text(text)
+        refused(*cli("topo", "show", tmp_path / "t.yaml"), "above forestcoll's limit of 16,384")
+    (tmp_path / "deep.xml").write_text('<system version="1">' + "<cpu>" * 5000 + "</cpu>" * 5000 + "</system>")
+    refused(*cli("topo", "show", tmp_path / "deep.xml"), "nested more than 100 deep")
+    (tmp_path / "deep_algo.xml").write_text('<algo proto="Simple">' + "<gpu>" * 5000 + "</gpu>" * 5000 + "</algo>")
+    refused(*cli("msccl", "run", tmp_path / "deep_algo.xml"), "nested more than 100 deep")
