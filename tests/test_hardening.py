@@ -221,3 +221,46 @@ def test_yaml_counts_and_deep_xml(tmp_path):
     refused(*cli("topo", "show", tmp_path / "deep.xml"), "nested more than 100 deep")
     (tmp_path / "deep_algo.xml").write_text('<algo proto="Simple">' + "<gpu>" * 5000 + "</gpu>" * 5000 + "</algo>")
     refused(*cli("msccl", "run", tmp_path / "deep_algo.xml"), "nested more than 100 deep")
+
+
+# ----- self-contained schedules -----------------------------------------------------------------------
+
+
+def test_schedules_carry_their_topology(tmp_path, monkeypatch):
+    """A schedule made from a modified copy of a built-in (same name) is checked against that copy from any
+    directory, and a topology with another fabric is refused; an old file (name only) still loads."""
+    import json
+
+    copy = tmp_path / "a.json"
+    assert cli("topo", "export", "ring:n=4", "-o", copy)[0] == 0
+    data = json.loads(copy.read_text())
+    for link in data["links"]:
+        link["bandwidth"] = 10  # the built-in has 100
+    copy.write_text(json.dumps(data))
+    sched = tmp_path / "s.json"
+    assert cli("generate", copy, "-o", sched)[0] == 0
+    record = json.loads(sched.read_text())["topology"]
+    assert record["path"] == str(copy) and record["spec"] == str(copy) and record["fingerprint"].startswith("sha256:")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    code, out, err = cli("verify", sched)
+    assert code == 0 and "OK, optimal" in out, err
+    code, out, err = cli("simulate", sched, "--size", "1GiB", "--json")
+    assert code == 0 and float(json.loads(out)["algbw_gbps"]) < 10 * 4, out
+    refused(*cli("verify", sched, "-t", "ring:n=4"), "not the fabric this schedule was made for")
+    refused(*cli("simulate", sched, "-t", "ring:n=4"), "not the fabric this schedule was made for")
+    old = json.loads(sched.read_text())
+    old["topology"] = "ring:n=4"
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    code, out, _err = cli("verify", tmp_path / "old.json")
+    assert "records no topology fingerprint" in out and "INVALID" in out and code == 2
+    copy.rename(tmp_path / "moved.json")
+    refused(*cli("verify", sched), "does not exist")
+
+
+def test_fingerprint_is_the_fabric_only():
+    from forestcoll.topology import fingerprint, load_topology
+
+    a, b = load_topology("ring:n=4"), load_topology("ring:n=4,bw=100")
+    assert fingerprint(a) == fingerprint(b) != fingerprint(load_topology("ring:n=4,bw=101"))

@@ -22,8 +22,8 @@ from fractions import Fraction
 from forestcoll import collectives
 from forestcoll.bound.fixed_k import floor_caps
 from forestcoll.bound.optimal import prepare_phase, root_weights
-from forestcoll.schedule import Edge, PhaseInfo, Schedule, ScheduleTree
-from forestcoll.topology.model import Topology
+from forestcoll.schedule import Edge, PhaseInfo, Schedule, ScheduleTree, TopologyRecord
+from forestcoll.topology.model import Topology, fingerprint
 from forestcoll.trees.capacities import DEFAULT_MAX_K, invariant_symmetries, phase_capacities
 from forestcoll.trees.packing import pack_trees, pack_trees_symmetric
 from forestcoll.trees.routing import map_back
@@ -195,4 +195,5 @@ def _generate(topo: Topology, coll: collectives.Collective, weights: Sequence[in
         trees=tuple(trees),
         root=root_name,
         stats=stats,
+        record=TopologyRecord(topo.name, topo.name, None, fingerprint(topo)),
     )

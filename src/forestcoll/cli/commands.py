@@ -117,6 +117,19 @@ def cmd_bound(args: argparse.Namespace) -> int:
     return 0
 
 
+def with_source(sched, args: argparse.Namespace):
+    """The schedule with its topology record pointing at what the user named: a file by its absolute path (so
+    the schedule verifies from any directory), with --nodes / --fabric merged into the spec."""
+    from dataclasses import replace
+
+    from forestcoll.topology import resolve_spec
+
+    if sched.record is None:
+        return sched
+    spec, path = resolve_spec(args.topology, cluster_options(args))
+    return replace(sched, record=replace(sched.record, spec=spec, path=path))
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from forestcoll.generate import generate
 
@@ -131,6 +144,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         options = export_options(args)
     topo = topology(args)
     sched = generate(topo, args.collective, k=args.k, root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k)
+    sched = with_source(sched, args)
     if args.format == "msccl":
         render.print_schedule_line(sched, topo)
         return write_msccl(sched, options, args)
@@ -172,6 +186,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.json:
         render.print_json(report)
     else:
+        if sched.record is None and not args.topology:
+            print(f"note       {args.schedule} records no topology fingerprint (written before forestcoll kept one): "
+                  f"checked against {sched.topology!r} by name")
         render.print_verify(report, sched, args.schedule, topo)
     if not report.ok:
         print(f"forestcoll: error: {args.schedule}: {report.message}", file=sys.stderr)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from forestcoll.errors import TopologyError
 from forestcoll.topology.model import Topology
 
-__all__ = ["Imported", "import_topology", "load_topology", "parse_options", "parse_spec", "split_file_spec"]
+__all__ = ["Imported", "import_topology", "load_topology", "parse_options", "parse_spec", "resolve_spec", "split_file_spec"]
 
 FILE_SUFFIXES = (".json", ".yaml", ".yml", ".xml")
 
@@ -67,6 +67,21 @@ def _merge(spec: str, options: dict[str, str], extra: Mapping[str, str] | None) 
             raise TopologyError(f"{spec!r}: {key} is given both in the spec ({merged[key]}) and as --{key} ({value})")
         merged[key] = value
     return merged
+
+
+def resolve_spec(spec: str, extra: Mapping[str, str] | None = None) -> tuple[str, str | None]:
+    """(a spec that loads the same topology from any directory, the file's absolute path or None): a file's path
+    made absolute, and ``extra`` options (``--nodes``) merged into the spec's."""
+    text = os.fspath(spec)
+    found = split_file_spec(text)
+    if found is None:
+        name, options = parse_spec(text)
+        path = None
+    else:
+        name, options = found
+        name = path = os.path.abspath(name)
+    options = _merge(text, options, extra)
+    return name + (":" + ",".join(f"{k}={v}" for k, v in options.items()) if options else ""), path
 
 
 def load_topology(spec, extra: Mapping[str, str] | None = None) -> Topology:
