@@ -264,3 +264,32 @@ def test_fingerprint_is_the_fabric_only():
 
     a, b = load_topology("ring:n=4"), load_topology("ring:n=4,bw=100")
     assert fingerprint(a) == fingerprint(b) != fingerprint(load_topology("ring:n=4,bw=101"))
+
+
+# ----- bound --k agrees with generate --k ----------------------------------------------------------------
+
+STAR = {"name": "star", "nodes": [{"name": f"g{i}"} for i in range(4)] + [{"name": "sw", "kind": "switch"}],
+        "links": [lk for i in range(4) for lk in ({"src": f"g{i}", "dst": "sw", "bandwidth": 20},
+                                                 {"src": "sw", "dst": f"g{i}", "bandwidth": 70})]}
+
+
+def test_bound_k_says_when_trees_cannot_reach_it(tmp_path):
+    """A star whose switch can send 280 GB/s but receives 80: the k=1 cut bound (80) is not reachable by trees;
+    bound says so, with what generate --k 1 reaches (80/3), in text and JSON."""
+    import json
+
+    star = tmp_path / "star.json"
+    star.write_text(json.dumps(STAR))
+    code, out, err = cli("bound", star, "--k", "1", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["fixed_k_achievable"] is False and data["fixed_k_reached_gbps"] == "80/3"
+    assert "switch 'sw'" in data["fixed_k_warning"] and data["unbalanced_switches"] == ["sw"]
+    code, out, err = cli("generate", star, "--k", "1", "--json")
+    assert json.loads(out)["algbw_gbps"] == "80/3"
+    code, out, err = cli("bound", star, "--k", "1")
+    assert "not achievable with trees" in out
+    for spec in ("ring:n=4", "dgx-a100", str(ROOT / "docs" / "examples" / "ring-of-four.json")):
+        code, out, err = cli("bound", spec, "--k", "2", "--json")
+        bound = json.loads(out)
+        gen = json.loads(cli("generate", spec, "--k", "2", "--json")[1])
+        assert bound["fixed_k_achievable"] and bound["fixed_k_algbw_gbps"] == gen["algbw_gbps"], spec

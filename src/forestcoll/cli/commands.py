@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from forestcoll.cli import render
-from forestcoll.errors import UsageError
+from forestcoll.errors import ForestCollError, UsageError
 
 EXIT_USAGE = 2
 
@@ -109,7 +109,25 @@ def cmd_bound(args: argparse.Namespace) -> int:
     from forestcoll.bound.report import bound_report
 
     topo = topology(args)
+    if args.k is not None and args.k < 1:
+        raise UsageError(f"--k must be >= 1, got {args.k}")
     report = bound_report(topo, args.collective, args.root, args.k, not args.no_symmetry)
+    if args.k is not None:
+        from dataclasses import replace
+
+        from forestcoll.generate import fixed_k_reach
+        from forestcoll.rational import format_rational as fr
+
+        try:
+            reached, switch = fixed_k_reach(topo, args.collective, args.k, args.root, not args.no_symmetry)
+        except ForestCollError as exc:
+            report = replace(report, fixed_k_warning=f"not achievable: generate --k {args.k} finds no schedule ({exc})")
+        else:
+            if switch is not None and reached < report.fixed_k_algbw:
+                report = replace(report, fixed_k_reached=reached, fixed_k_warning=(
+                    f"not achievable with trees: with k={args.k} switch {switch!r} could send more than it receives "
+                    f"and a switch cannot copy; forestcoll's k={args.k} trees reach at least {fr(reached)} GB/s "
+                    f"(generate --k {args.k} gives the exact figure)"))
     if args.json:
         render.print_json(report)
     else:
