@@ -293,3 +293,57 @@ def test_bound_k_says_when_trees_cannot_reach_it(tmp_path):
         bound = json.loads(out)
         gen = json.loads(cli("generate", spec, "--k", "2", "--json")[1])
         assert bound["fixed_k_achievable"] and bound["fixed_k_algbw_gbps"] == gen["algbw_gbps"], spec
+
+
+# ----- wrong or silent acceptance --------------------------------------------------------------------------
+
+
+def test_schedules_without_trees_and_files_that_move_nothing(tmp_path, schedule, msccl_file):
+    import json
+    import re
+
+    data = json.loads(schedule.read_text())
+    data["trees"] = []
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps(data))
+    refused(*cli("export", empty, "-o", tmp_path / "e.xml"), "no trees rooted at")
+    assert not (tmp_path / "e.xml").exists()
+    nosteps = tmp_path / "nosteps.xml"
+    nosteps.write_text(re.sub(r"\s*<step [^>]*/>", "", msccl_file.read_text()))
+    refused(*cli("simulate", nosteps, "-t", "ring:n=4", "--size", "1MiB"), "moves no data")
+
+
+def test_names_with_double_dashes_export(tmp_path):
+    import json
+
+    topo = json.loads((ROOT / "docs" / "examples" / "ring-of-four.json").read_text().replace('"a"', '"a--x"'))
+    path = tmp_path / "dash.json"
+    path.write_text(json.dumps(topo))
+    code, out, err = cli("generate", path, "--format", "msccl", "-o", tmp_path / "dash.xml")
+    assert code == 0, err
+    assert cli("msccl", "lint", tmp_path / "dash.xml")[0] == 0
+
+
+def test_yaml_self_loops_are_refused_like_json_ones(tmp_path):
+    base = "name: x\nbox:\n  compute: {count: 2, prefix: gpu}\n  links:\n    - {between: [gpu0, gpu1], bandwidth: 10}\n"
+    for extra, words in (("    - {between: [gpu0, gpu0], bandwidth: 10}\n", "links 'gpu0' to itself"),
+                         ("    - {from: gpu1, to: gpu1, bandwidth: 10}\n", "links 'gpu1' to itself"),
+                         ("    - {between: [gpu0, 'gpu0*'], bandwidth: 10}\n", "match only the same node")):
+        (tmp_path / "t.yaml").write_text(base + extra)
+        refused(*cli("topo", "show", tmp_path / "t.yaml"), words)
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("compare", "ring:n=4", "--jobs", "0"), "--jobs must be >= 1"),
+    (("compare", "ring:n=4", "--jobs", "100000"), "--jobs: 100,000 is above"),
+    (("generate", "ring:n=4", "--max-k", "0"), "--max-k must be >= 1"),
+    (("bound", "ring:n=4", "--k", "0"), "--k must be >= 1"),
+    (("simulate", "ring", "-t", "ring:n=4", "--size", "1e30"), "2^50 bytes"),
+    (("compare", "ring:n=4", "--sizes", "1B,2B,3B," + ",".join(f"{i}B" for i in range(4, 80))), "at most 64"),
+])
+def test_flags_out_of_range(args, words):
+    refused(*cli(*args), words)
+
+
+def test_msccl_run_iterations(msccl_file):
+    refused(*cli("msccl", "run", msccl_file, "--iterations", "100000000"), "iterations must be in 1..1024")

@@ -22,6 +22,7 @@ import re
 from fractions import Fraction
 
 from forestcoll.errors import ForestCollError, UsageError
+from forestcoll.limits import MAX_SIZE, MAX_SIZES
 from forestcoll.rational import format_rational, parse_rational
 
 __all__ = [
@@ -145,6 +146,8 @@ def parse_size(text: str) -> int:
         raise UsageError(f"bad size {text!r}: expected a number of bytes such as 1GiB, 256MB or 4096") from None
     if value < 1 or value.denominator != 1:
         raise UsageError(f"bad size {text!r}: must be a whole number of bytes >= 1")
+    if value > MAX_SIZE:
+        raise UsageError(f"bad size {text!r}: above forestcoll's limit of 2^50 bytes (1024 TiB; see docs/limits.md)")
     return int(value)
 
 
@@ -157,6 +160,8 @@ def parse_sizes(text: str) -> list[int]:
             raise UsageError(f"bad size range {text!r}: the end is below the start")
         sizes = []
         s = lo
+        if hi // lo >= 2**MAX_SIZES:
+            raise UsageError(f"bad size range {text!r}: more than {MAX_SIZES} sizes")
         while s <= hi:
             sizes.append(s)
             s *= 2
@@ -164,6 +169,8 @@ def parse_sizes(text: str) -> list[int]:
     sizes = sorted({parse_size(t) for t in text.split(",") if t.strip()})
     if not sizes:
         raise UsageError("no sizes given")
+    if len(sizes) > MAX_SIZES:
+        raise UsageError(f"{len(sizes)} sizes given; at most {MAX_SIZES}")
     return sizes
 
 

@@ -14,6 +14,7 @@ import sys
 
 from forestcoll.cli import render
 from forestcoll.errors import ForestCollError, UsageError
+from forestcoll.limits import MAX_JOBS, check_count
 
 EXIT_USAGE = 2
 
@@ -153,6 +154,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
+    if args.max_k < 1:
+        raise UsageError(f"--max-k must be >= 1, got {args.max_k}")
     if args.sizes:
         return generate_by_size(args)
     check_output(args)
@@ -298,9 +301,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     sizes = parse_sizes(args.sizes)
     opts = sim_options(args)
     chosen = [a.strip() for a in args.algorithms.split(",") if a.strip()] if args.algorithms else None
-    workers = args.jobs or default_workers()
-    if workers < 1:
-        raise UsageError(f"--jobs must be >= 1, got {workers}")
+    workers = default_workers() if args.jobs is None else check_count(args.jobs, "--jobs", MAX_JOBS, lo=1)
     check_output(args)
     status = None if args.json else Console(stderr=True).status
     comp = compare_topology(args.topology, args.collective, sizes, extra=cluster_options(args), algorithms=chosen,

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from forestcoll.errors import UsageError
-from forestcoll.limits import MAX_MSCCL_ELEMENTS, MAX_SEED
+from forestcoll.limits import MAX_ITERATIONS, MAX_MSCCL_ELEMENTS, MAX_SEED
 from forestcoll.msccl.ir import READS, RECVS, SENDS, WRITES, Algo, MscclError, ThreadBlock, read_algo
 from forestcoll.msccl.run_result import RunReport, RunResult, Stuck
 from forestcoll.msccl.semantics import (
@@ -479,8 +479,8 @@ def run_algo(
         raise UsageError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
     if op not in OPS:
         raise UsageError(f"unknown reduction op {op!r}; choose from {', '.join(OPS)}")
-    if iterations < 1:
-        raise UsageError(f"iterations must be >= 1, got {iterations}")
+    if not 1 <= iterations <= MAX_ITERATIONS:
+        raise UsageError(f"iterations must be in 1..{MAX_ITERATIONS}, got {iterations}")
     if slots is None:
         slots = DEFAULT_SLOTS.get(algo.proto, 2)
     if slots < 1:

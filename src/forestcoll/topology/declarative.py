@@ -427,7 +427,12 @@ def _pairs(ctx: _Ctx, item: Mapping, key: str, where: str, names: list[str], a: 
             raise ctx.fail(item, key, where, f"no node matches {pattern!r}")
         return found
 
-    return [(x, y) for x in match(a) for y in match(b) if x != y]
+    if a == b and not any(c in a for c in "*?["):
+        raise ctx.fail(item, key, where, f"links {a!r} to itself; a link joins two different nodes")
+    pairs = [(x, y) for x in match(a) for y in match(b) if x != y]  # patterns: every pair of different nodes
+    if not pairs:
+        raise ctx.fail(item, key, where, f"{a!r} and {b!r} match only the same node; a link joins two different nodes")
+    return pairs
 
 
 def read_topology_document(path: str, overrides: Mapping[str, str] | None = None):
