@@ -22,7 +22,7 @@ import re
 from fractions import Fraction
 
 from forestcoll.errors import ForestCollError, UsageError
-from forestcoll.limits import MAX_SIZE, MAX_SIZES
+from forestcoll.limits import MAX_LATENCY_US, MAX_SIZE, MAX_SIZES
 from forestcoll.rational import format_rational, parse_rational
 
 __all__ = [
@@ -103,6 +103,8 @@ def parse_latency(value: object, what: str = "latency") -> Fraction:
         lat = parse_rational(value, what)
     if lat < 0:
         raise ForestCollError(f"{what}: must be >= 0, got {format_rational(lat)}")
+    if lat > MAX_LATENCY_US:
+        raise ForestCollError(f"{what}: {format_rational(lat)} us is above forestcoll's limit of 1 s (see docs/limits.md)")
     return lat
 
 
@@ -122,7 +124,7 @@ def parse_class_latencies(text: str | None, what: str = "--latency") -> dict[str
         except ForestCollError as exc:
             if "must be >= 0" in str(exc):
                 raise UsageError(f"{what} {item!r}: must be >= 0") from None
-            if "outside the numbers" in str(exc):
+            if "outside the numbers" in str(exc) or "limit of 1 s" in str(exc):
                 raise UsageError(f"{what} {item!r}: {str(exc).split(': ', 1)[1]}") from None
             raise UsageError(f"{what} {item!r}: {value!r} is not a number") from None
         out[cls.strip()] = float(lat)
