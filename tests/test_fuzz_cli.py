@@ -49,7 +49,7 @@ def seeds(tmp_path_factory) -> dict[str, Path]:
     out["topo_yaml"].write_text((ROOT / "docs" / "examples" / "two-a100-boxes.yaml").read_text())
     assert cli("generate", "ring:n=4", "-c", "allreduce", "-o", out["schedule"])[0] == 0
     assert cli("export", out["schedule"], "-o", out["msccl"])[0] == 0
-    dump = SHARED / "data" / "nccl-topo" / "ndv4-topo.xml"
+    dump = SHARED / "data" / "nccl-topo" / "H100-topology.xml"
     if dump.is_file():
         out["nccl_xml"] = d / "nccl.xml"
         out["nccl_xml"].write_text(dump.read_text())

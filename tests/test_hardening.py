@@ -347,3 +347,25 @@ def test_flags_out_of_range(args, words):
 
 def test_msccl_run_iterations(msccl_file):
     refused(*cli("msccl", "run", msccl_file, "--iterations", "100000000"), "iterations must be in 1..1024")
+
+
+# ----- implausible imports ---------------------------------------------------------------------------------
+
+H100 = ROOT.parent / "shared" / "data" / "nccl-topo" / "H100-topology.xml"
+
+
+@pytest.mark.skipif(not H100.is_file(), reason="needs ../shared/data")
+def test_implausible_dumps_warn(tmp_path):
+    """An sm90 dump without <nvlink> imports as PCIe-only with a warning saying how to get a full dump; NVLink
+    counts beyond the generation's warn with the numbers; the real dump imports without a warning."""
+    import re
+
+    text = H100.read_text()
+    code, _out, err = cli("topo", "import", H100)
+    assert code == 0 and err == ""
+    (tmp_path / "nonv.xml").write_text(re.sub(r"\s*<nvlink[^>]*/>", "", text))
+    code, _out, err = cli("topo", "import", tmp_path / "nonv.xml")
+    assert code == 0 and err.startswith("forestcoll: warning:") and "no <nvlink>" in err and "NCCL_TOPO_DUMP_FILE" in err
+    (tmp_path / "many.xml").write_text(re.sub(r'(<nvlink[^>]*count=")(\d+)"', lambda m: f'{m.group(1)}{int(m.group(2)) * 4}"', text))
+    code, _out, err = cli("bound", tmp_path / "many.xml")
+    assert code == 0 and "lists 72 NVLinks but an sm90 GPU has 18" in err

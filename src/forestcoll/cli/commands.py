@@ -50,9 +50,18 @@ def check_output(args: argparse.Namespace, *inputs: str | None) -> None:
 
 
 def topology(args: argparse.Namespace):
-    from forestcoll.topology import load_topology
+    from forestcoll.topology import import_topology
 
-    return load_topology(args.topology, cluster_options(args))
+    imported = import_topology(args.topology, cluster_options(args))
+    warn(imported.warnings)
+    warn(imported.warnings)
+    return imported.topology
+
+
+def warn(warnings) -> None:
+    """An importer's doubts about a file, one line each on stderr (the command still runs)."""
+    for w in warnings:
+        print(f"forestcoll: warning: {w}", file=sys.stderr)
 
 
 def export_options(args: argparse.Namespace):
@@ -340,6 +349,7 @@ def cmd_topo_import(args: argparse.Namespace) -> int:
 
     check_output(args)
     imported = import_topology(args.topology, cluster_options(args))
+    warn(imported.warnings)
     topo = imported.topology
     text = write_topology(topo, args.output) if args.output else dump_json(topology_to_dict(topo))
     if args.json:

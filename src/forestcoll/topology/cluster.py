@@ -54,6 +54,7 @@ class Box:
     topology: Topology
     ports: tuple[Port, ...] = ()
     kind: str = "box"
+    warnings: tuple[str, ...] = field(default=(), compare=False)  # what an importer found implausible
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,7 @@ class Imported:
 
     topology: Topology
     ports: tuple | None = None  # of forestcoll.topology.cluster.Port
+    warnings: tuple[str, ...] = ()  # implausible parts of an imported dump (the CLI prints them on stderr)
 
 
 def import_topology(spec, extra: Mapping[str, str] | None = None) -> Imported:
@@ -132,4 +133,5 @@ def _load_xml(path: str, options: dict[str, str]) -> Imported:
     box = import_nccl_xml(path)
     nodes = int(parsed.get("nodes", 1))
     label = os.path.basename(path) + ("" if not options else ":" + ",".join(f"{k}={v}" for k, v in options.items()))
-    return Imported(build_cluster([box] * nodes, fabric_from_options(parsed, Fabric("switch")), label), box.ports)
+    return Imported(build_cluster([box] * nodes, fabric_from_options(parsed, Fabric("switch")), label), box.ports,
+                    box.warnings)
