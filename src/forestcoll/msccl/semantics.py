@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from forestcoll.limits import MAX_MSCCL_CHANNELS, MAX_MSCCL_CHUNKS, MAX_MSCCL_GPUS
-from forestcoll.msccl.ir import PROTOCOLS, STEP_TYPES, Algo, MscclError, ThreadBlock
+from forestcoll.msccl.ir import PROTOCOLS, RECVS, SENDS, STEP_TYPES, Algo, MscclError, ThreadBlock
 
 __all__ = ["DEFAULT_SLOTS", "MAX_COUNT", "MAX_REDUCE_FUSION", "Regime", "Transmission", "buffer_sizes", "by_rank",
            "compile_tb", "default_bytes", "regime", "size_multiplier"]
@@ -65,6 +65,10 @@ def by_rank(algo: Algo, source: str = "algo.xml") -> Algo:
                     raise MscclError(f"{source}:{tb.line}: gpu {gpu.id} tb {tb.id}: {kind} peer {peer} is not another gpu "
                                      f"(ids 0..{algo.ngpus - 1}, or -1 for none)")
             for st in tb.steps:
+                for types, peer, kind in ((SENDS, tb.send, "sends"), (RECVS, tb.recv, "receives")):
+                    if st.type in types and peer == -1:
+                        raise MscclError(f"{source}:{st.line}: gpu {gpu.id} tb {tb.id} step {st.s} ({st.type}) {kind}, "
+                                         f"but the tb has {kind[:4].replace('rece', 'recv')}=-1")
                 if st.cnt < 0 or st.cnt > MAX_MSCCL_CHUNKS:
                     raise MscclError(f"{source}:{st.line}: gpu {gpu.id} tb {tb.id} step {st.s}: cnt={st.cnt} is outside "
                                      f"0..{MAX_MSCCL_CHUNKS:,}")
