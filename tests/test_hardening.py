@@ -369,3 +369,18 @@ def test_implausible_dumps_warn(tmp_path):
     (tmp_path / "many.xml").write_text(re.sub(r'(<nvlink[^>]*count=")(\d+)"', lambda m: f'{m.group(1)}{int(m.group(2)) * 4}"', text))
     code, _out, err = cli("bound", tmp_path / "many.xml")
     assert code == 0 and "lists 72 NVLinks but an sm90 GPU has 18" in err
+
+
+def test_numbers_beyond_pythons_digit_limit_in_files(tmp_path, schedule):
+    """JSON / YAML integers of thousands of digits (past Python's int conversion limit) and huge XML attribute
+    values are one line, not a ValueError."""
+    big = "9" * 5001
+    (tmp_path / "t.json").write_text('{"nodes": [{"name": "a"}, {"name": "b"}], "links": [{"src": "a", "dst": "b", '
+                                     f'"bandwidth": {big}}}]}}')
+    refused(*cli("topo", "show", tmp_path / "t.json"), "too many digits")
+    (tmp_path / "t.yaml").write_text(f"name: x\nbox:\n  compute: {{count: {big}, prefix: g}}\n")
+    refused(*cli("topo", "show", tmp_path / "t.yaml"), "too many digits")
+    (tmp_path / "s.json").write_text(schedule.read_text().replace('"k": 2', f'"k": {big}', 1))
+    refused(*cli("verify", tmp_path / "s.json"), "too many digits")
+    (tmp_path / "a.xml").write_text(f'<algo name="a" proto="Simple" nchannels="{big}"/>')
+    refused(*cli("msccl", "run", tmp_path / "a.xml"), "above forestcoll's limit of 4,096")

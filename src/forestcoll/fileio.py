@@ -110,6 +110,8 @@ def load_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
         return json.loads(text, parse_float=Decimal)
     except json.JSONDecodeError as exc:
         raise ForestCollError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except ValueError:  # an integer beyond Python's 4300-digit conversion limit
+        raise ForestCollError(f"{path}: a number has too many digits (see docs/limits.md)") from None
     except RecursionError:
         raise ForestCollError(f"{path}: JSON nested too deeply") from None
 

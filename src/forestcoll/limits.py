@@ -21,7 +21,7 @@ from forestcoll.errors import UsageError
 
 __all__ = [
     "MAX_DIGITS", "MAX_EXPONENT", "MAX_ITERATIONS", "MAX_JOBS", "MAX_LATENCY_US", "MAX_MSCCL_CHANNELS", "MAX_MSCCL_CHUNKS", "MAX_MSCCL_ELEMENTS", "MAX_MSCCL_GPUS",
-    "MAX_NODES", "MAX_RANKS", "MAX_SEED", "MAX_SIZE", "MAX_SIZES", "MAX_XML_DEPTH", "check_count",
+    "MAX_NODES", "MAX_RANKS", "MAX_SEED", "MAX_SIZE", "MAX_SIZES", "MAX_XML_ATTRIBUTE", "MAX_XML_DEPTH", "check_count",
 ]
 
 MAX_DIGITS = 40  # significant digits of a numerator or denominator
@@ -38,6 +38,7 @@ MAX_SIZE = 2**50  # bytes of one call (--size, --sizes): 1 PiB
 MAX_SIZES = 64  # sizes of one sweep (--sizes)
 MAX_JOBS = 256  # worker processes of compare / generate --sizes
 MAX_ITERATIONS = 1024  # pipeline iterations of msccl run
+MAX_XML_ATTRIBUTE = 4_096  # characters in one XML attribute value
 MAX_XML_DEPTH = 100  # nesting of elements in an XML file (NCCL topology dumps nest about 10 deep)
 
 

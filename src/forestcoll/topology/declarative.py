@@ -118,9 +118,13 @@ def parse_document(text: str, source: str) -> Any:
                 return json.loads(text, parse_float=Decimal)
             except json.JSONDecodeError as jexc:
                 raise TopologyError(f"{source}:{jexc.lineno}: invalid JSON: {jexc.msg}") from None
+            except ValueError:
+                raise TopologyError(f"{source}: a number has too many digits (see docs/limits.md)") from None
         raise TopologyError(f"{source}{line}: invalid YAML: {problem}") from None
     except yaml.YAMLError as exc:
         raise TopologyError(f"{source}: invalid YAML: {exc}") from None
+    except ValueError:  # an integer beyond Python's 4300-digit conversion limit
+        raise TopologyError(f"{source}: a number has too many digits (see docs/limits.md)") from None
     except RecursionError:
         raise TopologyError(f"{source}: nested too deeply") from None
 
@@ -448,6 +452,8 @@ def read_topology_document(path: str, overrides: Mapping[str, str] | None = None
             data = json.loads(text, parse_float=Decimal)
         except json.JSONDecodeError as exc:
             raise TopologyError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+        except ValueError:  # an integer beyond Python's 4300-digit conversion limit
+            raise TopologyError(f"{path}: a number has too many digits (see docs/limits.md)") from None
         except RecursionError:
             raise TopologyError(f"{path}: nested too deeply") from None
         if is_declarative(data):

@@ -254,8 +254,8 @@ def import_nccl_xml(path: str, text: str | None = None) -> Box:
         cpu = g
         while cpu is not None and cpu.tag != "cpu":
             cpu = cpu.parent
-        if cpu is None:
-            raise rd.fail(g, "a <gpu> must sit under a <cpu>")
+        if cpu is None or "_node" not in cpu.attrs:
+            raise rd.fail(g, "a <gpu> must sit under a <cpu> element of <system>")
         _gpu_links(rd, b, g, gpu_of_pci, cpu.attrs["_node"], has_nvswitch)
     b.name = source
     try:
