@@ -384,3 +384,12 @@ def test_numbers_beyond_pythons_digit_limit_in_files(tmp_path, schedule):
     refused(*cli("verify", tmp_path / "s.json"), "too many digits")
     (tmp_path / "a.xml").write_text(f'<algo name="a" proto="Simple" nchannels="{big}"/>')
     refused(*cli("msccl", "run", tmp_path / "a.xml"), "above forestcoll's limit of 4,096")
+
+
+def test_schedule_fields_of_the_wrong_type(tmp_path, schedule):
+    import json
+
+    data = json.loads(schedule.read_text())
+    data["trees"][0]["phase"] = {"a": {"b": []}}
+    (tmp_path / "w.json").write_text(json.dumps(data))
+    refused(*cli("export", tmp_path / "w.json", "-o", tmp_path / "w.xml"), "unknown phase")

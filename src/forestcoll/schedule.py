@@ -293,7 +293,7 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
         if chunks < 1:
             raise ScheduleError(f"{where}: 'chunks' must be >= 1")
         phase = t.get("phase", phases[0].name if phases else collective)
-        if phase not in PHASES:
+        if not isinstance(phase, str) or phase not in PHASES:
             raise ScheduleError(f"{where}: unknown phase {phase!r}")
         edges = []
         for j, e in enumerate(_req(t, "edges", list, where)):
