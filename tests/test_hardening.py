@@ -393,3 +393,15 @@ def test_schedule_fields_of_the_wrong_type(tmp_path, schedule):
     data["trees"][0]["phase"] = {"a": {"b": []}}
     (tmp_path / "w.json").write_text(json.dumps(data))
     refused(*cli("export", tmp_path / "w.json", "-o", tmp_path / "w.xml"), "unknown phase")
+
+
+def test_simulator_refuses_bandwidth_spans_it_cannot_run(tmp_path):
+    """Bandwidths 10^8 apart hung the float simulator; it refuses them, the exact commands still take them."""
+    import json
+
+    data = json.loads((ROOT / "docs" / "examples" / "ring-of-four.json").read_text())
+    data["links"][0]["bandwidth"] = "0.000001"
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps(data))
+    refused(*cli("simulate", "ring", "-t", path, "--size", "1MiB"), "10^6 ratio")
+    assert cli("bound", path)[0] == 0

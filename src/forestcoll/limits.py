@@ -21,7 +21,7 @@ from forestcoll.errors import UsageError
 
 __all__ = [
     "MAX_DIGITS", "MAX_EXPONENT", "MAX_ITERATIONS", "MAX_JOBS", "MAX_LATENCY_US", "MAX_MSCCL_CHANNELS", "MAX_MSCCL_CHUNKS", "MAX_MSCCL_ELEMENTS", "MAX_MSCCL_GPUS",
-    "MAX_NODES", "MAX_RANKS", "MAX_SEED", "MAX_SIZE", "MAX_SIZES", "MAX_XML_ATTRIBUTE", "MAX_XML_DEPTH", "check_count",
+    "MAX_NODES", "MAX_RANKS", "MAX_SEED", "MAX_SIM_BANDWIDTH_RATIO", "MAX_SIZE", "MAX_SIZES", "MAX_XML_ATTRIBUTE", "MAX_XML_DEPTH", "check_count",
 ]
 
 MAX_DIGITS = 40  # significant digits of a numerator or denominator
@@ -33,6 +33,7 @@ MAX_MSCCL_CHANNELS = 1 << 10  # nchannels of a file we run (runtimes allow 32 to
 MAX_MSCCL_GPUS = 4_096  # gpus of a file we run
 MAX_MSCCL_ELEMENTS = 1 << 27  # elements the interpreter allocates over every buffer of every gpu (~1 GiB float64)
 MAX_SEED = 2**32 - 1  # --seed of msccl run: 0 .. 2^32-1
+MAX_SIM_BANDWIDTH_RATIO = 10**6  # largest / smallest link bandwidth the (floating-point) simulator takes
 MAX_LATENCY_US = 10**6  # one link's latency: at most one second
 MAX_SIZE = 2**50  # bytes of one call (--size, --sizes): 1 PiB
 MAX_SIZES = 64  # sizes of one sweep (--sizes)
