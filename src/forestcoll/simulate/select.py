@@ -180,10 +180,9 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     """Select the best schedule per size range on ``topology`` and write one MSCCL file per range into
     ``outdir`` (``options``: :class:`~forestcoll.msccl.export.ExportOptions`, whose size range and name each
     file replaces), self-checked unless ``check`` is False."""
+    from forestcoll.fileio import ensure_directory
     from forestcoll.msccl.export import ExportError, ExportOptions, write_msccl
     from forestcoll.simulate.network import load_network
-
-    from forestcoll.fileio import ensure_directory
 
     base = options or ExportOptions()
     ensure_directory(outdir)
