@@ -147,13 +147,20 @@ def file_commands(kind: str, path: Path, out_dir: Path, i: int) -> Iterator[tupl
         yield ["topo", "export", path, "-o", o.with_suffix(".json")], o.with_suffix(".json")
         yield ["topo", "import", path, "-o", o.with_suffix(".json")], o.with_suffix(".json")
         yield ["simulate", "ring", "-t", path, "--size", "1MiB", "-c", "allgather"], None
+        yield ["generate", path, "--format", "msccl", "-o", o.with_suffix(".xml")], o.with_suffix(".xml")
+        yield ["bound", path, "--k", "1", "-c", "allreduce", "--json"], None
+        yield ["topo", "draw", path, "-o", o.with_suffix(".svg")], o.with_suffix(".svg")
+        yield ["compare", path, "--sizes", "1MiB", "--jobs", "1", "--algorithms", "ring,forestcoll"], None
     elif kind == "schedule":
         yield ["verify", path], None
         yield ["export", path, "-o", o.with_suffix(".xml")], o.with_suffix(".xml")
         yield ["simulate", path, "--size", "1MiB"], None
+        yield ["export", path, "--runtime", "rccl", "--proto", "LL", "-o", o.with_suffix(".xml")], o.with_suffix(".xml")
     elif kind == "msccl":
         yield ["msccl", "run", path], None
         yield ["msccl", "lint", path], None
+        yield ["msccl", "lint", path, "--runtime", "rccl", "--json"], None
+        yield ["msccl", "run", path, "--mode", "out-of-place", "--slots", "1", "--json"], None
         yield ["simulate", path, "-t", "ring:n=4", "--size", "1MiB"], None
 
 
