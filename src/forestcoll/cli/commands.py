@@ -14,7 +14,8 @@ import os
 import sys
 
 from forestcoll.cli import render
-from forestcoll.errors import UsageError
+from forestcoll.errors import ForestCollError, UsageError
+from forestcoll.limits import MAX_JOBS, check_count
 
 EXIT_USAGE = 2
 
@@ -34,10 +35,33 @@ def cluster_options(args: argparse.Namespace) -> dict[str, str]:
     return extra
 
 
-def topology(args: argparse.Namespace):
-    from forestcoll.topology import load_topology
+def check_output(args: argparse.Namespace, *inputs: str | None) -> None:
+    """Refuse a bad ``-o`` (a directory, an unwritable place, one of the command's inputs) before any work."""
+    from forestcoll.fileio import check_output as check
+    from forestcoll.topology.spec import split_file_spec
 
-    return load_topology(args.topology, cluster_options(args))
+    if not getattr(args, "output", None):
+        return
+    paths = list(inputs)
+    spec = getattr(args, "topology", None)
+    if isinstance(spec, str):
+        found = split_file_spec(spec)
+        paths.append(found[0] if found else None)
+    check(args.output, tuple(paths))
+
+
+def topology(args: argparse.Namespace):
+    from forestcoll.topology import import_topology
+
+    imported = import_topology(args.topology, cluster_options(args))
+    warn(imported.warnings)
+    return imported.topology
+
+
+def warn(warnings) -> None:
+    """An importer's doubts about a file, one line each on stderr (the command still runs)."""
+    for w in warnings:
+        print(f"forestcoll: warning: {w}", file=sys.stderr)
 
 
 def _size_flag(text: str | None, flag: str, zero: bool = False) -> int | None:
@@ -156,7 +180,25 @@ def cmd_bound(args: argparse.Namespace) -> int:
     from forestcoll.bound.report import bound_report
 
     topo = topology(args)
+    if args.k is not None and args.k < 1:
+        raise UsageError(f"--k must be >= 1, got {args.k}")
     report = bound_report(topo, args.collective, args.root, args.k, not args.no_symmetry)
+    if args.k is not None:
+        from dataclasses import replace
+
+        from forestcoll.generate import fixed_k_reach
+        from forestcoll.rational import format_rational as fr
+
+        try:
+            reached, switch = fixed_k_reach(topo, args.collective, args.k, args.root, not args.no_symmetry)
+        except ForestCollError as exc:
+            report = replace(report, fixed_k_warning=f"not achievable: generate --k {args.k} finds no schedule ({exc})")
+        else:
+            if switch is not None and reached < report.fixed_k_algbw:
+                report = replace(report, fixed_k_reached=reached, fixed_k_warning=(
+                    f"not achievable with trees: with k={args.k} switch {switch!r} could send more than it receives "
+                    f"and a switch cannot copy; forestcoll's k={args.k} trees reach at least {fr(reached)} GB/s "
+                    f"(generate --k {args.k} gives the exact figure)"))
     if args.json:
         render.print_json(report)
     else:
@@ -164,13 +206,29 @@ def cmd_bound(args: argparse.Namespace) -> int:
     return 0
 
 
+def with_source(sched, args: argparse.Namespace):
+    """The schedule with its topology record pointing at what the user named: a file by its absolute path (so
+    the schedule verifies from any directory), with --nodes / --fabric merged into the spec."""
+    from dataclasses import replace
+
+    from forestcoll.topology import resolve_spec
+
+    if sched.record is None:
+        return sched
+    spec, path = resolve_spec(args.topology, cluster_options(args))
+    return replace(sched, record=replace(sched.record, spec=spec, path=path))
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from forestcoll.generate import generate
 
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
+    if args.max_k < 1:
+        raise UsageError(f"--max-k must be >= 1, got {args.max_k}")
     if args.sizes:
         return generate_by_size(args)
+    check_output(args)
     args.format = args.format or "json"
     if args.format in ("msccl", "mscclpp"):
         if not args.output:
@@ -189,6 +247,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         render.print_mscclpp_export(result)
         return 0
     sched = generate(topo, args.collective, k=args.k, root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k)
+    sched = with_source(sched, args)
     if args.format == "msccl":
         render.print_schedule_line(sched, topo)
         return write_msccl(sched, options, args)
@@ -239,6 +298,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.json:
         render.print_json(report)
     else:
+        if sched.record is None and not args.topology:
+            print(f"note       {args.schedule} records no topology fingerprint (written before forestcoll kept one): "
+                  f"checked against {sched.topology!r} by name")
         render.print_verify(report, sched, args.schedule, topo)
     if not report.ok:
         print(f"forestcoll: error: {args.schedule}: {report.message}", file=sys.stderr)
@@ -263,6 +325,7 @@ def write_msccl(sched, options, args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from forestcoll.schedule import read_schedule
 
+    check_output(args, args.schedule, args.topology)
     fmt = export_format(args)
     if fmt == "msccl" and args.topology:
         raise UsageError("--topology applies to --format mscclpp only (an MSCCL file does not depend on it)")
@@ -389,9 +452,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     sizes = parse_sizes(args.sizes)
     opts = sim_options(args)
     chosen = [a.strip() for a in args.algorithms.split(",") if a.strip()] if args.algorithms else None
-    workers = args.jobs or default_workers()
-    if workers < 1:
-        raise UsageError(f"--jobs must be >= 1, got {workers}")
+    workers = default_workers() if args.jobs is None else check_count(args.jobs, "--jobs", MAX_JOBS, lo=1)
+    check_output(args)
     status = None if args.json else Console(stderr=True).status
     comp = compare_topology(args.topology, args.collective, sizes, extra=cluster_options(args), algorithms=chosen,
                             root=args.root, latency_us=latency(args), workers=workers, plot=args.output, status=status,
@@ -410,6 +472,7 @@ def cmd_topo_export(args: argparse.Namespace) -> int:
     from forestcoll.fileio import dump_json
     from forestcoll.topology import topology_to_dict, write_topology
 
+    check_output(args)
     topo = topology(args)
     if args.output:
         text = write_topology(topo, args.output, symmetries=not args.no_symmetries)
@@ -426,7 +489,9 @@ def cmd_topo_import(args: argparse.Namespace) -> int:
     from forestcoll.topology import import_topology, topology_to_dict, write_topology
     from forestcoll.topology.show import summarize
 
+    check_output(args)
     imported = import_topology(args.topology, cluster_options(args))
+    warn(imported.warnings)
     topo = imported.topology
     text = write_topology(topo, args.output) if args.output else dump_json(topology_to_dict(topo))
     if args.json:
@@ -452,6 +517,7 @@ def cmd_topo_show(args: argparse.Namespace) -> int:
 def cmd_topo_draw(args: argparse.Namespace) -> int:
     from forestcoll.topology.draw import draw
 
+    check_output(args)
     topo = topology(args)
     cut: tuple[str, ...] = ()
     title = topo.name

@@ -14,7 +14,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (exit 2) instead of a usage dump."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message} (see --help)")
+        where = self.prog.removeprefix("forestcoll").strip()  # main() adds the "forestcoll: error:" prefix
+        raise UsageError(f"{where + ': ' if where else ''}{message} (see --help)")
 
 
 TOPOLOGY_HELP = (

@@ -52,6 +52,8 @@ def print_bound(report, topo) -> None:
     if report.fixed_k_algbw is not None:
         fixed = report.fixed_k_algbw
         print(f"with k={report.k:<8}  {fr(fixed)} GB/s  (~{approx(fixed)}, {approx(fixed / main.algbw * 100)}% of optimal)")
+        if report.fixed_k_warning:
+            print(f"warning k={report.k:<6} {report.fixed_k_warning}")
     for p in main.phases:
         side = "into" if p.reversed else "out of"
         ranks = "rank" if p.cut_weight == 1 else "ranks"

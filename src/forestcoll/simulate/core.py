@@ -77,10 +77,13 @@ def simulate_program(prog: ProgramBuilder, net: Network, name: str, collective: 
     """Run a built program and package the result (``bus_factor``: busbw / algbw, default the collective's)."""
     t0 = time.perf_counter()
     program = prog.build(sharing)
+    if program.size == 0:
+        raise UsageError(f"{name}: moves no data between ranks (no transfers), so it has no time or rate to simulate")
     res = run(program, net.capacity, fairness)
     unfinished = int(np.isnan(res.delivered).sum())
     if unfinished:
-        raise RuntimeError(f"{name}: {unfinished} of {program.size} transfers never ran (their dependencies never happened)")
+        raise UsageError(f"{name}: {unfinished} of {program.size} transfers never run (their dependencies never happen); "
+                         "`forestcoll msccl run` shows where a file waits")
     wall = time.perf_counter() - t0
     ranks = len(net.ranks)
     t = res.time

@@ -184,12 +184,13 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     file replaces), self-checked unless ``check`` is False.  ``format="mscclpp"`` writes MSCCL++ plans instead
     (:func:`forestcoll.simulate.mscclpp.export_plans_by_size`: candidates that fit the executor, LL where it wins,
     each plan cut for its sizes; ``options`` a :class:`forestcoll.mscclpp.export.ExportOptions`)."""
+    from forestcoll.fileio import ensure_directory
     from forestcoll.msccl.export import ExportError, ExportOptions, write_msccl
     from forestcoll.simulate.network import load_network
 
     if format not in ("msccl", "mscclpp"):
         raise UsageError(f"unknown format {format!r}; choose msccl or mscclpp")
-    os.makedirs(outdir, exist_ok=True)
+    ensure_directory(outdir)
     net = load_network(topology, extra, latency_us)
     topo = net.topology
     collective = collectives.canonical(collective)
