@@ -51,6 +51,8 @@ def seeds(tmp_path_factory) -> dict[str, Path]:
     out["topo_yaml"].write_text((ROOT / "docs" / "examples" / "two-a100-boxes.yaml").read_text())
     assert cli("generate", "ring:n=4", "-c", "allreduce", "-o", out["schedule"])[0] == 0
     assert cli("export", out["schedule"], "-o", out["msccl"])[0] == 0
+    out["mscclpp"] = d / "plan.json"
+    assert cli("export", out["schedule"], "--format", "mscclpp", "-o", out["mscclpp"])[0] == 0
     dump = SHARED / "data" / "nccl-topo" / "H100-topology.xml"
     if dump.is_file():
         out["nccl_xml"] = d / "nccl.xml"
@@ -156,11 +158,17 @@ def file_commands(kind: str, path: Path, out_dir: Path, i: int) -> Iterator[tupl
         yield ["export", path, "-o", o.with_suffix(".xml")], o.with_suffix(".xml")
         yield ["simulate", path, "--size", "1MiB"], None
         yield ["export", path, "--runtime", "rccl", "--proto", "LL", "-o", o.with_suffix(".xml")], o.with_suffix(".xml")
+        yield ["export", path, "--format", "mscclpp", "-o", o.with_suffix(".json")], o.with_suffix(".json")
     elif kind == "msccl":
         yield ["msccl", "run", path], None
         yield ["msccl", "lint", path], None
         yield ["msccl", "lint", path, "--runtime", "rccl", "--json"], None
         yield ["msccl", "run", path, "--mode", "out-of-place", "--slots", "1", "--json"], None
+        yield ["simulate", path, "-t", "ring:n=4", "--size", "1MiB"], None
+    elif kind == "mscclpp":
+        yield ["mscclpp", "run", path], None
+        yield ["mscclpp", "lint", path], None
+        yield ["mscclpp", "run", path, "--json"], None
         yield ["simulate", path, "-t", "ring:n=4", "--size", "1MiB"], None
 
 
@@ -191,7 +199,7 @@ FLAG_VALUES = ("0", "-1", "1000000000", "99999999999999999999999", "1e999999", "
 
 
 def flag_cases(seeds: dict[str, Path], out: Path) -> Iterator[tuple[list, Path | None]]:
-    s, x = seeds["schedule"], seeds["msccl"]
+    s, x, p = seeds["schedule"], seeds["msccl"], seeds["mscclpp"]
     templates: list[tuple[list, Path | None]] = [  # the value goes after the last word (joined to it after '=')
         (["bound", "ring:n=4", "--nodes"], None), (["bound", "ring:n=4", "--k"], None),
         (["generate", "ring:n=4", "-o", out / "keep_g.json", "--k"], out / "keep_g.json"),
@@ -214,6 +222,11 @@ def flag_cases(seeds: dict[str, Path], out: Path) -> Iterator[tuple[list, Path |
         (["msccl", "run", x, "--max-count"], None), (["msccl", "run", x, "--root"], None),
         (["msccl", "run", x, "--seed"], None), (["msccl", "run", x, "--dtype"], None),
         (["msccl", "run", x, "--op"], None),
+        (["mscclpp", "run", p, "--size"], None), (["mscclpp", "run", p, "--launches"], None),
+        (["mscclpp", "run", p, "--root"], None), (["mscclpp", "run", p, "--seed"], None),
+        (["mscclpp", "run", p, "--show"], None),
+        (["export", s, "--format", "mscclpp", "-o", out / "new_p.json", "--design-size"], out / "new_p.json"),
+        (["export", s, "--format", "mscclpp", "-o", out / "new_p.json", "--max-threadblocks"], out / "new_p.json"),
         (["topo", "show", "dgx-a100:nvlink_bw="], None), (["topo", "show", "ring:n="], None),
         (["topo", "show", "torus:dims=4x"], None),
     ]
@@ -228,6 +241,7 @@ def unwritable_cases(seeds: dict[str, Path], tmp_path: Path) -> Iterator[tuple[l
     (tmp_path / "afile").write_text("x")
     bad_outputs = [tmp_path / "adir", tmp_path / "afile" / "x.out", tmp_path / "missing" / "x.out", Path("/proc/x.out")]
     writers = [["generate", "ring:n=4", "-o"], ["generate", "ring:n=4", "--format", "msccl", "-o"],
+               ["generate", "ring:n=4", "--format", "mscclpp", "-o"], ["export", seeds["schedule"], "--format", "mscclpp", "-o"],
                ["export", seeds["schedule"], "-o"], ["topo", "export", "ring:n=4", "-o"],
                ["topo", "import", "ring:n=4", "-o"], ["topo", "draw", "ring:n=4", "-o"],
                ["compare", "ring:n=4", "--sizes", "1MiB", "-o"], ["generate", "ring:n=4", "--sizes", "1MiB", "-o"]]

@@ -51,6 +51,7 @@ from forestcoll.errors import UsageError
 from forestcoll.mscclpp.machine import Machine
 from forestcoll.mscclpp.plan import Plan, PlanError
 from forestcoll.mscclpp.run_result import RunResult, Stuck
+from forestcoll.limits import MAX_ITERATIONS, MAX_MSCCL_ELEMENTS, MAX_SEED, check_count
 from forestcoll.mscclpp.semantics import COLLECTIVES, U32, buffer_sizes, check_message_size
 from forestcoll.mscclpp.state import Fault, TbState
 
@@ -98,8 +99,9 @@ def run_plan(plan: Plan, *, source: str = "plan", size: int | None = None, mode:
         raise UsageError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
     if packet not in PACKET_TYPES:
         raise UsageError(f"unknown packet type {packet!r}; choose LL16 or LL8")
-    if launches < 1:
-        raise UsageError(f"launches must be >= 1, got {launches}")
+    check_count(launches, "launches", MAX_ITERATIONS, lo=1)
+    if seed is not None:
+        check_count(seed, "seed", MAX_SEED)
     if mode is None:
         mode = "in-place" if plan.inplace else "out-of-place"
     if mode not in MODES:
@@ -117,6 +119,11 @@ def run_plan(plan: Plan, *, source: str = "plan", size: int | None = None, mode:
         raise UsageError(f"size {size}: the executor keeps offsets in 32 bits; interpret calls below 4 GiB")
     ins, outs = buffer_sizes(plan, size)
     itemsize = np.dtype(dtype).itemsize
+    elements = len(plan.gpus) * (ins + outs) // itemsize
+    if elements > MAX_MSCCL_ELEMENTS:
+        raise UsageError(f"{source}: running a call of {size:,} bytes needs {elements:,} {dtype} elements "
+                         f"({len(plan.gpus)} gpus x (input + output)), above forestcoll's limit of "
+                         f"{MAX_MSCCL_ELEMENTS:,}; pass a smaller --size (see docs/limits.md)")
     for g in plan.gpus:
         why = check_message_size(plan, g, ins, outs)
         if why and "divides by it" not in why and "outside the plan's range" not in why:

@@ -164,8 +164,12 @@ class _Builder:
         return self.plan.gpus[b.gpu].remote_buffers[ids[ref.buffer_id]].rank
 
     def channel_end(self, b: _Block, ctype: str, cid: int):
-        table = self.w.tb_channels[(b.gpu, b.pos)][ctype]
-        return self.w.channels[(b.gpu, ctype)][table[cid]]
+        table = self.w.tb_channels[(b.gpu, b.pos)].get(ctype, [])
+        ends = self.w.channels.get((b.gpu, ctype), [])
+        if not 0 <= cid < len(table) or not 0 <= table[cid] < len(ends):
+            raise PlanError(f"{self.source}: gpu {b.gpu} tb {b.pos}: {ctype} channel {cid} does not exist "
+                            "(`forestcoll mscclpp lint` names every such reference)")
+        return ends[table[cid]]
 
     def span(self, ref: BufRef, op: Op) -> tuple[float, float]:
         lo = ref.index * self.chunk
