@@ -49,8 +49,9 @@ class LinkGroup:
                 "bandwidth_gbps": format_rational(self.bandwidth)}
 
     def describe(self) -> str:
-        cls = f" {self.cls}" if self.cls else ""
-        return f"{self.count}{cls} link(s) like {self.example[0]} -> {self.example[1]} ({format_rational(self.bandwidth)} GB/s each)"
+        cls = f" ({self.cls})" if self.cls else ""
+        return (f"{self.count} link(s) of {format_rational(self.bandwidth)} GB/s{cls} like "
+                f"{self.example[0]} -> {self.example[1]}")
 
 
 @dataclass(frozen=True)
@@ -130,20 +131,26 @@ def expand_loads(red: Reduction, index: _ArcIndex, rep_paths: list[list[tuple[in
     return [Fraction(int(t), scale) for t in total]
 
 
+def quantize(s: Solved, chunks: int) -> tuple[list[list[tuple[int, Fraction, tuple[int, ...]]]], list[Fraction], Fraction | None]:
+    """The representatives' paths with every pair's shares rounded to multiples of 1/``chunks`` (largest
+    remainder), the loads they give and their lambda (symmetry is kept: the rounding is done once per orbit)."""
+    if chunks < 1:
+        raise UsageError(f"chunks must be >= 1, got {chunks}")
+    rep = [paths.pair_fractions([(t, share, arcs) for t, share, arcs in plist], 1, chunks) for plist in s.rep_paths]
+    loads = expand_loads(s.red, _ArcIndex(s.red.n, s.red.tails, s.red.heads), rep)
+    return rep, loads, paths_rate(s.red.caps, loads)
+
+
 def paths_rate(caps: tuple[Fraction, ...], loads: list[Fraction]) -> Fraction | None:
     """The largest lambda the loads allow: min over loaded arcs of c_e / load_e."""
     rates = [c / ld for c, ld in zip(caps, loads) if ld > 0]
     return min(rates) if rates else None
 
 
-def solve_alltoall(topo: Topology, *, symmetry: bool = True, exact: bool = True, chunks: int | None = None,
+def solve_alltoall(topo: Topology, *, symmetry: bool = True, exact: bool = True,
                    float_denominator: int = FLOAT_DENOMINATOR) -> Solved:
     """Reduce, solve, decompose the representatives' flows and certify (see the module docstring).
-
-    ``chunks``: round every pair's path shares to multiples of 1/chunks (a schedule with that many chunks per pair;
-    the rate drops a little and is what ``lower`` reports)."""
-    if chunks is not None and chunks < 1:
-        raise UsageError(f"chunks must be >= 1, got {chunks}")
+    Without an exact vertex, every pair's path shares are rounded to multiples of 1/``float_denominator``."""
     seconds: dict[str, float] = {}
     t = time.perf_counter()
     red = reduce_topology(topo, symmetry)
@@ -175,7 +182,7 @@ def solve_alltoall(topo: Topology, *, symmetry: bool = True, exact: bool = True,
         paths.cancel_cycles(n, tails, heads, flow, tol)
         demand = {v: lam for v in range(n) if red.is_compute[v] and v != sc.rep}
         found = paths.decompose(n, tails, heads, flow, sc.rep, demand, tol)
-        denominator = chunks if chunks is not None else (None if sol.x is not None else float_denominator)
+        denominator = None if sol.x is not None else float_denominator
         rep_paths.append(paths.pair_fractions(found, lam, denominator))
     seconds["paths"] = time.perf_counter() - t
     t = time.perf_counter()
