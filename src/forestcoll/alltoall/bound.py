@@ -300,12 +300,23 @@ def bottleneck_of(s: Solved, lam: Fraction) -> Bottleneck | None:
         mask = np.array([b == box for b in boxes])
         cands.append((mask, f"box {box}"))
         break  # one box is enough when boxes are alike; others appear through level sets
-    for sc, dist in zip(red.sources, s.rep_dist):
-        finite = sorted({d for d in dist if d != math.inf and d > 0})
-        darr = np.array([d if d != math.inf else -1 for d in dist], dtype=object)
-        for theta in finite:
-            mask = np.array([0 <= d < theta for d in darr], dtype=bool)
-            cands.append((mask, f"nodes within {theta} of {names[sc.rep]} (certificate lengths)"))
+    tails, heads = red.tails.tolist(), red.heads.tolist()
+    if s.lengths is not None:
+        ints, _ = certificate.int_lengths(s.lengths)
+        for sc, dist in zip(red.sources, s.rep_dist):
+            inf = math.inf
+            key = [(d if d != inf else inf, v) for v, d in enumerate(dist)]
+            orders = [[v for _, v in sorted(key)]]
+            far = sorted((d, t) for t, d in enumerate(dist) if comp[t] and d != inf)[-4:]
+            for _, t in far:  # sweep from r towards a far rank t: by d(r, v) - d(v, t)
+                back = certificate.distances(n, heads, tails, ints, t)
+                orders.append(sorted(range(n), key=lambda v, b=back: ((dist[v] - b[v]) if inf not in (dist[v], b[v]) else inf, v)))
+            for order in orders:
+                found = certificate.sweep_cut(order, tails, heads, red.caps, comp.tolist())
+                if found is not None:
+                    mask = np.zeros(n, dtype=bool)
+                    mask[order[:found[1]]] = True
+                    cands.append((mask, f"sweep from {names[sc.rep]} by the certificate's lengths"))
     best = None
     for mask, label in cands:
         ratio = certificate.cut_ratio(mask, red.tails, red.heads, red.caps, comp)

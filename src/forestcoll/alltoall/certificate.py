@@ -83,3 +83,33 @@ def cut_ratio(mask: np.ndarray, tails: np.ndarray, heads: np.ndarray, caps: Sequ
         return None
     leaving = np.flatnonzero(mask[tails] & ~mask[heads])
     return sum((caps[e] for e in leaving.tolist()), Fraction(0)) / (inside * outside)
+
+
+def sweep_cut(order: Sequence[int], tails: Sequence[int], heads: Sequence[int], caps: Sequence[Fraction],
+              is_compute: Sequence[bool]) -> tuple[Fraction, int] | None:
+    """The best cut among the prefixes of ``order`` (nodes added one by one, B+(S) kept up to date):
+    (ratio, prefix length), or None when no prefix separates two ranks."""
+    n = len(is_compute)
+    scale = 1
+    for c in caps:
+        scale = math.lcm(scale, Fraction(c).denominator)
+    icap = [int(Fraction(c) * scale) for c in caps]
+    out: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    into: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for u, v, c in zip(tails, heads, icap):
+        out[u].append((v, c))
+        into[v].append((u, c))
+    total = sum(1 for x in is_compute if x)
+    inside = [False] * n
+    leaving = 0
+    ranks_in = 0
+    best: tuple[Fraction, int] | None = None
+    for size, v in enumerate(order[:-1], start=1):
+        inside[v] = True
+        leaving += sum(c for w, c in out[v] if not inside[w]) - sum(c for u, c in into[v] if inside[u] and u != v)
+        ranks_in += bool(is_compute[v])
+        if 0 < ranks_in < total:
+            ratio = Fraction(leaving, scale * ranks_in * (total - ranks_in))
+            if best is None or ratio < best[0]:
+                best = (ratio, size)
+    return best

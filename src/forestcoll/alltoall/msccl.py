@@ -24,7 +24,6 @@ Out-of-place only (in place, a rank would overwrite input it has not sent).
 
 from __future__ import annotations
 
-import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field

@@ -152,7 +152,7 @@ def flows_from_paths(s: Solved, rep_paths: list[list[tuple[int, Fraction, tuple[
     out: list[tuple[int, int, int, Flow]] = []
     for sc, plist in zip(red.sources, rep_paths):
         trans = sc.transversal
-        for order, (t, share, arcs) in enumerate(plist):
+        for order, (_t, share, arcs) in enumerate(plist):
             nodes = np.concatenate([[tails[arcs[0]]], heads[list(arcs)]])
             mapped = names[trans[:, nodes]]  # (members, path length)
             for row in mapped:

@@ -166,7 +166,7 @@ def verify_alltoall(schedule: Any, topo: Topology) -> AlltoallCheck:
     ok = not errors and algbw is not None
     if ok:
         assert algbw is not None
-        tail = (f"= the certified optimum" if optimal else
+        tail = ("= the certified optimum" if optimal else
                 f"({float(algbw / bound):.1%} of the bound {format_rational(bound)})" if bound else "(no bound given)")
         msg = (f"ok: {len(flows)} flows cover all {n * (n - 1)} ordered pairs, k={denominators}, algbw "
                f"{format_rational(algbw)} GB/s {tail}")

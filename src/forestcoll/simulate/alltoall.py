@@ -191,7 +191,7 @@ def hierarchical_program(net: Network, size: float, slice_bytes: float, max_slic
         arrived: dict[int, list[int]] = {}
         for members in boxes:
             for a in members:
-                for j, relay in enumerate(members):
+                for relay in members:
                     if relay != a:  # a's data for rank j of every other box, handed to its own rank j
                         arrived.setdefault(relay, []).append(send(("pxn1", a, relay), a, relay, (nb - 1) * block / s, []))
         for bi, members in enumerate(boxes):

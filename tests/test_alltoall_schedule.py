@@ -1,0 +1,115 @@
+"""All-to-all schedules: generated ones verify at the bound, dict round trip, the verifier catches every defect."""
+
+from __future__ import annotations
+
+import copy
+from fractions import Fraction
+
+import pytest
+from conftest import fabrics, symmetric_fabrics
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from forestcoll.alltoall.schedule import generate_alltoall, schedule_from_dict
+from forestcoll.alltoall.verify import verify_alltoall
+from forestcoll.errors import ScheduleError
+from forestcoll.topology import load_topology
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.one_of(fabrics(max_compute=5, max_switches=3), symmetric_fabrics()))
+def test_generated_schedules_verify_at_the_bound(topo):
+    gen = generate_alltoall(topo)
+    assert gen.ok, gen.message
+    sched = gen.schedule
+    check = verify_alltoall(sched, topo)
+    assert check.ok, check.errors
+    assert check.algbw == sched.algbw
+    if gen.bound.certified:
+        assert sched.optimal and check.optimal and check.algbw == gen.bound.algbw
+    assert schedule_from_dict(sched.to_dict()) == sched
+
+
+@settings(max_examples=25, deadline=None)
+@given(fabrics(max_compute=4, max_switches=2), st.integers(1, 6))
+def test_rounded_schedules_verify_below_the_bound(topo, chunks):
+    gen = generate_alltoall(topo, chunks=chunks)
+    assert gen.ok, gen.message
+    assert chunks % gen.schedule.k == 0
+    check = verify_alltoall(gen.schedule, topo)
+    assert check.ok, check.errors
+    if gen.bound.certified:
+        assert check.algbw <= gen.bound.algbw
+
+
+@pytest.mark.parametrize("spec", ["dgx-a100:nodes=2", "mi250:nodes=2", "ring:n=6", "hypercube:dim=3", "torus:dims=3x3"])
+def test_catalog_schedules_are_optimal(spec):
+    topo = load_topology(spec)
+    gen = generate_alltoall(topo)
+    assert gen.ok and gen.schedule.optimal, gen.message
+    check = verify_alltoall(gen.schedule.to_dict(), topo)
+    assert check.ok and check.optimal and check.pairs == topo.num_compute * (topo.num_compute - 1)
+
+
+def test_symmetric_fabric_at_scale_is_fast_enough_to_test():
+    topo = load_topology("dgx-a100:nodes=8")
+    gen = generate_alltoall(topo)
+    assert gen.ok and gen.schedule.optimal and gen.schedule.algbw == Fraction(200 * 64, 8 * 56)
+    assert verify_alltoall(gen.schedule, topo).ok
+
+
+@pytest.fixture(scope="module")
+def ring():
+    topo = load_topology("ring:n=4")
+    return topo, generate_alltoall(topo).schedule.to_dict()
+
+
+def _broken(data, change):
+    d = copy.deepcopy(data)
+    change(d)
+    return d
+
+
+@pytest.mark.parametrize("change, expect", [
+    (lambda d: d["flows"].pop(0), "fractions sum to"),
+    (lambda d: d["flows"][0].update(fraction="1/3"), "fractions sum to 1/3"),
+    (lambda d: d["flows"][0].update(path=["r0", "r2", "r1"]), "no link"),
+    (lambda d: d["flows"][0].update(path=["r3", "r0"]), "must start at"),
+    (lambda d: d["flows"][0].update(dst=d["flows"][0]["src"]), "two different ranks"),
+    (lambda d: d["flows"][0].update(path=["r0", "r1", "r0", "r1"]), "visits a node twice"),
+    (lambda d: d["flows"][0].update(path=["r0", "zz", "r1"]), "not a node"),
+    (lambda d: d.update(algbw_gbps="1000"), "claims algbw"),
+    (lambda d: d.update(ranks=d["ranks"][:-1]), "compute nodes"),
+    (lambda d: d["flows"][0].update(fraction="0"), "must be a number"),
+])
+def test_verifier_catches(ring, change, expect):
+    topo, data = ring
+    check = verify_alltoall(_broken(data, change), topo)
+    assert not check.ok
+    assert any(expect in e for e in check.errors), check.errors
+
+
+def test_verifier_refuses_switch_endpoints():
+    topo = load_topology("switch:n=3")
+    data = generate_alltoall(topo).schedule.to_dict()
+    data["flows"][0]["dst"] = "switch"
+    check = verify_alltoall(data, topo)
+    assert not check.ok and "two different ranks" in check.errors[0]
+
+
+def test_verifier_rejects_a_false_optimality_claim(ring):
+    topo, data = ring
+    d = _broken(data, lambda d: d.update(bound_algbw_gbps="1000"))
+    assert not verify_alltoall(d, topo).ok
+
+
+@pytest.mark.parametrize("bad, msg", [
+    ({"collective": "allgather"}, "not 'alltoall'"),
+    ({"flows": "x"}, "wrong type"),
+    ({"version": 9}, "not supported"),
+    ({"algbw_gbps": "abc"}, "not a number"),
+])
+def test_schedule_from_dict_errors(ring, bad, msg):
+    _, data = ring
+    with pytest.raises(ScheduleError, match=msg):
+        schedule_from_dict({**data, **bad})
