@@ -5,11 +5,13 @@ from __future__ import annotations
 import copy
 from fractions import Fraction
 
+import numpy as np
 import pytest
 from conftest import fabrics, symmetric_fabrics
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from forestcoll.alltoall.plan import plan_alltoall, run_plan
 from forestcoll.alltoall.schedule import generate_alltoall, schedule_from_dict
 from forestcoll.alltoall.verify import verify_alltoall
 from forestcoll.errors import ScheduleError
@@ -113,3 +115,37 @@ def test_schedule_from_dict_errors(ring, bad, msg):
     _, data = ring
     with pytest.raises(ScheduleError, match=msg):
         schedule_from_dict({**data, **bad})
+
+
+# ----- the executor's plan on numpy buffers ---------------------------------------------------------
+
+
+def _reference(inputs, count):
+    n = len(inputs)
+    return [np.concatenate([inputs[s][t * count:(t + 1) * count] for s in range(n)]) for t in range(n)]
+
+
+@pytest.mark.parametrize("spec, chunks", [("mi250:nodes=2", None), ("ring:n=5", None), ("ring:n=4", 3), ("dgx-1", None),
+                                          ("dgx-a100:nodes=2", 2)])
+@pytest.mark.parametrize("count, dtype", [(0, "float32"), (1, "int64"), (7, "float16"), (97, "float64"), (1009, "int32")])
+def test_plan_moves_every_block(spec, chunks, count, dtype):
+    sched = generate_alltoall(load_topology(spec), chunks=chunks).schedule
+    plan = plan_alltoall(sched, count)
+    assert plan.ok, plan.message
+    n = len(sched.ranks)
+    rng = np.random.default_rng(count)
+    inputs = [rng.integers(0, 100, n * count).astype(dtype) for _ in range(n)]
+    for got, want in zip(run_plan(plan, inputs), _reference(inputs, count)):
+        assert np.array_equal(got, want)
+
+
+@settings(max_examples=20, deadline=None)
+@given(fabrics(max_compute=5, max_switches=2), st.integers(0, 40), st.sampled_from([None, 2, 5]))
+def test_plan_on_random_fabrics(topo, count, chunks):
+    sched = generate_alltoall(topo, chunks=chunks).schedule
+    plan = plan_alltoall(sched, count)
+    assert plan.ok, plan.message
+    n = len(sched.ranks)
+    inputs = [np.arange(n * count, dtype=np.int64) + 1000 * r for r in range(n)]
+    for got, want in zip(run_plan(plan, inputs), _reference(inputs, count)):
+        assert np.array_equal(got, want)

@@ -9,6 +9,7 @@ sparsest row and, in it, the column that occurs in the fewest other rows
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from fractions import Fraction
 
@@ -34,9 +35,13 @@ def solve_exact(rows: Sequence[Row], rhs: Sequence[Fraction], ncols: int) -> lis
             else:
                 where[j].add(i)
     alive = set(range(len(work)))
+    heap = [(len(r), i) for i, r in enumerate(work)]  # lazy: stale entries are skipped when popped
+    heapq.heapify(heap)
     pivots: list[tuple[int, int]] = []  # (row, column) in elimination order
     while alive:
-        i = min(alive, key=lambda k: (len(work[k]), k))
+        size, i = heapq.heappop(heap)
+        if i not in alive or size != len(work[i]):
+            continue
         row = work[i]
         if not row:  # 0 = b[i]: redundant or inconsistent
             if b[i] != 0:
@@ -62,6 +67,7 @@ def solve_exact(rows: Sequence[Row], rhs: Sequence[Fraction], ncols: int) -> lis
                         where[c].add(k)
                     other[c] = nv
             b[k] -= factor * b[i]
+            heapq.heappush(heap, (len(other), k))
         pivots.append((i, j))
     if len(pivots) != ncols:
         return None

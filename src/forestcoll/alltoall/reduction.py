@@ -128,7 +128,8 @@ def _transversal(rep: int, gens: Sequence[np.ndarray], n: int) -> tuple[list[int
 
 
 def _classes(m: int, images: Sequence[np.ndarray]) -> np.ndarray:
-    return np.asarray(orbits(m, [tuple(int(x) for x in img) for img in images]), dtype=np.int64)
+    """Orbit id (smallest member) of each of ``m`` points under the permutations ``images``."""
+    return np.asarray(orbits(m, list(images)), dtype=np.int64)  # type: ignore[arg-type]
 
 
 def reduce_topology(topo: Topology, symmetry: bool = True) -> Reduction:
@@ -148,7 +149,7 @@ def reduce_topology(topo: Topology, symmetry: bool = True) -> Reduction:
         gens = verified(candidates, index, colour, kinds)
     arc_images = [index.image(g) for g in gens]
     arc_orbit = _classes(m, arc_images)  # type: ignore[arg-type]
-    node_orbit = np.asarray(orbits(n, [tuple(int(x) for x in g) for g in gens]), dtype=np.int64)
+    node_orbit = _classes(n, gens)
     ranks = [i for i in range(n) if kinds[i]]
     sources = []
     seen: set[int] = set()
@@ -159,7 +160,7 @@ def reduce_topology(topo: Topology, symmetry: bool = True) -> Reduction:
         members, trans = _transversal(r, gens, n)
         stab = _stabiliser(topo, r, index, colour, kinds) if gens else []
         arc_class = _classes(m, [index.image(g) for g in stab])  # type: ignore[misc]
-        node_class = np.asarray(orbits(n, [tuple(int(x) for x in g) for g in stab]), dtype=np.int64)
+        node_class = _classes(n, stab)
         sources.append(SourceClass(r, tuple(members), trans, arc_class, node_class, len(stab)))
     return Reduction(n, tails, heads, caps, kinds, arc_orbit, tuple(sources), len(gens), bool(gens))
 

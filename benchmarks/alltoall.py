@@ -1,0 +1,169 @@
+"""Benchmark: all-to-all — exact bound, generation time, and simulated algbw against direct and hierarchical.
+
+Table 1 (fabrics): the certified optimal algbw, whether it is certified, the
+time to generate the whole schedule in-process and as a whole process
+(interpreter start-up and imports included), and the simulated algbw of the
+forestcoll schedule, of direct (NCCL's alltoall) and of hierarchical
+(PXN-style) at 1 MiB / 64 MiB / 1 GiB, with forestcoll's gain over the best
+baseline measured in the same run at 1 GiB.
+
+Table 2 (scale): generation with the fabric's symmetry and, as the baseline
+measured in the same run, without it (the plain source-aggregated LP), for
+64 / 256 / 1024 ranks; runs longer than --limit seconds are cut off.
+
+    python benchmarks/alltoall.py                       # both tables
+    python benchmarks/alltoall.py --markdown            # markdown for the README
+    python benchmarks/alltoall.py --plot docs/img/alltoall.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+from rich.console import Console
+from tables import show
+
+from forestcoll.alltoall.schedule import generate_alltoall
+from forestcoll.rational import format_rational
+from forestcoll.simulate.alltoall import ALLTOALL_ALGORITHMS, compare_alltoall
+from forestcoll.simulate.network import build_network
+from forestcoll.topology import load_topology
+
+MiB = 1 << 20
+SIZES = [MiB, 64 * MiB, 1024 * MiB]
+H100 = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "nccl-topo", "H100-topology.xml")
+FABRICS = [
+    ("dgx-a100:nodes=2", None),
+    ("dgx-a100:nodes=4", None),
+    ("dgx-a100:nodes=16", None),
+    ("mi250:nodes=2", None),
+    ("H100-topology.xml:nodes=4,fabric=rail", (H100, {"nodes": "4", "fabric": "rail"})),
+    ("dgx-h100:nodes=8,fabric=leaf-spine,oversub=2", None),
+]
+
+WHOLE = """
+import sys, time
+t = time.perf_counter()
+from forestcoll.alltoall.schedule import generate_alltoall
+from forestcoll.topology import load_topology
+spec, path, nodes, fabric, sym = sys.argv[1:6]
+topo = load_topology(path, {"nodes": nodes, "fabric": fabric}) if path != "-" else load_topology(spec)
+gen = generate_alltoall(topo, symmetry=sym == "1")
+assert gen.ok, gen.message
+"""
+
+
+def whole_process(spec: str, how, symmetry: bool = True, limit: float | None = None) -> float | None:
+    """Seconds for a fresh interpreter to import forestcoll and generate the schedule (None: over ``limit``)."""
+    path, opts = how if how else ("-", {"nodes": "", "fabric": ""})
+    args = [sys.executable, "-c", WHOLE, spec, path, opts.get("nodes", ""), opts.get("fabric", ""), "1" if symmetry else "0"]
+    t0 = time.perf_counter()
+    try:
+        subprocess.run(args, check=True, timeout=limit, capture_output=True)
+    except subprocess.TimeoutExpired:
+        return None
+    return time.perf_counter() - t0
+
+
+def fabric_table(console: Console, markdown: bool, plot: str | None) -> None:
+    rows = []
+    curves = {}
+    for label, how in FABRICS:
+        if how and not os.path.exists(how[0]):
+            console.print(f"[yellow]skipping {label}: {how[0]} not found[/yellow]")
+            continue
+        topo = load_topology(*how) if how else load_topology(label)
+        t0 = time.perf_counter()
+        gen = generate_alltoall(topo)
+        gen_s = time.perf_counter() - t0
+        assert gen.ok, gen.message
+        whole = whole_process(label, how)
+        bound = gen.bound
+        net = build_network(topo)
+        comp = compare_alltoall(net, gen.schedule, SIZES)
+        best_base = max(v for a in ("direct", "hierarchical") for v in [comp.rows[a][-1]] if v is not None)
+        cells = []
+        for i in range(len(SIZES)):
+            cells.append(" / ".join("-" if comp.rows[a][i] is None else f"{comp.rows[a][i]:.1f}" for a in ALLTOALL_ALGORITHMS))
+        exact = format_rational(bound.algbw) if bound.certified else f"~{bound.algbw_float:.4g}"
+        rows.append([label, str(topo.num_compute), f"{exact} ({float(gen.schedule.algbw):.2f})",
+                     "yes" if bound.certified else f"no (gap {bound.relative_gap:.1e})", f"{gen_s:.2f}",
+                     f"{whole:.2f}" if whole is not None else "-", *cells,
+                     f"{comp.rows['forestcoll'][-1] / best_base:.2f}x"])
+        curves[label] = (float(gen.schedule.algbw), comp)
+    show(console, "Table 1: all-to-all bound and simulated algbw (GB/s; forestcoll / direct / hierarchical)",
+         ["topology", "ranks", "optimum GB/s (schedule)", "certified", "generate s", "whole process s",
+          "1 MiB", "64 MiB", "1 GiB", "vs best baseline @1 GiB"], rows, markdown, 1)
+    if plot:
+        _plot(curves, plot)
+
+
+def _plot(curves, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7), sharex=True)
+    for ax, (label, (bound, comp)) in zip(axes.flat, curves.items()):
+        mib = [s / MiB for s in comp.sizes]
+        for algo, style in zip(ALLTOALL_ALGORITHMS, ("o-", "s--", "^:")):
+            ys = comp.rows[algo]
+            pts = [(x, y) for x, y in zip(mib, ys) if y is not None]
+            if pts:
+                ax.plot(*zip(*pts), style, label=algo)
+        ax.axhline(bound, color="grey", lw=1, label="exact optimum")
+        ax.set_xscale("log", base=2)
+        ax.set_title(label, fontsize=9)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("size per rank (MiB)")
+        ax.set_ylabel("algbw (GB/s)")
+    axes.flat[0].legend(fontsize=8)
+    fig.suptitle("all-to-all, simulated: forestcoll vs direct (NCCL) vs hierarchical (PXN)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+def scale_table(console: Console, markdown: bool, limit: float) -> None:
+    rows = []
+    for nodes in (8, 32, 128):
+        spec = f"dgx-a100:nodes={nodes}"
+        topo = load_topology(spec)
+        t0 = time.perf_counter()
+        gen = generate_alltoall(topo)
+        sym_s = time.perf_counter() - t0
+        whole = whole_process(spec, None)
+        plain = whole_process(spec, None, symmetry=False, limit=limit) if nodes <= 32 else None
+        b = gen.bound
+        rows.append([spec, str(topo.num_compute), format_rational(b.algbw) if b.certified else "-",
+                     f"{b.seconds['total']:.2f}", f"{sym_s:.2f}", f"{whole:.2f}" if whole else "-",
+                     f"{plain:.1f}" if plain is not None else (f"> {limit:.0f}" if nodes <= 32 else "not run"),
+                     f"{plain / whole:.0f}x" if plain is not None and whole else "-",
+                     f"{b.symmetry['lp_rows']} x {b.symmetry['lp_columns']}", str(len(gen.schedule.flows))])
+    show(console, "Table 2: scale (symmetry vs the plain source-aggregated LP, whole process)",
+         ["topology", "ranks", "optimum GB/s", "bound s", "schedule s", "whole process s", "no symmetry, whole s",
+          "symmetry speed-up", "reduced LP", "flows"], rows, markdown, 1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--plot", default=None, help="write the algbw-vs-size plot here (png/svg)")
+    ap.add_argument("--limit", type=float, default=300.0, help="cut-off for the runs without symmetry (seconds)")
+    ap.add_argument("--table", choices=("fabrics", "scale", "both"), default="both")
+    args = ap.parse_args()
+    console = Console()
+    print(f"load: {os.getloadavg()[0]:.2f} (1-min average), {os.cpu_count()} cores")
+    if args.table in ("fabrics", "both"):
+        fabric_table(console, args.markdown, args.plot)
+    if args.table in ("scale", "both"):
+        scale_table(console, args.markdown, args.limit)
+
+
+if __name__ == "__main__":
+    main()
