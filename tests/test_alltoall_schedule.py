@@ -149,3 +149,14 @@ def test_plan_on_random_fabrics(topo, count, chunks):
     inputs = [np.arange(n * count, dtype=np.int64) + 1000 * r for r in range(n)]
     for got, want in zip(run_plan(plan, inputs), _reference(inputs, count)):
         assert np.array_equal(got, want)
+
+
+def test_best_chunks_picks_the_fewest_that_keep_the_rate():
+    from forestcoll.alltoall.bound import solve_alltoall
+    from forestcoll.alltoall.schedule import best_chunks
+
+    s = solve_alltoall(load_topology("ring:n=4"))  # antipodal pairs split in halves: k=2 is exact, k=1 is not
+    k, lam = best_chunks(s, within=Fraction(0))
+    assert k == 2 and lam == s.lower
+    k1, lam1 = best_chunks(s, max_chunks=1)
+    assert k1 == 1 and lam1 < s.lower

@@ -283,6 +283,24 @@ def _link_classes(topo: Topology) -> dict[tuple[int, int], str]:
     return {k: "+".join(sorted(c for c in v if c)) for k, v in classes.items()}
 
 
+def describe_set(topo: Topology, mask: np.ndarray) -> str:
+    """A node set in a user's words: whole boxes by name, then the other nodes (a few by name)."""
+    boxes = node_boxes(topo)
+    names = [nd.name for nd in topo.nodes]
+    members: dict[str, list[bool]] = {}
+    for b, m in zip(boxes, mask.tolist()):
+        if b is not None:
+            members.setdefault(b, []).append(m)
+    whole = [b for b, ms in members.items() if all(ms)]
+    rest = [names[i] for i in np.flatnonzero(mask) if boxes[i] is None or boxes[i] not in whole]
+    parts = []
+    if whole:
+        parts.append(("box " if len(whole) == 1 else "boxes ") + ", ".join(whole[:6]) + (", ..." if len(whole) > 6 else ""))
+    if rest:
+        parts.append(", ".join(rest[:4]) + (f" and {len(rest) - 4} more" if len(rest) > 4 else ""))
+    return "{" + " + ".join(parts) + "}"
+
+
 def bottleneck_of(s: Solved, lam: Fraction) -> Bottleneck | None:
     """The best cut among single ranks, boxes and the level sets of the certificate's distances; the saturated links."""
     topo, red = s.topo, s.red
@@ -324,7 +342,8 @@ def bottleneck_of(s: Solved, lam: Fraction) -> Bottleneck | None:
             best = (ratio, mask, label)
     if best is None:
         return None
-    ratio, mask, label = best
+    ratio, mask, _ = best
+    label = describe_set(topo, mask) if 1 < mask.sum() < n - 1 else best[2]
     inside = int((mask & comp).sum())
     outside = int((~mask & comp).sum())
     nranks = int(comp.sum())

@@ -218,20 +218,20 @@ def generate_alltoall(topo: Topology, *, chunks: int | None = None, symmetry: bo
     return AlltoallGenerated(True, msg, sched, bound, seconds)
 
 
-def best_chunks(s: Solved, max_chunks: int = 16, within: float = 0.01) -> tuple[int, Fraction]:
-    """The fewest chunks per pair (1..max_chunks) whose rounded schedule is within ``within`` of the exact
-    paths' rate (else the best found), and its lambda."""
+def best_chunks(s: Solved, max_chunks: int = 16, within: Fraction = Fraction(1, 100)) -> tuple[int, Fraction]:
+    """The fewest chunks per pair (1..``max_chunks``) whose rounded paths reach at least (1 - ``within``) of the
+    exact paths' lambda, else the best rounding found; returns (chunks, its lambda)."""
     best: tuple[int, Fraction] | None = None
-    target = s.lower
     for k in range(1, max_chunks + 1):
         _, _, lam = quantize(s, k)
         if lam is None:
             continue
-        if target is not None and lam >= target * Fraction(1) * (1 - Fraction(within).limit_denominator(10**6)):
+        if s.lower is not None and lam >= s.lower * (1 - within):
             return k, lam
         if best is None or lam > best[1]:
             best = (k, lam)
-    assert best is not None
+    if best is None:
+        raise UsageError("no rounding of the paths carries every pair")
     return best
 
 
