@@ -43,6 +43,8 @@ FABRICS = [
     ("mi250:nodes=2", None),
     ("H100-topology.xml:nodes=4,fabric=rail", (H100, {"nodes": "4", "fabric": "rail"})),
     ("dgx-h100:nodes=8,fabric=leaf-spine,oversub=2", None),
+    ("dgx-1:nodes=2", None),  # beyond the issue's list: fabrics where routing decides
+    ("torus:dims=4x4", None),
 ]
 
 WHOLE = """
@@ -108,7 +110,7 @@ def _plot(curves, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7), sharex=True)
+    fig, axes = plt.subplots(2, 4, figsize=(17, 7), sharex=True)
     for ax, (label, (bound, comp)) in zip(axes.flat, curves.items()):
         mib = [s / MiB for s in comp.sizes]
         for algo, style in zip(ALLTOALL_ALGORITHMS, ("o-", "s--", "^:")):

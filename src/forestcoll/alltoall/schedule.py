@@ -197,7 +197,7 @@ def generate_alltoall(topo: Topology, *, chunks: int | None = None, symmetry: bo
         s = solve_alltoall(topo, symmetry=symmetry, exact=exact)
     except UsageError as exc:
         return AlltoallGenerated(False, str(exc))
-    bound = bound_from_solved(s)
+    bound = bound_from_solved(s, time.perf_counter() - t0)
     t1 = time.perf_counter()
     rep_paths, lam = s.rep_paths, s.lower
     if chunks is not None:

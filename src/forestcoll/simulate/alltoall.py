@@ -11,8 +11,9 @@ A call of ``size`` bytes moves size/N bytes from every rank to every other
 * ``direct`` (NCCL's alltoall): every pair at once, its bytes spread evenly
   over the widest of the fewest-hop routes through switches (NCCL spreads its
   channels over a GPU's NICs, the fabric spreads flows over spines by ECMP);
-  where no such route exists or the simulator's route (which may relay
-  through another rank, as PXN does) is shorter or wider, that route.
+  without such a route, over the widest fewest-hop routes through other ranks
+  (torus / mesh routing); where the simulator's route (which prefers relays
+  inside the box, as PXN does) is shorter or wider, that route.
 * ``hierarchical`` (PXN-style, several equal boxes): a rank first hands what it
   has for the ranks with local index j in other boxes to its own box's rank j
   (intra-box exchange), which sends it, with its own, over its rail to each
@@ -106,22 +107,34 @@ class _Spread:
         net = self.net
         src, dst = net.index[net.ranks[a]], net.index[net.ranks[b]]
         compute = net.topology.is_compute
-        out = net.out
+        single = net.route(a, b)
+        found = self._shortest(src, dst, lambda u: not compute[u]) or self._shortest(src, dst, lambda u: True)
+        if not found:
+            return [single]
+        routes = [net.path_links(tuple(net.names[x] for x in p)) for p in found]
+        width = [min(net.capacity[i] for i in links) for links, _ in routes]
+        best = max(width)
+        if len(single[0]) < len(found[0]) - 1 or min(net.capacity[i] for i in single[0]) > best:
+            return [single]  # the simulator's route is shorter or wider (e.g. xGMI inside a box, not the NICs)
+        return [r for r, w in zip(routes, width) if w >= best * (1 - 1e-12)][: self.limit]
+
+    def _shortest(self, src: int, dst: int, relay) -> list[list[int]]:
+        """Fewest-hop paths src -> dst whose inner nodes pass ``relay`` (at most 4 x limit of them)."""
+        out = self.net.out
         dist = {src: 0}
         frontier = [src]
         while frontier and dst not in dist:
             nxt = []
             for u in frontier:
-                if u != src and compute[u]:
+                if u != src and not relay(u):
                     continue
                 for v in out.get(u, []):
                     if v not in dist:
                         dist[v] = dist[u] + 1
                         nxt.append(v)
             frontier = nxt
-        single = net.route(a, b)
         if dst not in dist:
-            return [single]
+            return []
         found: list[list[int]] = []
         stack = [[src]]
         while stack and len(found) < 4 * self.limit:
@@ -130,17 +143,12 @@ class _Spread:
             if u == dst:
                 found.append(path)
                 continue
-            if u != src and compute[u]:
+            if u != src and not relay(u):
                 continue
             for v in sorted(out.get(u, []), reverse=True):
                 if dist.get(v) == dist[u] + 1 and (v == dst or dist[v] < dist[dst]):
                     stack.append(path + [v])
-        routes = [net.path_links(tuple(net.names[x] for x in p)) for p in found]
-        width = [min(net.capacity[i] for i in links) for links, _ in routes]
-        best = max(width)
-        if len(single[0]) < dist[dst] or min(net.capacity[i] for i in single[0]) > best:
-            return [single]  # the simulator's route is shorter or wider (e.g. xGMI inside a box, not the NICs)
-        return [r for r, w in zip(routes, width) if w >= best * (1 - 1e-12)][: self.limit]
+        return found
 
 
 def direct_program(net: Network, size: float) -> ProgramBuilder:
