@@ -67,3 +67,13 @@ def test_bad_options():
     sched = generate_alltoall(load_topology("ring:n=4")).schedule
     assert not export_alltoall_msccl(sched, proto="XX").ok
     assert not export_alltoall_msccl(sched, runtime="nope").ok
+
+
+def test_h100_dump_exports_with_auto_chunks_and_a_channel_per_nic_route():
+    from conftest import shared_file
+
+    topo = load_topology(str(shared_file("data", "nccl-topo", "H100-topology.xml")), {"nodes": "4", "fabric": "rail"})
+    sched = generate_alltoall(topo, chunks="auto").schedule
+    out = export_alltoall_msccl(sched)
+    assert out.ok, out.message
+    assert sched.k <= 16 and out.channels == 2  # a GPU pair's two NIC-port routes on two channels

@@ -160,3 +160,22 @@ def test_best_chunks_picks_the_fewest_that_keep_the_rate():
     assert k == 2 and lam == s.lower
     k1, lam1 = best_chunks(s, max_chunks=1)
     assert k1 == 1 and lam1 < s.lower
+
+
+def test_auto_chunks_keeps_the_optimum_with_few_chunks():
+    topo = load_topology("torus:dims=4x4")  # the exact vertex needs k=12 here: kept
+    gen = generate_alltoall(topo, chunks="auto")
+    assert gen.schedule.k == generate_alltoall(topo).schedule.k and gen.schedule.optimal
+    bad = generate_alltoall(topo, chunks="many")
+    assert not bad.ok and "auto" in bad.message
+
+
+def test_auto_chunks_on_the_h100_dump():
+    from conftest import shared_file
+
+    path = shared_file("data", "nccl-topo", "H100-topology.xml")
+    topo = load_topology(str(path), {"nodes": "4", "fabric": "rail"})
+    exact = generate_alltoall(topo).schedule
+    auto = generate_alltoall(topo, chunks="auto").schedule
+    assert exact.k > 16 and auto.k <= 16 and auto.algbw == exact.algbw == 60
+    assert verify_alltoall(auto, topo).ok

@@ -14,9 +14,12 @@ receive is done (a dependency).  Every rank copies its own block
 
 Thread blocks.  One per (peer, direction, channel).  Connection a -> b uses
 channel ``((b - a) mod N) mod P`` with P = ceil((N-1)/32) (so no GPU has more
-than 32 send or receive blocks on one channel), plus P times the position of
-the transfer on its connection modulo S, with S the fewest that keep every
-block within the runtime's step limit.  Every block lists its steps by one
+than 32 send or receive blocks on one channel), plus P times the index of the
+hop's physical route among the pair's routes (two NIC ports, two spines: the
+runtime maps channels to NICs and connections, so distinct routes need
+distinct channels), plus P x R times the position of the transfer on its
+route modulo S, with S the fewest that keep every block within the runtime's
+step limit.  Every block lists its steps by one
 key (hop index, flow, piece) and a dependency always points to a smaller key,
 so the program cannot deadlock even with one buffered call per connection.
 Out-of-place only (in place, a rank would overwrite input it has not sent).
@@ -81,14 +84,17 @@ class _Xfer:
     dstoff: int
     cnt: int
     after: _Xfer | None  # the receive on src this send waits for (relays)
+    route: tuple[str, ...] = ()  # the physical nodes of this hop (switches, NICs) between src and dst
     chan: int = 0
     recv_tb: int = -1
     recv_s: int = -1
     hasdep: bool = False
 
 
-def _rank_hops(path: tuple[str, ...], rank_of: dict[str, int]) -> list[int]:
-    return [rank_of[x] for x in path if x in rank_of]
+def _rank_hops(path: tuple[str, ...], rank_of: dict[str, int]) -> list[tuple[int, int, tuple[str, ...]]]:
+    """The path cut at its ranks: (from rank, to rank, the physical nodes of that hop)."""
+    at = [i for i, x in enumerate(path) if x in rank_of]
+    return [(rank_of[path[i]], rank_of[path[j]], tuple(path[i:j + 1])) for i, j in zip(at, at[1:])]
 
 
 def export_alltoall_msccl(sched: AlltoallSchedule, *, proto: str = "Simple",
@@ -113,22 +119,25 @@ def export_alltoall_msccl(sched: AlltoallSchedule, *, proto: str = "Simple",
     except ScheduleError as exc:
         return AlltoallMscclExport(False, str(exc))
     base = -(-(n - 1) // PEERS_PER_CHANNEL)
-    per_conn: dict[tuple[int, int], list[_Xfer]] = defaultdict(list)
+    per_route: dict[tuple[int, int], dict[tuple[str, ...], list[_Xfer]]] = defaultdict(lambda: defaultdict(list))
     for x in xfers:
-        per_conn[(x.src, x.dst)].append(x)
-    longest = max((len(v) for v in per_conn.values()), default=0)
+        per_route[(x.src, x.dst)][x.route].append(x)
+    routes = max((len(v) for v in per_route.values()), default=1)
+    longest = max((len(lst) for v in per_route.values() for lst in v.values()), default=0)
     copies = -(-k // MAX_CNT)
     sub = max(1, -(-longest // step_limit))
     if copies > step_limit:
         return AlltoallMscclExport(False, f"k={k} needs {copies} copy steps in one thread block; {runtime} allows {step_limit}")
-    channels = base * sub
+    channels = base * routes * sub
     if channels > chan_limit:
-        return AlltoallMscclExport(False, f"the schedule needs {channels} channels ({base} for the peers x {sub} for the "
-                                          f"steps); {runtime} allows {chan_limit}: use fewer chunks per pair")
-    for (a, b), lst in per_conn.items():
-        lst.sort(key=lambda x: x.key)
-        for i, x in enumerate(lst):
-            x.chan = ((b - a) % n) % base + base * (i % sub)
+        return AlltoallMscclExport(False, f"the schedule needs {channels} channels ({base} for the peers x {routes} routes "
+                                          f"between a GPU pair x {sub} for the steps); {runtime} allows {chan_limit}: "
+                                          "use fewer chunks per pair")
+    for (a, b), by_route in per_route.items():
+        for r, (_, lst) in enumerate(sorted(by_route.items())):
+            lst.sort(key=lambda x: x.key)
+            for i, x in enumerate(lst):
+                x.chan = ((b - a) % n) % base + base * (r + routes * (i % sub))
     # thread blocks: receivers first (dependency targets need small ids), then the copy block, then senders
     recv_tbs: dict[int, dict[tuple[int, int], list[_Xfer]]] = defaultdict(lambda: defaultdict(list))
     send_tbs: dict[int, dict[tuple[int, int], list[_Xfer]]] = defaultdict(lambda: defaultdict(list))
@@ -221,14 +230,14 @@ def _transfers(sched: AlltoallSchedule, rank_of: dict[str, int], k: int) -> tupl
             cnt = min(MAX_CNT, int(count) - lo)
             prev: _Xfer | None = None
             src_buf, src_off = "i", t * k + start + lo
-            for h, (a, b) in enumerate(zip(hops, hops[1:])):
-                last = h == len(hops) - 2
+            for h, (a, b, route) in enumerate(hops):
+                last = h == len(hops) - 1
                 if last:
                     dst_buf, dst_off = "o", s * k + start + lo
                 else:
                     dst_buf, dst_off = "s", scratch[b]
                     scratch[b] += cnt
-                x = _Xfer((h, fid, piece), a, b, src_buf, src_off, dst_buf, dst_off, cnt, prev)
+                x = _Xfer((h, fid, piece), a, b, src_buf, src_off, dst_buf, dst_off, cnt, prev, route)
                 xfers.append(x)
                 prev = x
                 src_buf, src_off = dst_buf, dst_off

@@ -187,19 +187,24 @@ class AlltoallGenerated:
         }
 
 
-def generate_alltoall(topo: Topology, *, chunks: int | None = None, symmetry: bool = True, exact: bool = True) -> AlltoallGenerated:
+def generate_alltoall(topo: Topology, *, chunks: int | str | None = None, symmetry: bool = True,
+                      exact: bool = True) -> AlltoallGenerated:
     """An all-to-all schedule for ``topo``: the optimal flow's paths (exact where certified), or with
-    ``chunks`` given, every pair's shares rounded to multiples of 1/chunks (rate reported exactly)."""
+    ``chunks`` given, every pair's shares rounded to multiples of 1/chunks (rate reported exactly).
+    ``chunks="auto"``: the exact paths when they need at most 16 chunks per pair, else the fewest chunks
+    (<= 16) that keep the optimum, else the fewest within 1% of it (runtimes want few chunks)."""
     t0 = time.perf_counter()
     try:
-        if chunks is not None and chunks < 1:
-            raise UsageError(f"chunks must be >= 1, got {chunks}")
+        if chunks is not None and chunks != "auto" and (not isinstance(chunks, int) or chunks < 1):
+            raise UsageError(f"chunks must be a whole number >= 1 or 'auto', got {chunks!r}")
         s = solve_alltoall(topo, symmetry=symmetry, exact=exact)
     except UsageError as exc:
         return AlltoallGenerated(False, str(exc))
     bound = bound_from_solved(s, time.perf_counter() - t0)
     t1 = time.perf_counter()
     rep_paths, lam = s.rep_paths, s.lower
+    if chunks == "auto":
+        chunks = auto_chunks(s)
     if chunks is not None:
         rep_paths, _, lam = quantize(s, chunks)
     if lam is None:
@@ -235,5 +240,20 @@ def best_chunks(s: Solved, max_chunks: int = 16, within: Fraction = Fraction(1, 
     return best
 
 
-__all__ = ["AlltoallGenerated", "AlltoallSchedule", "Flow", "best_chunks", "flows_from_paths", "generate_alltoall",
+def auto_chunks(s: Solved, max_chunks: int = 16) -> int | None:
+    """None (keep the exact paths) when they need at most ``max_chunks`` chunks per pair; else the fewest
+    chunks that keep the optimum, else the fewest within 1% of it (or the best rounding up to ``max_chunks``)."""
+    k = 1
+    for plist in s.rep_paths:
+        for _, share, _ in plist:
+            k = math.lcm(k, share.denominator)
+    if k <= max_chunks:
+        return None
+    found, lam = best_chunks(s, max_chunks, Fraction(0))
+    if s.lower is not None and lam >= s.lower:
+        return found
+    return best_chunks(s, max_chunks, Fraction(1, 100))[0]
+
+
+__all__ = ["AlltoallGenerated", "AlltoallSchedule", "Flow", "auto_chunks", "best_chunks", "flows_from_paths", "generate_alltoall",
            "paths_rate", "schedule_from_dict"]
