@@ -20,18 +20,18 @@ import numpy as np
 from rich.console import Console
 from tables import show
 
-from forestcoll.alltoall.lp import _linprog, _split, build_lp
+from forestcoll.alltoall.lp import build_lp, highs_solve, split_rows
 from forestcoll.alltoall.reduction import reduce_topology
 from forestcoll.topology import load_topology
 
 
 def highs(model):
     t0 = time.perf_counter()
-    parts = _split(model)
+    parts = split_rows(model)
     cost = np.zeros(model.ncols)
     cost[0] = -1.0
     t1 = time.perf_counter()
-    res = _linprog(model, cost, 0.0, parts)
+    res = highs_solve(model, cost, 0.0, parts)
     return t1 - t0, time.perf_counter() - t1, float(res.x[0])
 
 

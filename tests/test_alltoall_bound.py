@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from forestcoll.alltoall import alltoall_bound
 from forestcoll.alltoall.certificate import cut_ratio, length_bound
 from forestcoll.alltoall.exact import solve_exact
-from forestcoll.alltoall.reduction import _ArcIndex, reduce_topology
+from forestcoll.alltoall.reduction import ArcIndex, reduce_topology
 from forestcoll.topology import Link, Node, load_topology, make_topology
 
 
@@ -143,7 +143,7 @@ def test_any_lengths_and_cuts_bound_from_above(topo, data):
 def test_reduction_group_is_verified():
     topo = load_topology("dgx-a100:nodes=4")
     red = reduce_topology(topo)
-    index = _ArcIndex(red.n, red.tails, red.heads)
+    index = ArcIndex(red.n, red.tails, red.heads)
     caps = np.array(red.caps, dtype=object)
     for sc in red.sources:
         for member, g in zip(sc.members, sc.transversal):
@@ -167,3 +167,15 @@ def test_uncertified_path_reports_an_interval():
     b = alltoall_bound(load_topology("ring:n=5"), exact=False)
     assert b.ok and b.lower <= b.upper
     assert abs(float(b.lower) - 500 / 3) < 1e-2 and b.relative_gap is not None and b.relative_gap < 1e-3
+
+
+def test_degraded_link_keeps_most_symmetry_and_the_same_optimum():
+    base = load_topology("dgx-a100:nodes=2")
+    links = [Link(lk.src, lk.dst, lk.bandwidth / 2 if (lk.src, lk.dst) == ("n1.nic5", "ib1") else lk.bandwidth, lk.cls)
+             for lk in base.links]
+    topo = make_topology(base.nodes, links, "degraded")
+    with_sym = alltoall_bound(topo)
+    without = alltoall_bound(topo, symmetry=False)
+    assert with_sym.certified and without.certified and with_sym.algbw == without.algbw < 50
+    assert 1 < with_sym.symmetry["source_orbits"] < topo.num_compute  # orbits of several sizes, no regular group
+    assert len(set(with_sym.symmetry["orbit_sizes"])) > 1

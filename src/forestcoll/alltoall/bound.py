@@ -27,7 +27,7 @@ import numpy as np
 
 from forestcoll.alltoall import certificate, lp, paths
 from forestcoll.alltoall.boxes import node_boxes
-from forestcoll.alltoall.reduction import Reduction, SourceClass, _ArcIndex, reduce_topology
+from forestcoll.alltoall.reduction import ArcIndex, Reduction, SourceClass, reduce_topology
 from forestcoll.errors import UsageError
 from forestcoll.rational import format_rational
 from forestcoll.topology.model import Topology
@@ -103,7 +103,7 @@ class Solved:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def expand_loads(red: Reduction, index: _ArcIndex, rep_paths: list[list[tuple[int, Fraction, tuple[int, ...]]]]) -> list[Fraction]:
+def expand_loads(red: Reduction, index: ArcIndex, rep_paths: list[list[tuple[int, Fraction, tuple[int, ...]]]]) -> list[Fraction]:
     """Exact load of every arc when every rank s = g(r) sends g(r's paths): integers after scaling, summed with numpy."""
     m = len(red.caps)
     per_class = []
@@ -137,7 +137,7 @@ def quantize(s: Solved, chunks: int) -> tuple[list[list[tuple[int, Fraction, tup
     if chunks < 1:
         raise UsageError(f"chunks must be >= 1, got {chunks}")
     rep = [paths.pair_fractions([(t, share, arcs) for t, share, arcs in plist], 1, chunks) for plist in s.rep_paths]
-    loads = expand_loads(s.red, _ArcIndex(s.red.n, s.red.tails, s.red.heads), rep)
+    loads = expand_loads(s.red, ArcIndex(s.red.n, s.red.tails, s.red.heads), rep)
     return rep, loads, paths_rate(s.red.caps, loads)
 
 
@@ -186,7 +186,7 @@ def solve_alltoall(topo: Topology, *, symmetry: bool = True, exact: bool = True,
         rep_paths.append(paths.pair_fractions(found, lam, denominator))
     seconds["paths"] = time.perf_counter() - t
     t = time.perf_counter()
-    index = _ArcIndex(n, red.tails, red.heads)
+    index = ArcIndex(n, red.tails, red.heads)
     loads = expand_loads(red, index, rep_paths)
     lower = paths_rate(red.caps, loads)
     seconds["loads"] = time.perf_counter() - t

@@ -135,7 +135,7 @@ class LPSolution:
     phase2: bool = False
 
 
-def _split(lp: ReducedLP):
+def split_rows(lp: ReducedLP):
     """(A_eq, A_ub) as scipy sparse matrices and the map from their rows to the LP's."""
     from scipy.sparse import csr_array
 
@@ -152,7 +152,7 @@ def _split(lp: ReducedLP):
     return a_eq, a_ub, b_ub, eq_rows, ub_rows
 
 
-def _linprog(lp: ReducedLP, cost: np.ndarray, lam_min: float, parts):
+def highs_solve(lp: ReducedLP, cost: np.ndarray, lam_min: float, parts):
     from scipy.optimize import linprog
 
     a_eq, a_ub, b_ub, _, _ = parts
@@ -236,11 +236,11 @@ def _exact_dual(lp: ReducedLP, x: np.ndarray, y_eq: np.ndarray, y_ub: np.ndarray
 
 def solve(lp: ReducedLP, exact: bool = True, shorten: bool = True) -> LPSolution:
     """Phase 1 (max lambda) made exact with its dual, then phase 2 (min hops at that lambda) made exact too."""
-    parts = _split(lp)
+    parts = split_rows(lp)
     t0 = time.perf_counter()
     cost = np.zeros(lp.ncols)
     cost[0] = -1.0
-    res = _linprog(lp, cost, 0.0, parts)
+    res = highs_solve(lp, cost, 0.0, parts)
     seconds = {"phase1": time.perf_counter() - t0}
     if res.status != 0:
         return LPSolution(str(res.message), float("nan"), np.zeros(lp.ncols), seconds=seconds)
@@ -265,7 +265,7 @@ def solve(lp: ReducedLP, exact: bool = True, shorten: bool = True) -> LPSolution
         out.seconds["exact1"] = time.perf_counter() - t1
     if shorten:
         t2 = time.perf_counter()
-        res2 = _linprog(lp, lp.hop_cost.astype(float), lam_f * (1 - 1e-9), parts)
+        res2 = highs_solve(lp, lp.hop_cost.astype(float), lam_f * (1 - 1e-9), parts)
         if res2.status == 0:
             x2 = np.asarray(res2.x, dtype=float)
             ok2 = True

@@ -70,7 +70,7 @@ def _colour_of_caps(caps: Sequence[Fraction]) -> np.ndarray:
     return np.fromiter((colour.setdefault(c, len(colour)) for c in caps), dtype=np.int64, count=len(caps))
 
 
-class _ArcIndex:
+class ArcIndex:
     """Arc (tail, head) -> position, vectorised; and the image of every arc under a node permutation."""
 
     def __init__(self, n: int, tails: np.ndarray, heads: np.ndarray) -> None:
@@ -90,7 +90,7 @@ class _ArcIndex:
         return self.order[pos]
 
 
-def verified(perms: Sequence[Sequence[int]], arcs: _ArcIndex, colour: np.ndarray, kinds: np.ndarray) -> list[np.ndarray]:
+def verified(perms: Sequence[Sequence[int]], arcs: ArcIndex, colour: np.ndarray, kinds: np.ndarray) -> list[np.ndarray]:
     """The permutations that are automorphisms (kinds kept, every arc onto an arc of equal bandwidth)."""
     good = []
     n = arcs.n
@@ -141,7 +141,7 @@ def reduce_topology(topo: Topology, symmetry: bool = True) -> Reduction:
     caps = tuple(bw for _, _, bw in arcs)
     kinds = np.array(topo.is_compute, dtype=bool)
     m = len(arcs)
-    index = _ArcIndex(n, tails, heads)
+    index = ArcIndex(n, tails, heads)
     colour = _colour_of_caps(caps)
     gens: list[np.ndarray] = []
     if symmetry:
@@ -165,7 +165,7 @@ def reduce_topology(topo: Topology, symmetry: bool = True) -> Reduction:
     return Reduction(n, tails, heads, caps, kinds, arc_orbit, tuple(sources), len(gens), bool(gens))
 
 
-def _stabiliser(topo: Topology, r: int, index: _ArcIndex, colour: np.ndarray, kinds: np.ndarray) -> list[np.ndarray]:
+def _stabiliser(topo: Topology, r: int, index: ArcIndex, colour: np.ndarray, kinds: np.ndarray) -> list[np.ndarray]:
     """Generators of the automorphisms that fix rank ``r``: bliss on the fabric plus a marker arc r -> extra node."""
     n = len(topo.nodes)
     arcs = list(topo.arcs)
