@@ -262,8 +262,10 @@ class AlltoallBound:
             "collective": "alltoall",
             "compute_nodes": self.ranks,
             "certified": self.certified,
-            "algbw_gbps": fr(self.algbw) if self.algbw is not None else self.algbw_float,
-            "busbw_gbps": fr(self.busbw) if self.busbw is not None else self.algbw_float * (self.ranks - 1) / max(self.ranks, 1),
+            # "p/q" when certified, else HiGHS's float as a decimal string (with "certified": false)
+            "algbw_gbps": fr(self.algbw) if self.algbw is not None else f"{self.algbw_float:.9g}",
+            "busbw_gbps": fr(self.busbw) if self.busbw is not None
+            else f"{self.algbw_float * (self.ranks - 1) / max(self.ranks, 1):.9g}",
             "algbw_float_gbps": self.algbw_float,
             "rate_per_pair_gbps": fr(self.rate_per_pair) if self.rate_per_pair is not None else None,
             "certified_interval_gbps": [fr(self.lower) if self.lower is not None else None,
