@@ -201,8 +201,9 @@ def _upper_bound(red: Reduction, sol: lp.LPSolution) -> tuple[Fraction | None, l
     candidates = []
     if sol.dual:
         candidates.append({o: Fraction(v) for o, v in sol.dual.items()})
-    if sol.dual_float:
-        candidates.append({o: Fraction(v).limit_denominator(1 << 40) for o, v in sol.dual_float.items()})
+    if sol.dual_float:  # small denominators recover exact duals more often; any lengths >= 0 give a valid bound
+        for limit in (10**6, 1 << 40):
+            candidates.append({o: Fraction(v).limit_denominator(limit) for o, v in sol.dual_float.items()})
     best: tuple[Fraction | None, list[Fraction] | None, list] = (None, None, [])
     sources = [(sc.rep, len(sc.members)) for sc in red.sources]
     for dual in candidates:
