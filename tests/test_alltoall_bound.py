@@ -179,3 +179,16 @@ def test_degraded_link_keeps_most_symmetry_and_the_same_optimum():
     assert with_sym.certified and without.certified and with_sym.algbw == without.algbw < 50
     assert 1 < with_sym.symmetry["source_orbits"] < topo.num_compute  # orbits of several sizes, no regular group
     assert len(set(with_sym.symmetry["orbit_sizes"])) > 1
+
+
+@pytest.mark.parametrize("spec", ["dgx-a100:nodes=4", "ring:n=6", "torus:dims=4x4", "mi250:nodes=2"])
+def test_declared_regular_group_without_bliss_gives_the_same_optimum(monkeypatch, spec):
+    import forestcoll.alltoall.reduction as reduction
+
+    topo = load_topology(spec)
+    full = alltoall_bound(topo)
+    monkeypatch.setattr(reduction, "BLISS_RANKS", 1)
+    fast = alltoall_bound(topo)
+    assert fast.certified and fast.algbw == full.algbw
+    if fast.symmetry["group"].startswith("declared"):
+        assert fast.symmetry["source_orbits"] == 1

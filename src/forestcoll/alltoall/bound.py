@@ -384,6 +384,7 @@ def bound_from_solved(s: Solved, seconds: float | None = None) -> AlltoallBound:
     algbw = lower if certified else None
     sym = {
         "generators": red.generators,
+        "group": red.method,
         "source_orbits": len(red.sources),
         "orbit_sizes": [len(sc.members) for sc in red.sources],
         "lp_rows": s.lp.nrows,

@@ -74,6 +74,7 @@ def decompose(n: int, tails: Sequence[int], heads: Sequence[int], flow: list, so
     """Paths (destination, amount, arcs) from ``source`` that carry each destination's ``demand`` out of an
     acyclic ``flow`` (modified in place).  With floats, amounts below ``tol`` are dropped."""
     _, into = _out_lists(n, tails, heads)
+    first = [0] * n  # into[v][:first[v]] carry no more flow (flows only decrease): skipped for good
     paths = []
     for t in sorted(demand):
         need = demand[t]
@@ -82,10 +83,12 @@ def decompose(n: int, tails: Sequence[int], heads: Sequence[int], flow: list, so
             v = t
             guard = 0
             while v != source:
-                best = None
-                for e in into[v]:
-                    if flow[e] > tol and (best is None or flow[e] > flow[best]):
-                        best = e
+                lst = into[v]
+                i = first[v]
+                while i < len(lst) and flow[lst[i]] <= tol:
+                    i += 1
+                first[v] = i
+                best = lst[i] if i < len(lst) else None
                 if best is None:
                     break
                 arcs.append(best)
