@@ -1,13 +1,14 @@
 # forestcoll: two entry points on a fresh machine (only Python >= 3.11 needed).
 #   make demo   set up .venv, generate + verify an optimal allreduce for a 2x8 DGX-A100, export it to MSCCL XML and run that
 #   make test   set up .venv with the test and torch extras, run the whole test suite
+#   make check  the fast tier for the edit loop: the suite without the tests marked slow (< 60 s)
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 OUT    := out
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test check bench lint clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "forestcoll needs Python >= 3.11 (set PYTHON=...)")'
@@ -36,6 +37,9 @@ demo: $(VENV)/.base
 
 test: $(VENV)/.test
 	$(BIN)/python -m pytest
+
+check: $(VENV)/.test
+	$(BIN)/python -m pytest -m "not slow"
 
 bench: $(VENV)/.base
 	$(BIN)/python benchmarks/generate.py

@@ -10,7 +10,7 @@ Networks (all with integer capacities, as forestcoll scales them):
 
 For each back end: the time to build the network once, and the mean time of one
 max-flow (setting all capacities and solving) over a few sinks.  OR-Tools runs
-through forestcoll.maxflow (what the library uses); igraph gets its capacities
+through forestcoll.graph.maxflow (what the library uses); igraph gets its capacities
 as a list of doubles (exact for these integers).  The ratio is against the
 fastest back end measured in this run.
 
@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.table import Table
 
 from forestcoll import load_topology
-from forestcoll.maxflow import FlowNetwork
+from forestcoll.graph.maxflow import FlowNetwork
 
 
 def bound_network():
@@ -143,7 +143,7 @@ def main() -> None:
     for make, reps, nx_sinks in ((bound_network, 20, 2), (packing_network, 400, 5), (symmetric_network, 2, 0)):
         name, n, tails, heads, caps, source, sinks = make()
         results = {}
-        for backend in ("ortools", "igraph", "networkx"):  # OR-Tools through forestcoll.maxflow
+        for backend in ("ortools", "igraph", "networkx"):  # OR-Tools through forestcoll.graph.maxflow
             if backend == "networkx" and not nx_sinks:
                 continue
             console.print(f"[dim]{name}: {backend} ...[/dim]")

@@ -207,7 +207,7 @@ def main() -> None:
     for tool in ("ip", "tc"):
         if not shutil.which(tool):
             raise SystemExit(f"netem.py: error: {tool} not found; install iproute2")
-    from forestcoll.simulate.compare import format_size, parse_size
+    from forestcoll.units import format_size, parse_size
 
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     world = args.boxes * args.per_box

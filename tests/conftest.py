@@ -22,6 +22,33 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("FORESTCOLL_SHARED", ROOT.parent / "shared"))
 
 
+def cli(*args) -> tuple[int, str, str]:
+    """Run the forestcoll command line in this process: (exit status, stdout, stderr).
+
+    The same ``main`` the console script calls, without a new interpreter per call (a few tests in
+    test_cli.py still start real processes, for the exit status and stderr a shell sees)."""
+    import contextlib
+    import io
+
+    from forestcoll.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:  # argparse's --help / --version
+            code = exc.code if isinstance(exc.code, int) else 0
+    return code, out.getvalue(), err.getvalue()
+
+
+def real_msccl_files(big: int = 500_000) -> list:
+    """The real MSCCL files under ../shared/data/msccl-xml as test parameters; files over ``big`` bytes are
+    marked slow (the fast tier keeps the small ones)."""
+    folder = SHARED / "data" / "msccl-xml"
+    paths = sorted(folder.glob("*.xml")) if folder.is_dir() else []
+    return [pytest.param(p, id=p.name, marks=[pytest.mark.slow] if p.stat().st_size > big else []) for p in paths]
+
+
 def shared_file(*parts: str) -> Path:
     """A file under ../shared, or skip the test when the folder is absent."""
     path = SHARED.joinpath(*parts)

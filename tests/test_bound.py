@@ -6,7 +6,8 @@ from conftest import brute_force_rate, fabrics, symmetric_fabrics
 from hypothesis import given
 
 from forestcoll import fixed_k_algbw, generate, load_topology, optimal_bound, verify
-from forestcoll.bound import Oracle, bus_factor, canonical_collective, optimal_rate, root_weights, smallest_optimal_k
+from forestcoll.bound import Oracle, optimal_rate, root_weights, smallest_optimal_k
+from forestcoll.collectives import bus_factor, canonical
 from forestcoll.errors import TopologyError, UsageError
 
 
@@ -170,7 +171,7 @@ def test_detected_automorphisms_match_no_symmetry_on_large_fabrics():
 def test_bad_collective_and_root():
     topo = load_topology("ring:n=4")
     with pytest.raises(UsageError, match="unknown collective"):
-        canonical_collective("gather")
+        canonical("gather")
     with pytest.raises(UsageError, match="unknown root"):
         optimal_bound(topo, "broadcast", root="nope")
     sw = load_topology("switch:n=3")

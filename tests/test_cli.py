@@ -6,13 +6,32 @@ import subprocess
 import sys
 
 import pytest
+from conftest import cli
 
 from forestcoll.cli import main
 
+run = cli  # in-process; test_real_processes below starts real ones
 
-def run(*args, cwd=None):
-    proc = subprocess.run([sys.executable, "-m", "forestcoll", *args], capture_output=True, text=True, cwd=cwd)
+
+def real(*args):
+    proc = subprocess.run([sys.executable, "-m", "forestcoll", *args], capture_output=True, text=True)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.slow
+def test_real_processes(tmp_path):
+    """What a shell sees: exit statuses, one-line errors without a traceback, output on stdout."""
+    code, out, err = real("bound", "ring:n=4", "--json")
+    assert code == 0 and json.loads(out)["compute_nodes"] == 4 and err == ""
+    code, out, err = real("bound", "nosuch")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "unknown topology 'nosuch'" in err
+    code, _out, err = real("frobnicate")
+    assert code == 2 and "invalid choice" in err and "Traceback" not in err
+    code, out, _err = real("--version")
+    assert code == 0 and out.startswith("forestcoll ")
+    sched = tmp_path / "s.json"
+    code, _out, err = real("generate", "mi250:nodes=2", "--max-k", "2", "-o", str(sched))
+    assert code == 2 and "more than 2 trees" in err and not sched.exists()
 
 
 def test_bound_json():
@@ -125,7 +144,7 @@ def test_topo_show_and_import(capsys, tmp_path):
     out_json = tmp_path / "t.json"
     assert main(["topo", "import", str(xml), "-o", str(out_json)]) == 0
     assert "2 compute (ranks)" in capsys.readouterr().out
-    assert json.loads(out_json.read_text())["nodes"][0] == {"name": "n0.gpu0", "kind": "compute"}
+    assert json.loads(out_json.read_text())["nodes"][0] == {"name": "n0.gpu0", "kind": "compute", "box": "n0"}
     assert main(["bound", str(xml), "--nodes", "4", "--fabric", "rail", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["compute_nodes"] == 8
 

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from conftest import cli
 from msccl_files import broadcast3, deadlock2, mismatched_counts
 
 from forestcoll.cli import main
 
-
-def run(*args):
-    proc = subprocess.run([sys.executable, "-m", "forestcoll", *args], capture_output=True, text=True)
-    return proc.returncode, proc.stdout, proc.stderr
+run = cli  # in-process; test_cli.py's test_real_processes starts real ones
 
 
 def test_generate_then_export(tmp_path, capsys):

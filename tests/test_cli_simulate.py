@@ -3,29 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from conftest import cli
 
 from forestcoll.cli import main
-from forestcoll.simulate.compare import format_size, parse_size, parse_sizes
 
-
-def run(*args):
-    proc = subprocess.run([sys.executable, "-m", "forestcoll", *args], capture_output=True, text=True)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-def test_sizes():
-    assert parse_size("1GiB") == 1 << 30 and parse_size("512MB") == 512 * 10**6 and parse_size("4096") == 4096
-    assert parse_size("1.5MiB") == 3 << 19
-    assert parse_sizes("1MiB..8MiB") == [1 << 20, 2 << 20, 4 << 20, 8 << 20]
-    assert parse_sizes("8MiB,1MiB") == [1 << 20, 8 << 20]
-    assert format_size(1 << 30) == "1GiB" and format_size(1000) == "1000B"
-    for bad in ("lots", "1.3B", "0", "-4MiB", "2XB"):
-        with pytest.raises(Exception, match="bad size"):
-            parse_size(bad)
+run = cli  # in-process; test_cli.py's test_real_processes starts real ones
 
 
 def test_simulate_schedule_json(tmp_path, capsys):

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SHARED
+from conftest import SHARED, real_msccl_files
 from msccl_files import algo, allgather2, broadcast3, deadlock2, gpu, mismatched_counts, step, tb
 
 from forestcoll.errors import UsageError
-from forestcoll.msccl.interpreter import DTYPES, OPS, compile_tb, regime, run_algo, run_modes
+from forestcoll.msccl.interpreter import DTYPES, OPS, run_algo, run_modes
 from forestcoll.msccl.ir import MscclError, parse_algo
+from forestcoll.msccl.semantics import compile_tb, regime
 
 REAL_DIR = SHARED / "data" / "msccl-xml"
-REAL = sorted(REAL_DIR.glob("*.xml")) if REAL_DIR.is_dir() else []
 
 
 def run(text: str, **kw):
@@ -168,7 +168,7 @@ def test_bad_arguments():
 # ----- real files --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", real_msccl_files())
 def test_real_files_run_to_the_right_result(path):
     a = parse_algo(path.read_text(), path.name)
     for r in run_modes(a, source=path.name):
@@ -176,6 +176,7 @@ def test_real_files_run_to_the_right_result(path):
         assert r.checked
 
 
+@pytest.mark.slow
 def test_ring_needs_two_slots():
     """RCCL's ring allreduce relies on a connection buffering two calls; with one it deadlocks."""
     path = REAL_DIR / "all-reduce-ring-simple.xml"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from msccl_files import allgather2, broadcast3
 
-from forestcoll.msccl.ir import MscclError, buffer_sizes, parse_algo, write_algo
+from forestcoll.msccl.ir import MscclError, parse_algo, write_algo
+from forestcoll.msccl.semantics import buffer_sizes
 
 
 def test_round_trip_is_stable():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SHARED
+from conftest import SHARED, real_msccl_files
 from msccl_files import algo, allgather2, broadcast3, gpu, mismatched_counts, step, tb
 
 from forestcoll.msccl.ir import parse_algo
@@ -25,7 +25,7 @@ def test_valid_files_are_clean():
         assert lint(parse_algo(text), text) == []
 
 
-@pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", real_msccl_files())
 def test_real_files_pass_lint(path):
     text = path.read_text()
     for runtime in ("msccl-executor-nccl", "rccl"):

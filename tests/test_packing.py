@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from forestcoll.packing import Packer, SymmetricPacker, pack_trees, pack_trees_symmetric
+from forestcoll.trees.packing import Packer, SymmetricPacker, pack_trees, pack_trees_symmetric
 
 
 def check_packing(n, caps, demand, trees):

@@ -4,7 +4,8 @@ from fractions import Fraction
 import pytest
 
 from forestcoll.errors import ForestCollError
-from forestcoll.rational import format_rational, lcm_of_denominators, parse_bandwidth, parse_rational
+from forestcoll.rational import format_rational, lcm_of_denominators, parse_rational
+from forestcoll.units import parse_bandwidth
 
 
 @pytest.mark.parametrize(
@@ -28,15 +29,15 @@ def test_parse_accepts_exact_forms(raw, expected):
 @pytest.mark.parametrize(
     "raw, message",
     [
-        ("nan", "not a number"),
+        ("nan", "not a bandwidth"),
         (float("nan"), "not a finite number"),
         (float("inf"), "not a finite number"),
-        ("inf", "not a number"),
+        ("inf", "not a bandwidth"),
         (0, "must be > 0"),
         ("-3", "must be > 0"),
         ("0/5", "must be > 0"),
         ("3/0", "divides by zero"),
-        ("fast", "not a number"),
+        ("fast", "not a bandwidth"),
         (True, "expected a number"),
         (None, "expected a number"),
         ([1], "expected a number"),

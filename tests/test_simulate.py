@@ -56,7 +56,8 @@ def test_ring_allreduce_closed_form(n):
 
 @pytest.mark.parametrize(
     ("spec", "collective"),
-    [("dgx-a100:nodes=2", "allreduce"), ("dgx-a100:nodes=2", "allgather"), ("fully-connected:n=5", "allgather"),
+    [pytest.param("dgx-a100:nodes=2", "allreduce", marks=pytest.mark.slow),
+     pytest.param("dgx-a100:nodes=2", "allgather", marks=pytest.mark.slow), ("fully-connected:n=5", "allgather"),
      ("switch:n=6", "reduce_scatter"), ("hypercube:dim=3", "allreduce")],
 )
 def test_optimal_schedules_approach_the_bound(spec, collective):

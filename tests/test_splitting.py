@@ -8,9 +8,9 @@ from hypothesis import given
 
 from forestcoll import load_topology
 from forestcoll.bound import prepare_phase, root_weights
-from forestcoll.generate import phase_capacities
-from forestcoll.splitting import _shortcut, split_switches
 from forestcoll.topology import TopologyBuilder
+from forestcoll.trees.capacities import phase_capacities
+from forestcoll.trees.splitting import _shortcut, split_switches
 
 
 def split_at_optimum(topo, symmetry=True):

@@ -81,7 +81,7 @@ def test_torus_links():
         ("ring:n", "key=value"),
         ("ring:n=3,n=4", "given twice"),
         ("ring:bw=0", "must be > 0"),
-        ("ring:bw=nan", "not a number"),
+        ("ring:bw=nan", "not a bandwidth"),
         ("torus:dims=4y4", "expected sizes"),
         ("dgx-a100:nodes=0", "must be >= 1"),
     ],

@@ -43,7 +43,7 @@ def test_minimal_format_and_exact_numbers(tmp_path):
         ('{"nodes": [{"kind": "compute"}], "links": []}', r"nodes\[0\]: 'name'"),
         ('{"nodes": [{"name": "a", "kind": "cpu"}], "links": []}', "'kind' must be"),
         ('{"nodes": [{"name": "a"}, {"name": "b"}], "links": [{"src": "a", "dst": "b"}]}', "missing 'bandwidth'"),
-        ('{"nodes": [{"name": "a"}, {"name": "b"}], "links": [{"src": "a", "dst": "b", "bandwidth": "NaN"}]}', "not a number"),
+        ('{"nodes": [{"name": "a"}, {"name": "b"}], "links": [{"src": "a", "dst": "b", "bandwidth": "NaN"}]}', "not a bandwidth"),
         ('{"nodes": [{"name": "a"}, {"name": "b"}], "links": [{"src": "a", "dst": "b", "bandwidth": -2}]}', "must be > 0"),
         ('{"nodes": [{"name": "a"}, {"name": "b"}], "links": [{"src": "a", "dst": 3, "bandwidth": 2}]}', "'dst' must be"),
         ('{"nodes": [{"name": "a"}, {"name": "b"}], "links": [{"src": "a", "dst": "b", "bandwidth": 2}]}', "cannot reach"),

@@ -54,7 +54,7 @@ def test_builder_rejects_bad_bandwidth_values():
     b.compute("a")
     with pytest.raises(Exception, match="must be > 0"):
         b.link("a", "b", -1)
-    with pytest.raises(Exception, match="not a number"):
+    with pytest.raises(Exception, match="not a bandwidth"):
         b.link("a", "b", "NaN")
 
 

@@ -1,12 +1,10 @@
 """NCCL / RCCL topology dumps: every real file imports; facts read off each file by hand; bad files fail cleanly."""
 
 import re
-import subprocess
-import sys
 from fractions import Fraction
 
 import pytest
-from conftest import SHARED, shared_file
+from conftest import SHARED, cli, shared_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -77,10 +75,10 @@ def test_hand_checked_bounds():
 @pytest.mark.parametrize("name", SKELETONS)
 def test_skeletons_are_refused_with_a_hint(name):
     path = shared_file("data", "nccl-topo", name)
-    proc = subprocess.run([sys.executable, "-m", "forestcoll", "bound", str(path)], capture_output=True, text=True, check=False)
-    assert proc.returncode == 2
-    assert "no <gpu> elements" in proc.stderr and "NCCL_TOPO_DUMP_FILE" in proc.stderr
-    assert proc.stderr.count("\n") == 1
+    code, _out, err = cli("bound", str(path))
+    assert code == 2
+    assert "no <gpu> elements" in err and "NCCL_TOPO_DUMP_FILE" in err
+    assert err.count("\n") == 1
 
 
 MINIMAL = """<system version="1">
@@ -155,8 +153,8 @@ def test_unknown_amd_architecture(tmp_path):
 def test_bad_xml_via_cli_is_one_line(tmp_path):
     path = tmp_path / "cut.xml"
     path.write_text(MINIMAL[: len(MINIMAL) // 2])
-    proc = subprocess.run([sys.executable, "-m", "forestcoll", "bound", str(path)], capture_output=True, text=True, check=False)
-    assert proc.returncode == 2 and "malformed XML" in proc.stderr and proc.stderr.count("\n") == 1
+    code, _out, err = cli("bound", str(path))
+    assert code == 2 and "malformed XML" in err and err.count("\n") == 1
 
 
 # ----- fuzzing: random mutations of the real files never escape as anything but a ForestCollError -----

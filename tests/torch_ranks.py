@@ -61,3 +61,74 @@ def run_ranks(world: int, fn: Callable, *args: object, timeout: float = 120, pg_
                 if p.is_alive():
                     p.kill()
     return results
+
+
+def _worker(rank: int, world: int, store: str, inbox: mp.Queue, out: mp.Queue, pg_timeout: float) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    try:
+        dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=pg_timeout))
+    except BaseException as exc:
+        out.put((None, rank, "error", f"{type(exc).__name__}: {exc}"))
+        return
+    while True:
+        job = inbox.get()
+        if job is None:
+            break
+        job_id, fn, args = job
+        try:
+            out.put((job_id, rank, "ok", fn(rank, world, *args)))
+        except BaseException as exc:  # reported to the parent, which fails the test
+            out.put((job_id, rank, "error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+    try:
+        dist.destroy_process_group()
+    except Exception:
+        pass
+
+
+class RankPool:
+    """``world`` gloo ranks started once (spawn) that run one function after another: the start-up (a
+    fresh interpreter importing torch per rank) is paid once for many tests.  Functions must leave the
+    group usable (tests of dying or stalling ranks use :func:`run_ranks`)."""
+
+    def __init__(self, world: int, pg_timeout: float = 60) -> None:
+        ctx = mp.get_context("spawn")
+        self.world = world
+        self._tmp = tempfile.TemporaryDirectory()
+        store = os.path.join(self._tmp.name, "store")
+        self._out = ctx.Queue()
+        self._inboxes = [ctx.Queue() for _ in range(world)]
+        self._procs = [ctx.Process(target=_worker, args=(r, world, store, self._inboxes[r], self._out, pg_timeout),
+                                   daemon=True) for r in range(world)]
+        for p in self._procs:
+            p.start()
+        self._jobs = 0
+
+    def run(self, fn: Callable, *args: object, timeout: float = 120) -> dict[int, tuple[str, object]]:
+        """``fn(rank, world, *args)`` on every rank; {rank: ("ok", result) | ("error", text)}."""
+        self._jobs += 1
+        job = self._jobs
+        for inbox in self._inboxes:
+            inbox.put((job, fn, args))
+        results: dict[int, tuple[str, object]] = {}
+        try:
+            while len(results) < self.world:
+                job_id, rank, status, value = self._out.get(timeout=timeout)
+                if job_id in (job, None):
+                    results[rank] = (status, value)
+        except queue.Empty:
+            raise AssertionError(f"ranks {sorted(set(range(self.world)) - set(results))} did not finish in {timeout} s "
+                                 f"(got {results})") from None
+        return results
+
+    def close(self) -> None:
+        for inbox in self._inboxes:
+            inbox.put(None)
+        for p in self._procs:
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+        self._tmp.cleanup()

@@ -1,10 +1,14 @@
 """forestcoll: throughput-optimal collective communication schedules for any fabric.
 
-The pipeline, one module per stage::
+The pipeline, one package or module per stage (docs/design.md has the map)::
 
-    topology  ->  bound  ->  splitting  ->  packing  ->  schedule  ->  verify
-    (model)      (exact     (remove        (spanning     (JSON,       (independent
-                 optimum)    switches)      trees)        routes)      checker)
+    topology  ->  bound  ->  trees (capacities, splitting, packing, routing)  ->  schedule  ->  verify
+    (model)      (exact      (integer capacities, remove switches,               (JSON)        (independent
+                 optimum)     spanning trees, paths)                                            checker)
+                                                                         schedule  ->  msccl, simulate, runtime/torch
+
+Collectives are defined once in :mod:`forestcoll.collectives`; every result
+has ``ok``, ``message`` and ``to_dict()`` (:mod:`forestcoll.results`).
 
 Quick start::
 
@@ -15,9 +19,9 @@ Quick start::
     forestcoll.verify(sched, topo).certified_optimal   # True
 """
 
-from forestcoll.bound import Bound, optimal_bound
+from forestcoll.bound import Bound, fixed_k_algbw, optimal_bound
 from forestcoll.errors import ForestCollError, ScheduleError, TopologyError, UsageError
-from forestcoll.generate import fixed_k_algbw, generate
+from forestcoll.generate import generate
 from forestcoll.schedule import Schedule, read_schedule, schedule_from_dict, schedule_to_dict
 from forestcoll.topology import (
     Link,

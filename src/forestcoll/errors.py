@@ -7,6 +7,8 @@ exits with status 2.  Anything else escaping is a bug in forestcoll.
 
 from __future__ import annotations
 
+__all__ = ["ForestCollError", "ScheduleError", "TopologyError", "UsageError"]
+
 
 class ForestCollError(Exception):
     """An error caused by the input, with a one-line message for the user."""

@@ -11,6 +11,8 @@ from typing import Any
 
 from forestcoll.errors import ForestCollError
 
+__all__ = ["atomic_write_bytes", "atomic_write_text", "dump_json", "load_json", "read_text"]
+
 
 def _umask() -> int:
     mask = os.umask(0o022)

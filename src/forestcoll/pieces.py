@@ -13,10 +13,13 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
+from forestcoll import collectives
 from forestcoll.errors import ScheduleError
 from forestcoll.schedule import Schedule, ScheduleTree
 
-PHASE_ORDER = {"allreduce": ("reduce_scatter", "allgather")}
+__all__ = [
+    "MIN_SLICES", "MIN_SLICE_BYTES", "Piece", "TreeShape", "cut_pieces", "shape_trees", "slices_for", "tree_shape",
+]
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,8 @@ def tree_shape(tree: ScheduleTree, order: int, phase: int, index: dict[str, int]
 def shape_trees(sched: Schedule) -> list[TreeShape]:
     """Every tree of ``sched`` with its parent links and levels, numbered within its phase (checks they are trees)."""
     index = {r: i for i, r in enumerate(sched.ranks)}
-    phases = PHASE_ORDER.get(sched.collective) or tuple(dict.fromkeys(t.phase for t in sched.trees))
+    coll = collectives.get(sched.collective)
+    phases = coll.phase_names
     phase_index = {name: i for i, name in enumerate(phases)}
     counters: dict[int, int] = defaultdict(int)
     trees: list[TreeShape] = []
@@ -86,7 +90,7 @@ def shape_trees(sched: Schedule) -> list[TreeShape]:
         ph = phase_index[t.phase]
         trees.append(tree_shape(t, counters[ph], ph, index, f"trees[{i}]"))
         counters[ph] += 1
-    if sched.collective in ("broadcast", "reduce") and len({t.root for t in trees}) != 1:
+    if coll.rooted and len({t.root for t in trees}) != 1:
         raise ScheduleError(f"a {sched.collective} schedule must have one root")
     return trees
 

@@ -1,9 +1,10 @@
 """Exact rational numbers for bandwidths, rates and loads.
 
-Bandwidths enter as ints, decimal strings (``"20.6"``), fractions (``"1040/3"``)
+Numbers enter as ints, decimal strings (``"20.6"``), fractions (``"1040/3"``)
 or JSON numbers; they are kept as :class:`fractions.Fraction` and never compared
 as floats.  Floats are converted through their shortest decimal representation,
-so ``20.6`` becomes exactly ``103/5``.
+so ``20.6`` becomes exactly ``103/5``.  Quantities with units (bandwidths,
+sizes, latencies) are :mod:`forestcoll.units`' job.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from fractions import Fraction
 from functools import reduce
 
 from forestcoll.errors import ForestCollError
+
+__all__ = ["format_rational", "lcm_of_denominators", "parse_rational"]
 
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _FRACTION = re.compile(r"^\s*([+-]?\d+)\s*/\s*(\d+)\s*$")
@@ -53,22 +56,6 @@ def parse_rational(value: object, what: str = "value") -> Fraction:
     raise ForestCollError(f"{what}: expected a number, got {type(value).__name__}")
 
 
-def parse_bandwidth(value: object, what: str = "bandwidth") -> Fraction:
-    """Parse a bandwidth in GB/s: an exact positive rational."""
-    bw = parse_rational(value, what)
-    if bw <= 0:
-        raise ForestCollError(f"{what}: must be > 0, got {format_rational(bw)}")
-    return bw
-
-
-def parse_latency(value: object, what: str = "latency") -> Fraction:
-    """Parse a latency in microseconds: an exact rational >= 0."""
-    lat = parse_rational(value, what)
-    if lat < 0:
-        raise ForestCollError(f"{what}: must be >= 0, got {format_rational(lat)}")
-    return lat
-
-
 def format_rational(x: Fraction | int) -> str:
     """Write ``x`` as ``"p/q"`` (or ``"p"`` when it is an integer)."""
     x = Fraction(x)
@@ -79,7 +66,3 @@ def lcm_of_denominators(values) -> int:
     """Least common multiple of the denominators of ``values`` (1 for none)."""
     return reduce(math.lcm, (Fraction(v).denominator for v in values), 1)
 
-
-def floor_div(x: Fraction) -> int:
-    """floor(x) for a Fraction, exactly."""
-    return x.numerator // x.denominator

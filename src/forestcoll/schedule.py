@@ -39,20 +39,18 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from forestcoll.collectives import COLLECTIVES, PHASES
 from forestcoll.errors import ForestCollError, ScheduleError
-from forestcoll.fileio import load_json
+from forestcoll.fileio import atomic_write_text, dump_json, load_json
 from forestcoll.rational import format_rational, parse_rational
+
+__all__ = [
+    "FORMAT", "VERSION", "Edge", "PhaseInfo", "Schedule", "ScheduleTree", "read_schedule", "schedule_from_dict",
+    "schedule_to_dict", "schedule_topology", "write_schedule",
+]
 
 FORMAT = "forestcoll-schedule"
 VERSION = 1
-PHASE_DIRECTION = {"allgather": "out", "broadcast": "out", "reduce_scatter": "in", "reduce": "in"}
-COLLECTIVE_PHASES = {
-    "allgather": ("allgather",),
-    "broadcast": ("broadcast",),
-    "reduce_scatter": ("reduce_scatter",),
-    "reduce": ("reduce",),
-    "allreduce": ("reduce_scatter", "allgather"),
-}
 
 
 @dataclass(frozen=True)
@@ -75,7 +73,7 @@ class ScheduleTree:
 
     @property
     def direction(self) -> str:
-        return PHASE_DIRECTION[self.phase]
+        return PHASES[self.phase].direction
 
     def height(self) -> int:
         """Number of edges on the longest root-leaf chain."""
@@ -108,7 +106,7 @@ class PhaseInfo:
 
     @property
     def direction(self) -> str:
-        return PHASE_DIRECTION[self.name]
+        return PHASES[self.name].direction
 
 
 @dataclass(frozen=True)
@@ -129,6 +127,22 @@ class Schedule:
     @property
     def optimal(self) -> bool:
         return self.algbw == self.bound_algbw
+
+    @property
+    def ok(self) -> bool:
+        """A result (:mod:`forestcoll.results`): a built or parsed schedule is always ok; whether it is right
+        for a topology is :func:`forestcoll.verify.verify`'s verdict, whether it is optimal :attr:`optimal`."""
+        return True
+
+    @property
+    def message(self) -> str:
+        share = f"{float(self.algbw / self.bound_algbw * 100):.6g}%" if self.bound_algbw else "-"
+        return (f"{self.collective} on {self.topology or 'a custom topology'}: k={self.k}, {len(self.trees)} trees, "
+                f"algbw {format_rational(self.algbw)} GB/s ({'optimal' if self.optimal else share + ' of the bound'})")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The schedule file's JSON object (:func:`schedule_to_dict`)."""
+        return schedule_to_dict(self)
 
     def phase_trees(self, phase: str) -> list[ScheduleTree]:
         return [t for t in self.trees if t.phase == phase]
@@ -213,7 +227,7 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
     if version != VERSION:
         raise ScheduleError(f"{source}: schedule version {version!r} is not supported (this forestcoll reads {VERSION})")
     collective = _req(data, "collective", str, source)
-    if collective not in COLLECTIVE_PHASES:
+    if collective not in COLLECTIVES:
         raise ScheduleError(f"{source}: unknown collective {collective!r}")
     k = _req(data, "k", int, source)
     if k < 1:
@@ -225,8 +239,8 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
     phases = []
     raw_phases = data.get("phases")
     if raw_phases is None:  # minimal files: one phase named after the collective
-        if collective == "allreduce":
-            raise ScheduleError(f"{source}: an allreduce schedule needs 'phases'")
+        if len(COLLECTIVES[collective].phases) != 1:
+            raise ScheduleError(f"{source}: an {collective} schedule needs 'phases'")
         raw_phases = [{"name": collective, "k": k}]
     if not isinstance(raw_phases, list):
         raise ScheduleError(f"{source}: 'phases' must be a list")
@@ -237,7 +251,7 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
         if not isinstance(p, Mapping):
             raise ScheduleError(f"{where}: expected an object")
         name = _req(p, "name", str, where)
-        if name not in PHASE_DIRECTION:
+        if name not in PHASES:
             raise ScheduleError(f"{where}: unknown phase {name!r}")
         pk = p.get("k", k)
         if not isinstance(pk, int) or isinstance(pk, bool) or pk < 1:
@@ -256,7 +270,7 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
         if chunks < 1:
             raise ScheduleError(f"{where}: 'chunks' must be >= 1")
         phase = t.get("phase", phases[0].name if phases else collective)
-        if phase not in PHASE_DIRECTION:
+        if phase not in PHASES:
             raise ScheduleError(f"{where}: unknown phase {phase!r}")
         edges = []
         for j, e in enumerate(_req(t, "edges", list, where)):
@@ -272,6 +286,25 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
     if not isinstance(topology, str):
         raise ScheduleError(f"{source}: 'topology' must be a string")
     return Schedule(collective, topology, ranks, k, algbw, bound, tuple(phases), tuple(trees), root)
+
+
+def write_schedule(sched: Schedule, path: str) -> str:
+    """Write the schedule JSON to ``path`` whole (temporary file, then rename); returns the text."""
+    text = dump_json(schedule_to_dict(sched))
+    atomic_write_text(path, text)
+    return text
+
+
+def schedule_topology(sched: Schedule, topology=None, extra: Mapping[str, str] | None = None):
+    """The topology to check or run ``sched`` on: ``topology`` (a spec, file or Topology) or else the one the
+    schedule names, with cluster options ``extra``; UsageError when neither is known."""
+    from forestcoll.errors import UsageError
+    from forestcoll.topology import load_topology
+
+    spec = topology or sched.topology
+    if not spec:
+        raise UsageError("the schedule names no topology; pass --topology")
+    return load_topology(spec, extra)
 
 
 def read_schedule(path: str) -> Schedule:

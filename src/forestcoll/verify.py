@@ -25,9 +25,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
-from forestcoll.schedule import COLLECTIVE_PHASES, PHASE_DIRECTION, Schedule, ScheduleTree
+from forestcoll.collectives import COLLECTIVES, PHASES
+from forestcoll.rational import format_rational
+from forestcoll.schedule import Schedule, ScheduleTree
 from forestcoll.topology.model import Topology
+
+__all__ = ["PhaseReport", "VerifyReport", "verify"]
 
 
 @dataclass
@@ -41,10 +46,20 @@ class PhaseReport:
     cut_algbw: Fraction | None  # the upper bound proved by the named cut, if any
     busiest_link: tuple[str, str] | None
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "trees": self.trees,
+            "algbw_gbps": format_rational(self.algbw),
+            "cut_bound_algbw_gbps": _fr(self.cut_algbw),
+            "busiest_link": list(self.busiest_link) if self.busiest_link else None,
+        }
+
 
 @dataclass
 class VerifyReport:
-    """The verdict: ``ok`` when no error was found; ``algbw`` is what the loads give."""
+    """The verdict (a result, :mod:`forestcoll.results`): ``ok`` when no error was found, ``message`` the
+    first error or the verdict; ``algbw`` is what the loads give."""
 
     ok: bool
     errors: list[str]
@@ -60,6 +75,30 @@ class VerifyReport:
         if self.algbw is None or not self.bound_algbw:
             return None
         return self.algbw / self.bound_algbw
+
+    @property
+    def message(self) -> str:
+        if not self.ok:
+            return self.errors[0]
+        if self.certified_optimal:
+            return "OK, optimal: the loads reach the bound of the schedule's own bottleneck cut"
+        return "OK"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "errors": self.errors,
+            "algbw_gbps": _fr(self.algbw),
+            "claimed_algbw_gbps": format_rational(self.claimed_algbw),
+            "bound_algbw_gbps": _fr(self.bound_algbw),
+            "efficiency": _fr(self.efficiency),
+            "certified_optimal": self.certified_optimal,
+            "phases": [p.to_dict() for p in self.phases],
+        }
+
+
+def _fr(x: Fraction | None) -> str | None:
+    return format_rational(x) if x is not None else None
 
 
 def _check_tree(tree: ScheduleTree, topo: Topology, where: str, errors: list[str]) -> list[tuple[str, str]] | None:
@@ -153,13 +192,13 @@ def verify(schedule: Schedule, topo: Topology) -> VerifyReport:
             )
         else:
             errors.append("ranks list the topology's compute nodes in a different order")
-    expected = COLLECTIVE_PHASES.get(schedule.collective)
+    coll = COLLECTIVES.get(schedule.collective)
+    expected = coll.phase_names if coll is not None else None
     names = tuple(p.name for p in schedule.phases)
     if expected is None or names != expected:
         errors.append(f"collective {schedule.collective} needs phases {expected}, found {names}")
         return VerifyReport(False, errors, None, schedule.algbw, None)
-    single_root = schedule.collective in ("broadcast", "reduce")
-    if single_root:
+    if coll.rooted:
         if schedule.root not in topo.compute_nodes:
             errors.append(f"root {schedule.root!r} is not a compute node")
             return VerifyReport(False, errors, None, schedule.algbw, None)
@@ -179,7 +218,7 @@ def verify(schedule: Schedule, topo: Topology) -> VerifyReport:
         load: dict[tuple[str, str], int] = defaultdict(int)
         for index, tree in trees:
             where = f"{phase.name} tree {index} (root {tree.root})"
-            if tree.direction != PHASE_DIRECTION[phase.name]:
+            if tree.direction != PHASES[phase.name].direction:
                 errors.append(f"{where}: wrong direction")
                 continue
             if tree.root not in roots:
@@ -202,7 +241,7 @@ def verify(schedule: Schedule, topo: Topology) -> VerifyReport:
                 busiest = hop
         d = len(roots)
         algbw = d * k / ratio if ratio else None
-        reverse = PHASE_DIRECTION[phase.name] == "in"
+        reverse = PHASES[phase.name].reversed
         rate_bound = _cut_bound(topo, phase.bottleneck_cut, roots, reverse)
         cut_algbw = d * rate_bound if rate_bound is not None else None
         if algbw is None:

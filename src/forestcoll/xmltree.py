@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from forestcoll.errors import ForestCollError
 
+__all__ = ["Elem", "parse_tree"]
+
 
 @dataclass
 class Elem:

@@ -32,15 +32,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from forestcoll import collectives
 from forestcoll.errors import ScheduleError, UsageError
 from forestcoll.msccl.ir import PROTOCOLS, Algo, Gpu, Step, ThreadBlock
 from forestcoll.msccl.lint import RUNTIMES, RuntimeLimits
+from forestcoll.msccl.semantics import size_multiplier
 from forestcoll.pieces import Piece, TreeShape, cut_pieces, shape_trees
 from forestcoll.rational import format_rational
 from forestcoll.schedule import Schedule
 
-MSCCL_COLL = {"allgather": "allgather", "reduce_scatter": "reducescatter", "allreduce": "allreduce",
-              "broadcast": "broadcast", "reduce": "reduce"}
+__all__ = ["ExportError", "ExportOptions", "ExportResult", "export_msccl", "self_check", "write_msccl"]
 
 
 class ExportError(ScheduleError):
@@ -82,7 +83,10 @@ class ExportOptions:
 
 @dataclass
 class ExportResult:
-    """The algorithm and the figures a user checks against the runtime's limits."""
+    """The algorithm and the figures a user checks against the runtime's limits.
+
+    A result (:mod:`forestcoll.results`): ``ok`` when the file fits the runtime it was made for (export
+    raises otherwise); after :func:`write_msccl`, ``checks`` holds the self-check's lines and ``output`` the file."""
 
     algo: Algo
     channels: int  # nchannels of the file (per instance x instances)
@@ -91,12 +95,26 @@ class ExportResult:
     total_steps: int
     limits: RuntimeLimits
     notes: list[str] = field(default_factory=list)
+    checked: bool = False  # linted and run in the interpreter (self_check)
+    checks: list[str] = field(default_factory=list)
+    output: str | None = None
 
     def fits(self, runtime: str) -> bool:
         """Whether the file keeps within ``runtime``'s limits."""
         lim = RUNTIMES[runtime]
         return (self.steps_per_tb <= lim.steps_per_tb and self.tbs_per_gpu <= lim.tbs_per_gpu
                 and self.channels <= lim.channels)
+
+    @property
+    def ok(self) -> bool:
+        return self.fits(self.limits.name)
+
+    @property
+    def message(self) -> str:
+        a = self.algo
+        verdict = "fits" if self.ok else "DOES NOT FIT"
+        return (f"{a.name}: {a.coll}, {a.ngpus} gpus, {self.channels} channel(s), {self.tbs_per_gpu} thread blocks per "
+                f"GPU, {self.steps_per_tb} steps per thread block; {verdict} {self.limits.name}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,6 +128,8 @@ class ExportResult:
             "total_steps": self.total_steps,
             "fits": {rt: self.fits(rt) for rt in RUNTIMES},
             "notes": self.notes,
+            "checked": self.checked,
+            "output": self.output,
         }
 
 
@@ -138,9 +158,9 @@ class _Op:
 def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: int,
                channels: int, outofplace: bool) -> tuple[list[_Op], list[int]]:
     """All operations of every GPU (not yet in thread blocks) and each GPU's scratch chunk count."""
-    coll = sched.collective
-    copy_first = outofplace and coll in ("allgather", "broadcast")
-    per_root = coll in ("allgather", "reduce_scatter", "allreduce")
+    coll = collectives.get(sched.collective)
+    copy_first = outofplace and not coll.reduces  # an out-of-place root sends from its output, copied first
+    two_phase = len(coll.phases) > 1  # allreduce: in-trees reduce into the output, out-trees send it from there
     ops: list[_Op] = []
     scratch = [0] * n
     final_op: dict[tuple[int, int, int], _Op] = {}  # (instance, root, start) -> op that completes the reduction
@@ -151,7 +171,7 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
 
     for m in range(instances):
         for pc in pieces:
-            base = pc.root * k * instances + m * k + pc.start if per_root else m * k + pc.start
+            base = m * k + pc.start if coll.rooted else pc.root * k * instances + m * k + pc.start
             local = m * k + pc.start  # index within the root's own block (input of allgather, output of reduce-scatter)
             for t in pc.trees:
                 tkey = (t.phase, )
@@ -162,9 +182,9 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
                     for v in sorted(t.level, key=lambda x: (t.level[x], x)):
                         kids = t.children.get(v, [])
                         if v == t.root:
-                            where = ("o", local) if coll == "reduce_scatter" else ("o", base)
+                            where = ("o", local) if coll.output == "own" else ("o", base)
                         elif kids:
-                            if coll == "allreduce":
+                            if two_phase:
                                 where = ("o", base)
                             else:
                                 where = ("s", scratch[v])
@@ -188,18 +208,18 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
                         final_op[(m, pc.root, pc.start)] = last[t.root]
                 else:
                     have: dict[int, _Op | None] = {}
-                    if coll == "allreduce":
+                    if two_phase:
                         src_root = ("o", base)
                         have[t.root] = final_op.get((m, pc.root, pc.start))
                     elif copy_first:
                         # out-of-place: the root first copies its input into its own output slot, then sends from there
                         src_root = ("o", base)
                         cpy = _Op((m, -1, pc.root, pc.start), pc.root, "local", -1, 0, "cpy", "i",
-                                  local if coll == "allgather" else base, "o", base, pc.cnt)
+                                  local if coll.input == "own" else base, "o", base, pc.cnt)
                         ops.append(cpy)
                         have[t.root] = cpy
                     else:
-                        src_root = ("i", local if coll == "allgather" else base)
+                        src_root = ("i", local if coll.input == "own" else base)
                         have[t.root] = None
                     for v in sorted(t.level, key=lambda x: (t.level[x], x)):
                         if v == t.root:
@@ -261,7 +281,8 @@ def export_msccl(sched: Schedule, options: ExportOptions | None = None, **kwargs
     """The MSCCL algorithm of ``sched`` (see the module docstring for the lowering)."""
     opts = options or ExportOptions(**kwargs)
     limits = opts.check()
-    if sched.collective not in MSCCL_COLL:
+    spec = collectives.get(sched.collective)
+    if spec.msccl is None or not spec.tree_based:
         raise ExportError(f"collective {sched.collective!r} has no MSCCL form")
     ranks = list(sched.ranks)
     n = len(ranks)
@@ -309,11 +330,10 @@ def export_msccl(sched: Schedule, options: ExportOptions | None = None, **kwargs
         raise ExportError(f"{recv_tbs} receiving and copying thread blocks on one GPU, but dependencies can only name the first "
                           f"{limits.max_depid + 1} (depid is int8): use fewer channels or instances")
 
-    coll = MSCCL_COLL[sched.collective]
-    per_root = sched.collective in ("allgather", "reduce_scatter", "allreduce")
-    nchunks = n * k * inst if per_root else k * inst
-    in_chunks = k * inst if coll == "allgather" else nchunks
-    out_chunks = k * inst if coll == "reducescatter" else nchunks
+    coll = spec.msccl
+    nchunks = spec.chunks_per_loop(n, k) * inst
+    in_chunks = k * inst if spec.input == "own" else nchunks
+    out_chunks = k * inst if spec.output == "own" else nchunks
     gpus: list[Gpu] = []
     for g in range(n):
         gpu = Gpu(g, in_chunks, out_chunks, scratch[g])
@@ -340,7 +360,7 @@ def export_msccl(sched: Schedule, options: ExportOptions | None = None, **kwargs
                 max_bytes=opts.max_bytes, gpus=gpus, comments=comments)
     total = sum(len(tb.steps) for g in gpus for tb in g.tbs)
     notes = []
-    mult = n if coll in ("allgather", "reducescatter") else 1
+    mult = size_multiplier(coll, n)
     step = nchunks // math.gcd(nchunks, mult)
     if step & (step - 1):
         notes.append(f"the runtime uses this file only when count x {mult} is a multiple of nchunksperloop={nchunks}, "
@@ -370,3 +390,20 @@ def self_check(result: ExportResult, runtime: str | None = None) -> list[str]:
         lines.append(f"{run.mode}: {run.summary()} ({run.transmissions} transmissions, {run.seconds:.2f} s, "
                      "one slot per connection)")
     return lines
+
+
+def write_msccl(sched: Schedule, path: str, options: ExportOptions | None = None, check: bool = True,
+                **kwargs: Any) -> ExportResult:
+    """Export ``sched``, check the file (:func:`self_check`, unless ``check`` is False) and write it to ``path``
+    whole (temporary file, then rename): what ``forestcoll export`` does."""
+    from forestcoll.fileio import atomic_write_text
+    from forestcoll.msccl.ir import write_algo
+
+    result = export_msccl(sched, options, **kwargs)
+    if check:
+        result.checks = self_check(result)
+        result.checked = True
+    atomic_write_text(path, write_algo(result.algo))
+    result.output = str(path)
+    return result
+

@@ -5,7 +5,8 @@ Execution model (msccl-executor-nccl ``msccl_parser.cc`` / ``msccl_kernel.cu``):
 * The parser turns each ``<tb>`` into *transmissions*: ``nop`` steps vanish,
   their dependencies move onto the next real step (which must carry its own);
   consecutive ``re`` steps into the same destination with no dependency of
-  their own fuse into one (up to 16 sources).
+  their own fuse into one (up to 16 sources).  That rewriting and the size
+  regimes are :mod:`forestcoll.msccl.semantics`, shared with the simulator.
 * Every thread block replays its transmissions once per pipeline iteration;
   iteration ``j`` moves slice ``j`` of every chunk.
 * Before a transmission the block waits until each thread block it depends on
@@ -31,197 +32,30 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from forestcoll.errors import UsageError
-from forestcoll.msccl.ir import READS, RECVS, SENDS, STEP_TYPES, WRITES, Algo, MscclError, ThreadBlock, buffer_sizes
+from forestcoll.msccl.ir import READS, RECVS, SENDS, WRITES, Algo, MscclError, ThreadBlock, read_algo
+from forestcoll.msccl.run_result import RunReport, RunResult, Stuck
+from forestcoll.msccl.semantics import (
+    DEFAULT_SLOTS,
+    Transmission,
+    buffer_sizes,
+    compile_tb,
+    default_bytes,
+    regime,
+    size_multiplier,
+)
 
-MAX_REDUCE_FUSION = 16
+__all__ = ["DTYPES", "MODES", "OPS", "run_algo", "run_file", "run_modes"]
+
 DTYPES = ("float16", "float32", "float64", "int8", "int32", "int64")
 OPS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
-DEFAULT_SLOTS = {"Simple": 2, "LL": 8, "LL128": 8}
 MODES = ("in-place", "out-of-place")
-MAX_COUNT = 71  # MSCCL_MAX_COUNT - 1
-# NCCL's default connection buffers (bytes) and what one primitive call may carry of them:
-# stepSize = buffSize / NCCL_STEPS; chunkSize = stepSize x chunkSteps (MSCCL_CHUNKSTEPS = 4 for Simple);
-# LL carries half its bytes as flags, LL128 15 of every 16 words.
-_BUFFSIZE = {"Simple": 1 << 22, "LL": 8 * 512 * 8 * 16, "LL128": 120 * 640 * 8 * 8}
-_CHUNK_EFFECTIVE = {"Simple": (1 << 22) // 8 * 4, "LL": (8 * 512 * 8 * 16) // 8 // 2, "LL128": (120 * 640 * 8 * 8) // 8 // 16 * 15}
-
-
-@dataclass(frozen=True)
-class Regime:
-    """How the runtime cuts a call of ``nbytes`` bytes: chunks per primitive call and pipeline iterations."""
-
-    nbytes: int | None  # None: "very large" (one chunk per call)
-    max_count: int
-    iterations: int
-
-
-def regime(algo: Algo, nbytes: int | None, max_iterations: int = 2) -> Regime:
-    """maxAllowedCount and the number of pipeline iterations the runtime uses for an ``nbytes`` call
-    (``nbytes`` counts the whole buffer, count x sizeMultiplier x element size, as the runtime does)."""
-    effective = _CHUNK_EFFECTIVE.get(algo.proto, _CHUNK_EFFECTIVE["Simple"])
-    if nbytes is None:
-        return Regime(None, 1, max_iterations)
-    chunk_bytes = max(1, -(-nbytes // max(algo.nchunksperloop, 1)))
-    max_count = max(1, min(MAX_COUNT, effective // chunk_bytes))
-    iterations = max(1, min(max_iterations, -(-chunk_bytes // effective)))
-    return Regime(nbytes, max_count, iterations)
-
-
-def default_bytes(algo: Algo) -> int | None:
-    """The size whose regime buffers least within the file's range: maxBytes, or unbounded when it is 0."""
-    return algo.max_bytes if algo.max_bytes > 0 else None
 _INT_SENTINEL = -99
-
-
-@dataclass(frozen=True)
-class Transmission:
-    """One operation of a thread block after the parser's rewriting."""
-
-    type: str
-    srcbuf: str
-    srcoffs: tuple[int, ...]  # several only for fused ``re`` steps
-    dstbuf: str
-    dstoff: int
-    cnt: int
-    deps: tuple[tuple[int, int], ...]  # (tb id, step) pairs waited on before starting
-    hasdep: bool
-    step: int  # the kernel's step counter when the flag is published
-    s: int  # XML step number (the last one, for fused steps)
-    line: int
-
-
-def compile_tb(tb: ThreadBlock, gpu: int, source: str = "algo.xml") -> list[Transmission]:
-    """The transmissions the runtime's parser makes of ``tb`` (nop folding, ``re`` fusion, step counter)."""
-    out: list[Transmission] = []
-    pending: list[tuple[int, int]] = []
-    fusable: tuple[str, int, str] | None = None
-    step = 0
-    for st in tb.steps:
-        if st.type not in STEP_TYPES:
-            raise MscclError(f"{source}:{st.line}: gpu {gpu} tb {tb.id} step {st.s}: unknown step type {st.type!r} "
-                             "(the runtime refuses the file)")
-        if st.depid >= 0:
-            pending.append((st.depid, st.deps))
-        if st.type == "nop":
-            continue
-        if st.type == "re" and fusable == (st.dstbuf, st.dstoff, st.srcbuf) and st.depid < 0:
-            prev = out[-1]
-            srcoffs = (*prev.srcoffs, st.srcoff)
-            out[-1] = Transmission("re", st.srcbuf, srcoffs, st.dstbuf, st.dstoff, st.cnt, prev.deps,
-                                   bool(st.hasdep), prev.step + 1, st.s, st.line)
-            step += 1
-            fusable = None if st.hasdep or len(srcoffs) == MAX_REDUCE_FUSION else fusable
-            continue
-        if pending and st.depid < 0:
-            raise MscclError(f"{source}:{st.line}: gpu {gpu} tb {tb.id} step {st.s} follows nop dependencies but has none "
-                             "of its own; the runtime refuses the file")
-        deps = tuple(pending)
-        pending = []
-        if deps:
-            step += len(deps) - 1
-        out.append(Transmission(st.type, st.srcbuf, (st.srcoff,), st.dstbuf, st.dstoff, st.cnt, deps,
-                                bool(st.hasdep), step, st.s, st.line))
-        step += 1
-        fusable = (st.dstbuf, st.dstoff, st.srcbuf) if st.type == "re" and not st.hasdep else None
-    return out
-
-
-# ----- results ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Stuck:
-    """A thread block that cannot move at the end of a deadlocked run."""
-
-    gpu: int
-    tb: int
-    iteration: int
-    s: int
-    line: int
-    type: str
-    reason: str
-
-    def format(self) -> str:
-        return f"gpu {self.gpu} tb {self.tb} step {self.s} ({self.type}, line {self.line}, iteration {self.iteration}): {self.reason}"
-
-
-@dataclass
-class RunResult:
-    """What one interpreted run did and whether the collective came out right."""
-
-    source: str
-    coll: str
-    mode: str
-    ngpus: int
-    count: int
-    chunk_elems: int
-    dtype: str
-    op: str
-    iterations: int
-    slots: int
-    nbytes: int | None = None
-    max_count: int = 1
-    root: int | None = None
-    transmissions: int = 0
-    calls: int = 0
-    elements_moved: int = 0
-    seconds: float = 0.0
-    checked: bool = False
-    race_checked: bool = False
-    errors: list[str] = field(default_factory=list)
-    stuck: list[Stuck] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors and not self.stuck
-
-    @property
-    def deadlocked(self) -> bool:
-        return bool(self.stuck)
-
-    def summary(self) -> str:
-        if self.stuck:
-            return f"DEADLOCK: {len(self.stuck)} thread block(s) stuck"
-        if self.errors:
-            return f"WRONG: {self.errors[0]}"
-        races = ", no data race" if self.race_checked else ""
-        if not self.checked:
-            return f"ran to completion{races} (no postcondition for {self.coll})"
-        root = f" at root {self.root}" if self.root is not None and self.coll == "reduce" else ""
-        return f"OK: outputs equal the reference {self.coll}{root}{races}" + (
-            ", inputs untouched" if self.mode == "out-of-place" else "")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "source": self.source,
-            "coll": self.coll,
-            "mode": self.mode,
-            "ngpus": self.ngpus,
-            "count": self.count,
-            "chunk_elems": self.chunk_elems,
-            "dtype": self.dtype,
-            "op": self.op,
-            "iterations": self.iterations,
-            "slots": self.slots,
-            "regime_bytes": self.nbytes,
-            "max_count": self.max_count,
-            "root": self.root,
-            "transmissions": self.transmissions,
-            "calls": self.calls,
-            "elements_moved": self.elements_moved,
-            "seconds": round(self.seconds, 4),
-            "checked": self.checked,
-            "race_checked": self.race_checked,
-            "errors": self.errors,
-            "deadlock": [s.format() for s in self.stuck],
-        }
 
 
 # ----- memory ----------------------------------------------------------------------------------
@@ -668,7 +502,7 @@ def run_algo(
         raise MscclError(f"{source}: nchunksperloop must be >= 1")
     if algo.coll in ("allgather", "reducescatter", "alltoall") and n % g:
         raise MscclError(f"{source}: nchunksperloop={n} is not a multiple of ngpus={g}, which {algo.coll} needs")
-    mult = algo.size_multiplier
+    mult = size_multiplier(algo.coll, algo.ngpus)
     if count is None:
         step = n // math.gcd(n, mult)  # the smallest count the runtime accepts
         count = step * -(-2 * iterations // (step * mult // n))
@@ -808,3 +642,10 @@ def run_modes(algo: Algo, mode: str | None = None, **kwargs: Any) -> list[RunRes
         return [run_algo(algo, mode=mode, **kwargs)]
     modes = [m for m, on in (("in-place", algo.inplace), ("out-of-place", algo.outofplace)) if on] or ["out-of-place"]
     return [run_algo(algo, mode=m, **kwargs) for m in modes]
+
+
+def run_file(path: str, mode: str | None = None, **kwargs: Any) -> RunReport:
+    """Read an MSCCL file and run it in every mode it declares (or just ``mode``), as ``forestcoll msccl run``."""
+    algo, _text = read_algo(path)
+    return RunReport(path, algo, run_modes(algo, mode, source=path, **kwargs))
+

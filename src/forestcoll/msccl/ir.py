@@ -14,6 +14,12 @@ from dataclasses import dataclass, field
 from forestcoll.errors import ForestCollError
 from forestcoll.xmltree import Elem, parse_tree
 
+__all__ = [
+    "ALGO_ATTRS", "BUFFERS", "COLLECTIVES", "PROTOCOLS", "READS", "RECVS", "REDUCES", "SENDS", "STEP_ATTRS",
+    "STEP_TYPES", "WRITES", "Algo", "Gpu", "MscclError", "Step", "ThreadBlock", "parse_algo", "parse_raw",
+    "read_algo", "write_algo",
+]
+
 STEP_TYPES = ("s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop")
 SENDS = frozenset({"s", "rcs", "rrs", "rrcs"})  # step types that push to the tb's send peer
 RECVS = frozenset({"r", "rcs", "rrs", "rrc", "rrcs"})  # step types that pop from the tb's recv peer
@@ -85,20 +91,6 @@ class Algo:
     extra: dict[str, str] = field(default_factory=dict)  # attributes the model does not interpret
     comments: list[str] = field(default_factory=list)
     line: int = 0
-
-    @property
-    def size_multiplier(self) -> int:
-        return self.ngpus if self.coll in ("allgather", "reducescatter", "alltoall") else 1
-
-
-def buffer_sizes(algo: Algo) -> tuple[int, int]:
-    """(input chunks, output chunks) of the user's buffers in a call, from the collective and nchunksperloop."""
-    n, g = algo.nchunksperloop, max(algo.ngpus, 1)
-    if algo.coll == "allgather":
-        return n // g, n
-    if algo.coll == "reducescatter":
-        return n, n // g
-    return n, n
 
 
 # ----- parsing -----------------------------------------------------------------------------------

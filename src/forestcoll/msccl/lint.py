@@ -17,8 +17,15 @@ import bisect
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
-from forestcoll.msccl.ir import BUFFERS, COLLECTIVES, PROTOCOLS, READS, RECVS, SENDS, STEP_TYPES, WRITES, Algo, buffer_sizes
+from forestcoll.msccl.ir import BUFFERS, COLLECTIVES, PROTOCOLS, READS, RECVS, SENDS, STEP_TYPES, WRITES, Algo
+from forestcoll.msccl.semantics import buffer_sizes
+
+__all__ = [
+    "PARSER_CHECKS", "RUNTIMES", "Finding", "LintReport", "RuntimeLimits", "lint", "lint_algo", "lint_file",
+    "lint_text", "memory_chunks",
+]
 
 
 @dataclass(frozen=True)
@@ -287,3 +294,41 @@ def lint(algo: Algo, text: str | None, runtime: str = "msccl-executor-nccl") -> 
     limits = RUNTIMES[runtime]
     findings = (lint_text(text, limits) if text is not None else []) + lint_algo(algo, limits)
     return sorted(findings, key=lambda f: (f.line, f.severity != "error", f.message))
+
+
+@dataclass(frozen=True)
+class LintReport:
+    """The findings for one file under one runtime's rules; a result (:mod:`forestcoll.results`), ``ok`` when
+    no finding is an error."""
+
+    file: str
+    runtime: str
+    findings: tuple[Finding, ...]
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    @property
+    def message(self) -> str:
+        errors = self.errors
+        if errors:
+            return errors[0].format(self.file)
+        return f"{self.file}: {len(errors)} error(s), {len(self.findings) - len(errors)} warning(s) for {self.runtime}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "runtime": self.runtime, "ok": self.ok,
+                "findings": [{"line": f.line, "severity": f.severity, "message": f.message} for f in self.findings]}
+
+
+def lint_file(path: str, runtime: str = "msccl-executor-nccl") -> LintReport:
+    """Read an MSCCL file and lint its text and program under ``runtime`` (what ``forestcoll msccl lint`` does)."""
+    from forestcoll.msccl.ir import read_algo
+
+    algo, text = read_algo(path)
+    return LintReport(path, runtime, tuple(lint(algo, text, runtime)))
+

@@ -29,9 +29,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from forestcoll import collectives
+from forestcoll.collectives import COLLECTIVES
 from forestcoll.errors import ScheduleError, UsageError
 from forestcoll.pieces import cut_pieces, shape_trees, slices_for
-from forestcoll.schedule import COLLECTIVE_PHASES, Schedule
+from forestcoll.schedule import Schedule
+
+__all__ = ["Message", "Plan", "Round", "Segment", "build_plans", "phase_schedule", "shard_bounds", "work_layout"]
 
 
 @dataclass(frozen=True)
@@ -85,18 +89,18 @@ def shard_bounds(n: int, parts: int) -> list[tuple[int, int]]:
 
 
 def phase_schedule(sched: Schedule, collective: str) -> Schedule:
-    """The part of ``sched`` that runs ``collective``: itself, or one phase of an allreduce schedule."""
-    if collective not in COLLECTIVE_PHASES:
-        raise UsageError(f"unknown collective {collective!r}; use one of {', '.join(COLLECTIVE_PHASES)}")
+    """The part of ``sched`` that runs ``collective``: itself, or one phase of a several-phase schedule
+    (an allreduce schedule's reduce-scatter or allgather phase)."""
+    if collective not in COLLECTIVES:
+        raise UsageError(f"unknown collective {collective!r}; use one of {', '.join(COLLECTIVES)}")
     if sched.collective == collective:
         return sched
-    if sched.collective == "allreduce" and collective in ("allgather", "reduce_scatter"):
+    if collective in COLLECTIVES[sched.collective].phase_names and COLLECTIVES[collective].phase_names == (collective,):
         info = next(p for p in sched.phases if p.name == collective)
         trees = tuple(t for t in sched.trees if t.phase == collective)
         return dataclasses.replace(sched, collective=collective, k=info.k, algbw=info.algbw,
                                    bound_algbw=info.bound_algbw, phases=(info,), trees=trees)
-    raise UsageError(f"a {sched.collective} schedule cannot run {collective}"
-                     + ("" if sched.collective != "allgather" else "; generate one with --collective " + collective))
+    raise UsageError(f"a {sched.collective} schedule cannot run {collective}; generate one with --collective {collective}")
 
 
 def work_layout(collective: str, ranks: int, numel: int, root: int = 0) -> tuple[int, list[tuple[int, int]]]:
@@ -105,11 +109,12 @@ def work_layout(collective: str, ranks: int, numel: int, root: int = 0) -> tuple
     allgather: input ``numel`` per rank, work = output (``ranks * numel``), shard i at ``i * numel``;
     reduce_scatter: input ``ranks * numel`` (``numel`` = output size), same shards; allreduce: work =
     the tensor, shards as :func:`shard_bounds`; broadcast / reduce: the root's shard is everything."""
-    if collective in ("allgather", "reduce_scatter"):
+    coll = collectives.get(collective)
+    if coll.rooted:
+        return numel, [(0, numel) if i == root else (0, 0) for i in range(ranks)]
+    if "own" in (coll.input, coll.output):  # the call's count is one shard
         return ranks * numel, [(i * numel, (i + 1) * numel) for i in range(ranks)]
-    if collective == "allreduce":
-        return numel, shard_bounds(numel, ranks)
-    return numel, [(0, numel) if i == root else (0, 0) for i in range(ranks)]
+    return numel, shard_bounds(numel, ranks)
 
 
 def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int = 1 << 20,
@@ -122,7 +127,7 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
     if element_size < 1 or slice_bytes < 1 or max_slices < 1:
         raise UsageError("element size, slice bytes and max slices must be >= 1")
     coll = sched.collective
-    if coll not in COLLECTIVE_PHASES:
+    if coll not in COLLECTIVES:
         raise ScheduleError(f"the executor cannot run a {coll!r} schedule")
     n_ranks = len(sched.ranks)
     shapes = shape_trees(sched)

@@ -16,6 +16,8 @@ import numpy as np
 from forestcoll.errors import ScheduleError
 from forestcoll.runtime.plan import Plan
 
+__all__ = ["COMBINE", "run_plans"]
+
 COMBINE = {"sum": np.add, "avg": np.add, "product": np.multiply, "max": np.maximum, "min": np.minimum}
 
 

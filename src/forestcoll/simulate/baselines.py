@@ -26,11 +26,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
+from forestcoll import collectives
+from forestcoll.collectives import ALLREDUCE
 from forestcoll.errors import UsageError
 from forestcoll.pieces import slices_for
 from forestcoll.schedule import Schedule
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
+
+__all__ = [
+    "BASELINES", "Slicing", "applicable", "box_cycle", "boxes", "dbt_program", "direct_program",
+    "hierarchical_program", "ring_orders", "ring_program", "ring_schedule",
+]
 
 Slicing = tuple[float, int]  # (slice bytes, max slices per block)
 
@@ -39,13 +46,14 @@ Slicing = tuple[float, int]  # (slice bytes, max slices per block)
 
 
 def boxes(net: Network) -> list[list[int]]:
-    """Ranks grouped by box: the name prefix before the first '.', when every rank has one; else one box."""
-    names = net.ranks
-    if not all("." in n for n in names):
-        return [list(range(len(names)))]
-    groups: dict[str, list[int]] = {}
-    for i, n in enumerate(names):
-        groups.setdefault(n.split(".", 1)[0], []).append(i)
+    """Ranks grouped by the box the topology records for them, when every rank has one; else one box."""
+    topo = net.topology
+    owner = [topo.nodes[topo.index[r]].box for r in net.ranks]
+    if any(b is None for b in owner):
+        return [list(range(len(owner)))]
+    groups: dict[str | None, list[int]] = {}
+    for i, b in enumerate(owner):
+        groups.setdefault(b, []).append(i)
     return list(groups.values())
 
 
@@ -216,24 +224,23 @@ def _chain(st: _Streams, label: object, order: Sequence[int], nbytes: float, sli
 
 
 def ring_program(net: Network, collective: str, size: float, slicing: Slicing, root: int = 0) -> ProgramBuilder:
+    coll = collectives.get(collective)
+    if not coll.phases:
+        raise UsageError(f"ring: no {coll.name} form")
     prog = ProgramBuilder()
     st = _Streams(net, prog)
     rings = ring_orders(net)
     n = len(net.ranks)
     per = size / len(rings)
     for c, ring in enumerate(rings):
-        if collective in ("allgather", "reduce_scatter"):
-            _ring_steps(st, c, ring, n - 1, per / n, slicing)
-        elif collective == "allreduce":
-            _ring_steps(st, c, ring, 2 * (n - 1), per / n, slicing)
-        elif collective in ("broadcast", "reduce"):
+        if coll.rooted:  # a chain from the root (out-tree phase) or into it (in-tree phase)
             p = ring.index(root)
             order = ring[p:] + ring[:p]
-            if collective == "reduce":
+            if coll.phases[0].reversed:
                 order = order[1:] + order[:1]  # ends at the root
             _chain(st, c, order, per, slicing)
-        else:
-            raise UsageError(f"ring: unknown collective {collective!r}")
+        else:  # N-1 steps per phase (allreduce: reduce-scatter then allgather)
+            _ring_steps(st, c, ring, (n - 1) * len(coll.phases), per / n, slicing)
     return prog
 
 
@@ -255,7 +262,7 @@ def _btree(count: int) -> dict[int, int]:
 
 
 def dbt_program(net: Network, collective: str, size: float, slicing: Slicing) -> ProgramBuilder:
-    if collective != "allreduce":
+    if collectives.get(collective) is not ALLREDUCE:
         raise UsageError("double-binary-tree is an allreduce algorithm")
     groups = boxes(net)
     finders = [_BoxPaths(net, g) for g in groups]
@@ -322,8 +329,9 @@ def hierarchical_program(net: Network, collective: str, size: float, slicing: Sl
     g = len(cycles[0])
     if len(cycles) < 2 or any(len(c) != g for c in cycles):
         raise UsageError("hierarchical needs several boxes of the same size")
-    if collective not in ("allgather", "reduce_scatter", "allreduce"):
-        raise UsageError(f"hierarchical: no {collective} form (use ring)")
+    coll = collectives.get(collective)
+    if coll.rooted or not coll.phases:
+        raise UsageError(f"hierarchical: no {coll.name} form (use ring)")
     nb = len(cycles)
     n = nb * g
     prog = ProgramBuilder()
@@ -341,29 +349,30 @@ def hierarchical_program(net: Network, collective: str, size: float, slicing: Sl
                 done.setdefault(r, []).extend(ts)
         return {r: prog.marker(after_delivered=ts) for r, ts in done.items()}
 
-    if collective == "allreduce":
+    if coll is ALLREDUCE:
         m1 = rings(intra, "rs", g - 1, size / 2 / g, None)
         m2 = rings(inter, "ar", 2 * (nb - 1), size / g / 2 / nb, m1)
         rings(intra, "ag", g - 1, size / 2 / g, m2)
-    elif collective == "allgather":
+    elif not coll.phases[0].reversed:  # allgather: across boxes first, then inside
         m1 = rings(inter, "ag1", nb - 1, size / n / 2, None)
         rings(intra, "ag2", g - 1, size / g / 2, m1)
-    else:  # reduce_scatter
+    else:  # reduce_scatter: inside boxes first, then across
         m1 = rings(intra, "rs1", g - 1, size / g / 2, None)
         rings(inter, "rs2", nb - 1, size / n / 2, m1)
     return prog
 
 
 def direct_program(net: Network, collective: str, size: float, slicing: Slicing, root: int = 0) -> ProgramBuilder:
+    coll = collectives.get(collective)
     n = len(net.ranks)
     prog = ProgramBuilder()
     st = _Streams(net, prog)
-    if collective in ("broadcast", "reduce"):
+    if coll.rooted:
         sl = slices_for(size, *slicing)
         for _j in range(sl):
             for x in range(n):
                 if x != root:
-                    a, b = (root, x) if collective == "broadcast" else (x, root)
+                    a, b = (x, root) if coll.phases[0].reversed else (root, x)
                     st.send("d", a, b, size / sl)
         return prog
     block = size / n
@@ -375,7 +384,7 @@ def direct_program(net: Network, collective: str, size: float, slicing: Slicing,
             for b in range(n):
                 if a != b:
                     into.setdefault(b, []).append(st.send("x", a, b, each))
-        if collective == "allreduce":
+        if coll is ALLREDUCE:  # then every rank sends its reduced block to every other
             for b in range(n):
                 ready = prog.marker(after_delivered=into[b])
                 for c in range(n):
@@ -394,12 +403,12 @@ BASELINES: dict[str, Callable[..., ProgramBuilder]] = {
 
 def applicable(name: str, net: Network, collective: str) -> bool:
     """Whether baseline ``name`` has a form for this collective on this fabric."""
+    coll = collectives.get(collective)
     if name == "double-binary-tree":
-        return collective == "allreduce"
+        return coll is ALLREDUCE
     if name == "hierarchical":
         cycles = boxes(net)
-        return (collective in ("allgather", "reduce_scatter", "allreduce") and len(cycles) > 1
-                and len({len(c) for c in cycles}) == 1)
+        return not coll.rooted and bool(coll.phases) and len(cycles) > 1 and len({len(c) for c in cycles}) == 1
     return True
 
 
@@ -412,15 +421,16 @@ def ring_schedule(net: Network, collective: str, root: str | None = None) -> Sch
     chunk per channel.  Exact algbw from the link loads; the bound from :func:`optimal_bound`.  It can
     be verified, simulated and exported to MSCCL like any schedule (routes that pass through other
     ranks make it unverifiable: :class:`UsageError`)."""
-    from forestcoll.bound import canonical_collective, optimal_bound
-    from forestcoll.schedule import COLLECTIVE_PHASES, PHASE_DIRECTION, Edge, PhaseInfo, ScheduleTree
+    from forestcoll.bound import optimal_bound
+    from forestcoll.schedule import Edge, PhaseInfo, ScheduleTree
 
-    collective = canonical_collective(collective)
+    coll = collectives.get(collective)
+    collective = coll.name
     topo = net.topology
     rings = ring_orders(net)
     k = len(rings)
     n = len(net.ranks)
-    roots = list(range(n)) if collective not in ("broadcast", "reduce") else [net.ranks.index(root or net.ranks[0])]
+    roots = [net.ranks.index(root or net.ranks[0])] if coll.rooted else list(range(n))
     bound = optimal_bound(topo, collective, net.ranks[roots[0]] if len(roots) == 1 else None)
 
     def path(a: int, b: int) -> tuple[str, ...]:
@@ -435,25 +445,25 @@ def ring_schedule(net: Network, collective: str, root: str | None = None) -> Sch
     infos: list[PhaseInfo] = []
     total = Fraction(len(roots))
     time_per = Fraction(0)
-    for phase, pb in zip(COLLECTIVE_PHASES[collective], bound.phases):
+    for phase, pb in zip(coll.phases, bound.phases):
         load: dict[tuple[str, str], int] = {}
         for ring in rings:
             for r in roots:
                 p = ring.index(r)
                 order = ring[p:] + ring[:p]
-                if PHASE_DIRECTION[phase] == "out":
+                if not phase.reversed:
                     hops = list(zip(order, order[1:]))
                 else:
                     chain = order[1:] + order[:1]  # ends at the root
                     hops = list(zip(chain, chain[1:]))
                 edges = tuple(Edge(net.ranks[a], net.ranks[b], path(a, b)) for a, b in hops)
-                trees.append(ScheduleTree(net.ranks[r], 1, phase, edges))
+                trees.append(ScheduleTree(net.ranks[r], 1, phase.name, edges))
                 for e in edges:
                     for hop in zip(e.path, e.path[1:]):
                         load[hop] = load.get(hop, 0) + 1
         ratio = max(Fraction(amount) / topo.capacity[hop] for hop, amount in load.items())
         time_per += ratio / k
-        infos.append(PhaseInfo(phase, k, total * k / ratio, total * pb.rate, pb.cut_nodes))
+        infos.append(PhaseInfo(phase.name, k, total * k / ratio, total * pb.rate, pb.cut_nodes))
     algbw = total / time_per
     return Schedule(collective, topo.name, tuple(net.ranks), k, algbw, bound.algbw, tuple(infos), tuple(trees),
                     net.ranks[roots[0]] if len(roots) == 1 else None)

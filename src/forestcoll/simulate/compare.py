@@ -1,81 +1,58 @@
-"""Sweeps over sizes and algorithms, the plot of them, and the per-size choice of a schedule.
+"""Sweeps over sizes and algorithms (in worker processes) and the plot of them.
 
-``compare`` simulates forestcoll's optimal schedule, its k = 1 schedule and
-every baseline that applies, at every size, with the exact bound alongside.
-``select_schedules`` simulates candidate schedules (forestcoll at the optimal
-k and at powers of two, and the ring written as a schedule) at every size and
-returns the best per size range, ready for MSCCL export with minBytes/maxBytes.
+:func:`compare` simulates named schedules and every baseline that applies, at
+every size, with the exact bound alongside; :func:`compare_topology` is what
+``forestcoll compare`` runs: forestcoll's optimal schedule, its k = 1 schedule
+and the baselines on a topology.  The per-size choice of a schedule is
+:mod:`.select`'s job.
 """
 
 from __future__ import annotations
 
-import math
+import contextlib
 import os
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from forestcoll.errors import ForestCollError, UsageError
+from forestcoll import collectives
+from forestcoll.errors import UsageError
 from forestcoll.schedule import Schedule
 from forestcoll.simulate import baselines
 from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE, SimResult, simulate
 from forestcoll.simulate.network import Network
 from forestcoll.topology import Topology
+from forestcoll.units import format_size
 
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
-          "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
-
-
-def parse_size(text: str) -> int:
-    """Bytes in "1GiB", "512MB", "4096", "1.5MiB" (binary and decimal units)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise UsageError(f"bad size {text!r}: expected a number of bytes such as 1GiB, 256MB or 4096")
-    value = Fraction(m.group(1)) * _UNITS[m.group(2).lower()]
-    if value < 1 or value.denominator != 1:
-        raise UsageError(f"bad size {text!r}: must be a whole number of bytes >= 1")
-    return int(value)
-
-
-def parse_sizes(text: str) -> list[int]:
-    """"1MiB..1GiB" (every power of two times the first, up to the last), or a comma list."""
-    if ".." in text:
-        lo_text, hi_text = text.split("..", 1)
-        lo, hi = parse_size(lo_text), parse_size(hi_text)
-        if hi < lo:
-            raise UsageError(f"bad size range {text!r}: the end is below the start")
-        sizes = []
-        s = lo
-        while s <= hi:
-            sizes.append(s)
-            s *= 2
-        return sizes
-    sizes = sorted({parse_size(t) for t in text.split(",") if t.strip()})
-    if not sizes:
-        raise UsageError("no sizes given")
-    return sizes
-
-
-def format_size(n: int) -> str:
-    """1073741824 -> "1GiB"; non-round sizes in bytes."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale}{unit}"
-    return f"{n}B"
+__all__ = ["COMPARED", "Comparison", "compare", "compare_topology", "default_workers", "plot_comparison", "run_jobs"]
 
 
 @dataclass
 class Comparison:
-    """Every (algorithm, size) result of a sweep, and the exact bound (GB/s, nccl-tests algbw)."""
+    """Every (algorithm, size) result of a sweep, and the exact bound (GB/s, nccl-tests algbw).
+
+    A result (:mod:`forestcoll.results`): ``ok`` when every run finished; ``plot`` is the picture written, if any."""
 
     topology: str
     collective: str
     ranks: int
     bound_algbw: Fraction
     results: list[SimResult] = field(default_factory=list)
+    plot: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.results) and all(r.ok for r in self.results)
+
+    @property
+    def message(self) -> str:
+        last = self.sizes()[-1] if self.results else None
+        best = max((r for r in self.results if r.size_bytes == last), key=lambda r: r.algbw_gbps, default=None)
+        head = f"{self.collective} on {self.topology} ({self.ranks} ranks): {len(self.results)} runs"
+        return head + (f"; at {format_size(last)} {best.algorithm} is fastest, {best.algbw_gbps:.1f} GB/s "
+                       f"(bound {float(self.bound_algbw):.1f})" if best else "")
 
     def algorithms(self) -> list[str]:
         return list(dict.fromkeys(r.algorithm for r in self.results))
@@ -97,6 +74,7 @@ class Comparison:
             "ranks": self.ranks,
             "bound_algbw_gbps": float(self.bound_algbw),
             "rows": [r.to_dict() for r in self.results],
+            **({"plot": self.plot} if self.plot else {}),
         }
 
 
@@ -146,9 +124,9 @@ def compare(topo: Topology, net: Network, collective: str, sizes: Sequence[int],
             max_slices: int = DEFAULT_MAX_SLICES, root: str | None = None, workers: int = 1,
             progress: Callable[[SimResult], None] | None = None) -> Comparison:
     """Simulate ``schedules`` (name -> schedule) and the baselines at every size."""
-    from forestcoll.bound import canonical_collective, optimal_bound
+    from forestcoll.bound import optimal_bound
 
-    collective = canonical_collective(collective)
+    collective = collectives.canonical(collective)
     names = [b for b in (baseline_names if baseline_names is not None else baselines.BASELINES)
              if baselines.applicable(b, net, collective)]
     opts = {"fairness": fairness, "slice_bytes": slice_bytes, "max_slices": max_slices}
@@ -205,90 +183,40 @@ def plot_comparison(comp: Comparison, path: str) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-# ----- per-size selection ----------------------------------------------------------------------
+COMPARED = ("forestcoll", "forestcoll-k1")  # forestcoll's schedules compare_topology runs besides the baselines
 
 
-@dataclass
-class SizeRange:
-    """The schedule chosen for calls of ``min_bytes`` to ``max_bytes`` bytes (0: no upper limit)."""
+def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[int] = (1 << 20, 1 << 30), *,
+                     extra: Mapping[str, str] | None = None, algorithms: Sequence[str] | None = None,
+                     root: str | None = None, latency_us: Mapping[str, float] | None = None, workers: int = 1,
+                     plot: str | None = None, fairness: str = "max-min", slice_bytes: int = DEFAULT_SLICE,
+                     max_slices: int = DEFAULT_MAX_SLICES, status: Callable[[str], Any] | None = None) -> Comparison:
+    """What ``forestcoll compare`` does: forestcoll's optimal and k = 1 schedules and every baseline that
+    applies (or just ``algorithms``), simulated at every size on ``topology``; with ``plot`` the picture is
+    written there.  ``status(text)``, if given, returns a context manager shown while the runs go."""
+    from forestcoll.simulate.network import load_network
+    from forestcoll.simulate.select import candidate_schedules
 
-    min_bytes: int
-    max_bytes: int
-    name: str
-    schedule: Schedule
-    measured: dict[int, float]  # size -> algbw of the chosen schedule at the sizes inside the range
+    if algorithms is not None:
+        unknown = [a for a in algorithms if a not in baselines.BASELINES and a not in COMPARED]
+        if unknown:
+            raise UsageError(f"unknown algorithm {unknown[0]!r}; choose from {', '.join(COMPARED)}, "
+                             f"{', '.join(baselines.BASELINES)}")
+    if plot and os.path.splitext(plot)[1].lower() not in (".png", ".svg", ".pdf"):
+        raise UsageError(f"{plot}: the plot must be .png, .svg or .pdf")
+    net = load_network(topology, extra, latency_us)
+    topo = net.topology
+    collective = collectives.canonical(collective)
+    schedules = candidate_schedules(topo, net, collective, root, ks=[1], ring=False)
+    if algorithms is not None:
+        schedules = {k: v for k, v in schedules.items() if k in algorithms}
+    base = [b for b in baselines.BASELINES if algorithms is None or b in algorithms]
+    total = len(sizes) * (len(schedules) + len(base))
+    with status(f"simulating up to {total} runs ...") if status else contextlib.nullcontext():
+        comp = compare(topo, net, collective, sizes, schedules, base, root=root, workers=workers, fairness=fairness,
+                       slice_bytes=slice_bytes, max_slices=max_slices)
+    if plot:
+        plot_comparison(comp, plot)
+        comp.plot = plot
+    return comp
 
-
-@dataclass
-class Selection:
-    ranges: list[SizeRange]
-    table: list[SimResult]  # every candidate at every size
-
-
-def candidate_schedules(topo: Topology, net: Network, collective: str, root: str | None = None,
-                        ks: Sequence[int] | None = None) -> dict[str, Schedule]:
-    """forestcoll at the optimal k and at powers of two below it, and the ring as a schedule (when it verifies)."""
-    from forestcoll.generate import generate
-    from forestcoll.verify import verify
-
-    best = generate(topo, collective, root=root)
-    cands: dict[str, Schedule] = {"forestcoll": best}
-    powers = ks if ks is not None else [2**i for i in range(0, 7) if 2**i < best.k]
-    for k in powers:
-        cands[f"forestcoll-k{k}"] = generate(topo, collective, k=k, root=root)
-    try:
-        ring = baselines.ring_schedule(net, collective, root)
-        if verify(ring, topo).ok:
-            cands["ring"] = ring
-    except ForestCollError:
-        pass
-    return cands
-
-
-def usable(sched: Schedule, size: int, element_bytes: int = 4) -> bool:
-    """Whether the runtimes would use ``sched``'s MSCCL file for a call of ``size`` bytes: the element count
-    must split into nchunksperloop chunks (N*k for allgather / reduce-scatter / allreduce, k otherwise)."""
-    per_root = sched.collective in ("allgather", "reduce_scatter", "allreduce")
-    nchunks = len(sched.ranks) * sched.k if per_root else sched.k
-    return size % element_bytes == 0 and (size // element_bytes) % nchunks == 0
-
-
-def select_schedules(topo: Topology, net: Network, collective: str, sizes: Sequence[int],
-                     candidates: dict[str, Schedule], *, fairness: str = "max-min", workers: int = 1,
-                     margin: float = 0.02, runtime_sizes: bool = True,
-                     progress: Callable[[SimResult], None] | None = None) -> Selection:
-    """The candidate with the highest simulated algbw at each size, merged into size ranges.
-
-    With ``runtime_sizes`` a candidate competes at a size only if the runtimes can use its file there
-    (:func:`usable`, 4-byte elements).  The previous size's winner is kept while it is within ``margin``
-    of the best, so near-ties do not split the ranges."""
-    jobs = [(sched, collective, size, {"fairness": fairness, "name": name})
-            for size in sizes for name, sched in candidates.items()]
-    table = run_jobs(net, jobs, workers, progress)
-    winners: list[tuple[int, str]] = []
-    for size in sorted(sizes):
-        rows = [r for r in table if r.size_bytes == size
-                and (not runtime_sizes or usable(candidates[r.algorithm], size))]
-        if not rows:
-            raise UsageError(f"no candidate schedule can run a {format_size(size)} call (its chunking does not divide it)")
-        best = max(rows, key=lambda r: (r.algbw_gbps, -list(candidates).index(r.algorithm)))
-        if winners:
-            prev = next((r for r in rows if r.algorithm == winners[-1][1]), None)
-            if prev is not None and prev.algbw_gbps >= best.algbw_gbps * (1 - margin):
-                best = prev
-        winners.append((size, best.algorithm))
-    ranges: list[SizeRange] = []
-    for i, (size, name) in enumerate(winners):
-        algbw = next(r.algbw_gbps for r in table if r.size_bytes == size and r.algorithm == name)
-        if ranges and ranges[-1].name == name:
-            ranges[-1].measured[size] = algbw
-            continue
-        if ranges:
-            ranges[-1].max_bytes = size - 1
-        ranges.append(SizeRange(0 if i == 0 else size, 0, name, candidates[name], {size: algbw}))
-    return Selection(ranges, table)
-
-
-def best_power_of_two_k(opt_k: int) -> int:
-    """The largest power of two not above ``opt_k`` (what the runtimes can use for power-of-two sizes)."""
-    return 1 << int(math.log2(max(opt_k, 1)))

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import math
+import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from forestcoll.bound import bus_factor, canonical_collective
+from forestcoll import collectives
 from forestcoll.errors import UsageError
 from forestcoll.schedule import Schedule
 from forestcoll.simulate import baselines
 from forestcoll.simulate.engine import ProgramBuilder, run
 from forestcoll.simulate.network import Network
 from forestcoll.simulate.trees import tree_program
+
+__all__ = ["ALGORITHMS", "DEFAULT_MAX_SLICES", "DEFAULT_SLICE", "SimResult", "simulate", "simulate_program", "simulate_spec"]
 
 ALGORITHMS = ("forestcoll", *baselines.BASELINES)
 DEFAULT_SLICE = 1 << 20  # bytes per pipeline slice
@@ -23,7 +29,10 @@ DEFAULT_MAX_SLICES = 16  # per block
 
 @dataclass
 class SimResult:
-    """What a simulated call took (nccl-tests conventions: algbw = size / time, busbw = algbw x bus factor)."""
+    """What a simulated call took (nccl-tests conventions: algbw = size / time, busbw = algbw x bus factor).
+
+    A result (:mod:`forestcoll.results`): ``ok`` when the call finished in a finite time (always, for the
+    programs forestcoll builds)."""
 
     algorithm: str
     collective: str
@@ -36,6 +45,15 @@ class SimResult:
     events: int
     wall_s: float
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return math.isfinite(self.time_s) and self.time_s > 0
+
+    @property
+    def message(self) -> str:
+        return (f"{self.algorithm}: {self.collective} of {self.size_bytes} bytes on {self.ranks} ranks in "
+                f"{self.time_s * 1e3:.4f} ms, algbw {self.algbw_gbps:.2f} GB/s, busbw {self.busbw_gbps:.2f} GB/s")
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -55,8 +73,9 @@ class SimResult:
 
 
 def simulate_program(prog: ProgramBuilder, net: Network, name: str, collective: str, size: int,
-                     extra: dict[str, Any] | None = None, sharing: str = "weighted", fairness: str = "max-min") -> SimResult:
-    """Run a built program and package the result."""
+                     extra: dict[str, Any] | None = None, sharing: str = "weighted", fairness: str = "max-min",
+                     bus_factor: Fraction | None = None) -> SimResult:
+    """Run a built program and package the result (``bus_factor``: busbw / algbw, default the collective's)."""
     t0 = time.perf_counter()
     program = prog.build(sharing)
     res = run(program, net.capacity, fairness)
@@ -67,7 +86,7 @@ def simulate_program(prog: ProgramBuilder, net: Network, name: str, collective: 
     ranks = len(net.ranks)
     t = res.time
     algbw = size / t / 1e9 if t > 0 else float("inf")
-    busbw = algbw * float(bus_factor(collective, ranks))
+    busbw = algbw * float(collectives.bus_factor(collective, ranks) if bus_factor is None else bus_factor)
     extra = dict(extra or {})
     extra["rate_recomputations"] = res.recomputes
     return SimResult(name, collective, int(size), ranks, t, algbw, busbw, program.size, res.events, wall, extra)
@@ -93,13 +112,14 @@ def simulate(net: Network, algorithm: str | Schedule, collective: str | None = N
         return simulate_program(prog, net, label, collective, size, {"k": sched.k}, sharing, fairness)
     if collective is None:
         raise UsageError("a baseline needs a collective")
-    collective = canonical_collective(collective)
+    coll = collectives.get(collective)
+    collective = coll.name
     if algorithm not in baselines.BASELINES:
         raise UsageError(f"unknown algorithm {algorithm!r}; choose from {', '.join(ALGORITHMS)}")
     if not baselines.applicable(algorithm, net, collective):
         raise UsageError(f"{algorithm} has no {collective} form on this fabric")
     kwargs: dict[str, Any] = {}
-    if collective in ("broadcast", "reduce") and algorithm in ("ring", "direct"):
+    if coll.rooted and algorithm in ("ring", "direct"):
         kwargs["root"] = _root_rank(net, root)
     prog = baselines.BASELINES[algorithm](net, collective, float(size), slicing, **kwargs)
     return simulate_program(prog, net, name or algorithm, collective, size, None, sharing, fairness)
@@ -115,3 +135,36 @@ def _root_rank(net: Network, root: int | str | None) -> int:
     if root not in net.ranks:
         raise UsageError(f"unknown root {root!r}")
     return net.ranks.index(root)
+
+
+def simulate_spec(what: str, topology=None, *, extra: Mapping[str, str] | None = None, collective: str = "allreduce",
+                  root: str | None = None, size: int = 1 << 30, latency_us: Mapping[str, float] | None = None,
+                  slice_bytes: int = DEFAULT_SLICE, max_slices: int = DEFAULT_MAX_SLICES,
+                  fairness: str = "max-min") -> tuple[Network, SimResult]:
+    """Simulate what ``forestcoll simulate`` takes: a baseline name (on ``topology``), an MSCCL ``.xml`` file
+    (on ``topology``) or a schedule JSON file (on ``topology`` or the one it names); ``extra`` are cluster
+    options (nodes, fabric), ``latency_us`` per link class overrides.  Returns the network and the result."""
+    from forestcoll.simulate.network import load_network
+
+    opts = {"slice_bytes": slice_bytes, "max_slices": max_slices, "fairness": fairness}
+    if what in baselines.BASELINES:
+        if not topology:
+            raise UsageError(f"simulating {what} needs --topology")
+        net = load_network(topology, extra, latency_us)
+        return net, simulate(net, what, collective, size, root=root, **opts)
+    if what.lower().endswith(".xml"):
+        from forestcoll.msccl.ir import read_algo
+        from forestcoll.simulate.msccl import msccl_collective, simulate_msccl
+
+        if not topology:
+            raise UsageError("simulating an MSCCL file needs --topology")
+        algo, _text = read_algo(what)
+        msccl_collective(algo, what)
+        net = load_network(topology, extra, latency_us)
+        return net, simulate_msccl(algo, net, size, source=what, **opts)
+    from forestcoll.schedule import read_schedule, schedule_topology
+
+    sched = read_schedule(os.fspath(what))
+    net = load_network(schedule_topology(sched, topology, extra), None, latency_us)
+    return net, simulate(net, sched, size=size, **opts)
+

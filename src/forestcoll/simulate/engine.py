@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+__all__ = ["EngineResult", "Program", "ProgramBuilder", "link_share_rates", "max_min_rates", "run"]
+
 SENT, DELIVERED = 0, 1
 _TOL = 1e-9
 

@@ -1,7 +1,7 @@
 """MSCCL algorithm files as simulator programs: thread blocks run their steps in order, once per iteration.
 
 Each thread block's transmissions (after the runtime's rewriting, see
-:func:`forestcoll.msccl.interpreter.compile_tb`) run one after another; the k-th
+:func:`forestcoll.msccl.semantics.compile_tb`) run one after another; the k-th
 send on a connection meets the k-th receive at the other end.  A send starts
 when its block has finished the previous step and every step it depends on;
 forwarding steps (``rcs``, ``rrs``, ``rrcs``) also wait for their data; a
@@ -14,15 +14,38 @@ compute node.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
+from forestcoll import collectives
 from forestcoll.errors import UsageError
-from forestcoll.msccl.interpreter import compile_tb
 from forestcoll.msccl.ir import RECVS, SENDS, Algo, MscclError
+from forestcoll.msccl.semantics import compile_tb
 from forestcoll.pieces import slices_for
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
 
-COLLECTIVE = {"allgather": "allgather", "reducescatter": "reduce_scatter", "allreduce": "allreduce",
-              "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall"}
+__all__ = ["msccl_collective", "msccl_program", "simulate_msccl"]
+
+
+def msccl_collective(algo: Algo, source: str = "algo.xml") -> tuple[str, Fraction]:
+    """The collective a file runs (forestcoll's name) and its nccl-tests bus factor; UsageError when unknown."""
+    coll = collectives.from_msccl(algo.coll)
+    if coll is not None:
+        return coll.name, coll.bus_factor(algo.ngpus)
+    if algo.coll == "alltoall":  # not in forestcoll's vocabulary yet; nccl-tests counts (N-1)/N of it on the bus
+        return "alltoall", Fraction(algo.ngpus - 1, algo.ngpus)
+    raise UsageError(f"{source}: no simulation for coll {algo.coll!r}")
+
+
+def simulate_msccl(algo: Algo, net: Network, size: int, *, slice_bytes: int | None = None, max_slices: int | None = None,
+                   fairness: str = "max-min", source: str = "algo.xml"):
+    """Simulate one call of ``size`` bytes (nccl-tests size) of an MSCCL algorithm on ``net``."""
+    from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE, simulate_program
+
+    name, bus = msccl_collective(algo, source)
+    prog = msccl_program(algo, net, float(size), float(slice_bytes or DEFAULT_SLICE), max_slices or DEFAULT_MAX_SLICES,
+                         source)
+    return simulate_program(prog, net, algo.name or "msccl", name, size, None, "weighted", fairness, bus_factor=bus)
 
 
 def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max_slices: int,

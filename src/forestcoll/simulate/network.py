@@ -22,6 +22,8 @@ import numpy as np
 from forestcoll.errors import UsageError
 from forestcoll.topology import Topology
 
+__all__ = ["CLASS_LATENCY_US", "GB", "Network", "build_network", "load_network"]
+
 GB = 1e9  # bandwidths are GB/s (10^9 bytes per second), as in nccl-tests
 
 # One-way latency per link class, microseconds (assumptions; see docs/simulate.md).
@@ -52,6 +54,14 @@ class Network:
     ranks: tuple[str, ...]  # compute nodes in rank order
     _routes: dict[tuple[int, int], tuple[int, ...]] = field(default_factory=dict, repr=False)
     _out: dict[int, list[int]] = field(default_factory=dict, repr=False)
+    _box: list[str | None] = field(default_factory=list, repr=False)
+
+    @property
+    def box(self) -> list[str | None]:
+        """The box the topology records for every node (None outside boxes), by node id."""
+        if not self._box:
+            self._box.extend(n.box for n in self.topology.nodes)
+        return self._box
 
     @property
     def out(self) -> dict[int, list[int]]:
@@ -87,37 +97,30 @@ class Network:
         key = (src, dst)
         if key not in self._routes:
             a, b = self.index[self.ranks[src]], self.index[self.ranks[dst]]
-            box = box_of(self.ranks[src])
-            same = box == box_of(self.ranks[dst])
+            box_of = self.box
+            box = box_of[a]
             is_compute = self.topology.is_compute
-            names = self.names
             tries = []
-            if same:
-                tries += [lambda v: not is_compute[v] and box_of(names[v]) == box,
-                          lambda v: box_of(names[v]) == box]
+            if box == box_of[b]:
+                tries += [lambda v: not is_compute[v] and box_of[v] == box, lambda v: box_of[v] == box]
             tries += [lambda v: not is_compute[v], lambda v: True]
-            nodes = None
+            path = None
             for allowed in tries:
-                nodes = _widest_shortest(self, a, b, allowed)
-                if nodes is not None:
+                path = _widest_shortest(self, a, b, allowed)
+                if path is not None:
                     break
-            if nodes is None:
+            if path is None:
                 raise UsageError(f"{self.ranks[dst]} cannot be reached from {self.ranks[src]}")
-            self._routes[key] = tuple(self.link_of[(u, v)] for u, v in zip(nodes, nodes[1:]))
+            self._routes[key] = tuple(self.link_of[(u, v)] for u, v in zip(path, path[1:]))
         ids = self._routes[key]
         return ids, float(sum(self.latency[i] for i in ids))
 
     def adjacent(self, src: int, dst: int) -> bool:
         """True when a link joins the two ranks directly or through switches of their own box."""
         a, b = self.index[self.ranks[src]], self.index[self.ranks[dst]]
-        box = box_of(self.ranks[src])
-        is_compute, names = self.topology.is_compute, self.names
-        return _widest_shortest(self, a, b, lambda v: not is_compute[v] and box_of(names[v]) == box) is not None
-
-
-def box_of(name: str) -> str:
-    """The box a node belongs to: its name up to the first '.' ('' when there is none)."""
-    return name.split(".", 1)[0] if "." in name else ""
+        box_of, is_compute = self.box, self.topology.is_compute
+        box = box_of[a]
+        return _widest_shortest(self, a, b, lambda v: not is_compute[v] and box_of[v] == box) is not None
 
 
 def build_network(topo: Topology, latency_us: Mapping[str, float] | None = None) -> Network:
@@ -144,6 +147,14 @@ def build_network(topo: Topology, latency_us: Mapping[str, float] | None = None)
     return Network(topo, names, link_of, ends, capacity, latency, ranks)
 
 
+def load_network(topology, extra: Mapping[str, str] | None = None,
+                 latency_us: Mapping[str, float] | None = None) -> Network:
+    """:func:`build_network` of a topology spec, file or Topology (``extra``: cluster options such as nodes)."""
+    from forestcoll.topology import load_topology
+
+    return build_network(load_topology(topology, extra), latency_us)
+
+
 def _widest_shortest(net: Network, a: int, b: int, allowed) -> list[int] | None:
     """Fewest hops from a to b with every intermediate node ``allowed``, then the widest bottleneck,
     then the smallest node ids (deterministic)."""
@@ -162,16 +173,17 @@ def _widest_shortest(net: Network, a: int, b: int, allowed) -> list[int] | None:
                 queue.append(v)
     if b not in dist:
         return None
-    # among the widest: fewest relays through ranks that are not on the destination's rail (same name after
-    # the box prefix: NVLink to the GPU next to the right NIC, as PXN does), then the smallest node ids
-    rail = net.names[b].split(".", 1)[-1]
+    # among the widest: fewest relays through ranks that are not on the destination's rail (same name within
+    # their boxes: NVLink to the GPU next to the right NIC, as PXN does), then the smallest node ids
+    nodes = net.topology.nodes
+    rail = nodes[b].local_name
     is_compute = net.topology.is_compute
     best: dict[int, tuple[float, int, tuple[int, ...]]] = {a: (np.inf, 0, (a,))}
     for u in order:
         if u not in best or u == b or (u != a and not allowed(u)):
             continue
         width, off_rail, path = best[u]
-        if u != a and is_compute[u] and net.names[u].split(".", 1)[-1] != rail:
+        if u != a and is_compute[u] and nodes[u].local_name != rail:
             off_rail += 1
         for v in out.get(u, []):
             if dist.get(v) != dist[u] + 1:

@@ -12,16 +12,14 @@ its reduction is complete.
 
 from __future__ import annotations
 
+from forestcoll import collectives
 from forestcoll.errors import ScheduleError
 from forestcoll.pieces import cut_pieces, shape_trees, slices_for
 from forestcoll.schedule import Schedule
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
 
-
-def shard_bytes(collective: str, size: float, ranks: int) -> float:
-    """Bytes of one root's data in an nccl-tests-sized call of ``size`` bytes."""
-    return size if collective in ("broadcast", "reduce") else size / ranks
+__all__ = ["tree_program"]
 
 
 def tree_program(sched: Schedule, net: Network, size: float, slice_bytes: float, max_slices: int) -> ProgramBuilder:
@@ -36,7 +34,7 @@ def tree_program(sched: Schedule, net: Network, size: float, slice_bytes: float,
     for shape, tree in zip(shapes, sched.trees):
         for e in tree.edges:
             routes[(id(shape), idx[e.src], idx[e.dst])] = net.path_links(e.path)
-    chunk = shard_bytes(sched.collective, size, len(sched.ranks)) / k
+    chunk = collectives.get(sched.collective).shard_bytes(size, len(sched.ranks)) / k
     prog = ProgramBuilder()
     last_on_edge: dict[tuple[int, int, int], int] = {}
     for pc in pieces:

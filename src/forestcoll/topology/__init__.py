@@ -3,7 +3,7 @@
 from forestcoll.topology.builtins import BOX_FAMILIES, BUILTINS, build_builtin
 from forestcoll.topology.cluster import Box, Fabric, Port, build_cluster
 from forestcoll.topology.declarative import read_topology_document
-from forestcoll.topology.jsonio import topology_from_dict, topology_to_dict
+from forestcoll.topology.jsonio import topology_from_dict, topology_to_dict, write_topology
 from forestcoll.topology.model import (
     COMPUTE,
     SWITCH,
@@ -16,16 +16,18 @@ from forestcoll.topology.model import (
     to_networkx,
 )
 from forestcoll.topology.nccl_xml import import_nccl_xml
-from forestcoll.topology.spec import load_topology, parse_spec
+from forestcoll.topology.spec import Imported, import_topology, load_topology, parse_spec
 
 __all__ = [
     "BOX_FAMILIES",
     "BUILTINS",
     "Box",
     "Fabric",
+    "Imported",
     "Port",
     "build_cluster",
     "import_nccl_xml",
+    "import_topology",
     "COMPUTE",
     "SWITCH",
     "Link",
@@ -41,4 +43,5 @@ __all__ = [
     "to_networkx",
     "topology_from_dict",
     "topology_to_dict",
+    "write_topology",
 ]

@@ -17,9 +17,17 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from forestcoll.errors import ForestCollError, TopologyError
-from forestcoll.rational import format_rational, parse_bandwidth, parse_rational
+from forestcoll.rational import format_rational, parse_rational
 from forestcoll.topology.cluster import FABRICS, Box, Fabric, Port, build_cluster
 from forestcoll.topology.model import Topology, TopologyBuilder
+from forestcoll.units import parse_bandwidth
+
+__all__ = [
+    "BOX_FAMILIES", "BUILTINS", "CLUSTER_PARAMS", "DGX1_NVLINKS", "MI250_GCD_SYMMETRIES", "MI250_XGMI_LINKS",
+    "SWITCH_FABRIC", "BoxFamily", "Builtin", "Param", "build_builtin", "dgx1_box", "dgx_a100_box", "dgx_b200_box",
+    "dgx_h100_box", "fabric_from_options", "fully_connected", "hetero", "hgx_h100_box", "hypercube", "mi250_box",
+    "mi300x_box", "ndv2_box", "nvswitch_box", "ring", "star_switch", "torus",
+]
 
 # xGMI link counts between the 16 GCDs of one MI250 box (8 GPUs x 2 GCDs), as modelled by the
 # ForestColl evaluation; each link carries 50 GB/s per direction.

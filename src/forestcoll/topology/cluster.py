@@ -3,7 +3,8 @@
 A :class:`Box` is one machine (a :class:`Topology` with unprefixed names) plus
 its network *ports*: the nodes that attach to the network (a NIC, or a GPU
 directly) and the bandwidth of each port, in rail order.  :func:`build_cluster`
-names box ``b``'s nodes ``n{b}.<name>`` and joins the ports:
+names box ``b``'s nodes ``n{b}.<name>``, records ``n{b}`` as their box, and
+joins the ports:
 
 * ``switch``      one non-blocking switch ``fabric`` that every port joins;
 * ``rail``        rail-optimised: port p of every box joins rail switch p mod R
@@ -30,6 +31,8 @@ from fractions import Fraction
 
 from forestcoll.errors import TopologyError
 from forestcoll.topology.model import Link, Node, Topology, make_topology
+
+__all__ = ["FABRICS", "Box", "Fabric", "Port", "build_cluster"]
 
 FABRICS = ("switch", "rail", "leaf-spine", "fat-tree", "mesh")
 
@@ -112,7 +115,7 @@ def build_cluster(
         drop = set()
         if prune_single and len(boxes) == 1:
             drop = {p.node for p in box.ports if box.topology.kind(p.node) == "switch"}
-        nodes.extend(Node(prefix + n.name, n.kind) for n in box.topology.nodes if n.name not in drop)
+        nodes.extend(Node(prefix + n.name, n.kind, f"n{b}") for n in box.topology.nodes if n.name not in drop)
         links.extend(
             Link(prefix + lk.src, prefix + lk.dst, lk.bandwidth, lk.cls, lk.latency_us)
             for lk in box.topology.links

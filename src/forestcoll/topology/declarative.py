@@ -39,10 +39,14 @@ import yaml
 
 from forestcoll.errors import ForestCollError, TopologyError
 from forestcoll.fileio import read_text
-from forestcoll.rational import parse_latency
 from forestcoll.topology.cluster import FABRICS, Box, Fabric, Port, build_cluster
 from forestcoll.topology.model import COMPUTE, Link, Node, make_topology
-from forestcoll.topology.units import parse_bandwidth_with_unit
+from forestcoll.units import parse_bandwidth, parse_latency
+
+__all__ = [
+    "BOX_KEYS", "FABRIC_KEYS", "GROUP_KEYS", "LINK_KEYS", "TOP_KEYS", "LocDict", "LocList", "is_declarative",
+    "load_declarative", "parse_document", "read_topology_document",
+]
 
 
 class LocDict(dict):
@@ -167,7 +171,7 @@ class _Ctx:
         if key not in parent:
             raise self.fail(parent, None, where, f"missing '{key}'")
         try:
-            return parse_bandwidth_with_unit(parent[key], f"{key}")
+            return parse_bandwidth(parent[key], f"{key}")
         except ForestCollError as exc:
             raise self.fail(parent, key, _join(where, key), str(exc).split(": ", 1)[-1]) from None
 
@@ -243,10 +247,7 @@ def load_declarative(data: Any, source: str, overrides: Mapping[str, str] | None
                 if key not in family.params:
                     raise ctx.fail(opts, key, _join(_join(where, "options"), key), f"unknown option; {name} takes {', '.join(family.params)}")
                 try:
-                    if key.endswith("_bw"):
-                        kwargs[key] = parse_bandwidth_with_unit(value, key)
-                    else:
-                        kwargs[key] = family.params[key].parse(str(value), f"{name}:{key}")
+                    kwargs[key] = family.params[key].parse(str(value), f"{name}:{key}")
                 except ForestCollError as exc:
                     raise ctx.fail(opts, key, _join(_join(where, "options"), key), str(exc).split(": ", 1)[-1]) from None
             box = family.make_box(**kwargs)

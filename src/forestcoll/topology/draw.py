@@ -17,22 +17,17 @@ from fractions import Fraction
 
 from forestcoll.errors import UsageError
 from forestcoll.fileio import atomic_write_bytes
-from forestcoll.topology.model import Topology
+from forestcoll.topology.model import Node, Topology
+
+__all__ = ["FORMATS", "draw", "layout"]
 
 FORMATS = ("png", "svg", "pdf")
 _PALETTE = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#ff7f0e")
 
 
-def _box_of(name: str) -> int | None:
-    head = name.split(".", 1)[0]
-    if "." in name and head.startswith("n") and head[1:].isdigit():
-        return int(head[1:])
-    return None
-
-
-def _short(name: str) -> str:
-    """A label: without the box prefix, PCI bus ids cut to bus:device."""
-    label = name.split(".", 1)[1] if _box_of(name) is not None else name
+def _short(node: Node) -> str:
+    """A label: the name within its box, PCI bus ids cut to bus:device."""
+    label = node.local_name
     if label.startswith("pci") and ":" in label:
         label = "pci " + label.split(":", 1)[1].rsplit(".", 1)[0]
     return label
@@ -73,7 +68,7 @@ def layout(topo: Topology) -> dict[str, tuple[float, float]]:
     x = 0.0
     last_box = None
     for i in ranks:
-        box = _box_of(names[i])
+        box = topo.nodes[i].box
         if last_box is not None and box != last_box:
             x += gap  # space between boxes
         pos[names[i]] = (x, 0.0)
@@ -157,7 +152,7 @@ def draw(topo: Topology, path: str, cut: tuple[str, ...] = (), title: str | None
         ax.scatter([x], [y], s=size, marker="o" if node.kind == "compute" else "s", c=face, edgecolors="#333333",
                    linewidths=0.6, zorder=3)
         if n <= 80 or (node.kind == "compute" and n <= 400):
-            ax.annotate(_short(node.name), (x, y), xytext=(0, -11 if node.kind == "compute" else 9),
+            ax.annotate(_short(node), (x, y), xytext=(0, -11 if node.kind == "compute" else 9),
                         textcoords="offset points", ha="center", va="center", fontsize=6, zorder=4)
     handles = [Line2D([0], [0], color=colour[c], lw=2, label=c or "link") for c in classes]
     if inside:

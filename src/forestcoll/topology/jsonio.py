@@ -6,8 +6,10 @@ Format (every field beyond these is optional)::
      "links": [{"src": "gpu0", "dst": "sw", "bandwidth": "20.6"}]}
 
 ``bandwidth`` is GB/s in one direction: a JSON number, a decimal string or a
-fraction string such as ``"1040/3"``.  Optional fields: top-level ``name``,
-per-link ``class`` (nvlink, ib, ...) and ``latency_us`` (one-way latency in
+fraction string such as ``"1040/3"`` (or a string with a unit, ``"400Gbps"``).
+Optional fields: top-level ``name``, per-node ``box`` (the machine the node
+belongs to; written for clusters so that export -> import keeps it), per-link
+``class`` (nvlink, ib, ...) and ``latency_us`` (one-way latency in
 microseconds, for the simulator; >= 0), and ``symmetries``: a list of
 automorphisms, each the list of node names that ``nodes`` map to, in order.
 Writers emit integer bandwidths as numbers and others as ``"p/q"`` strings.
@@ -19,8 +21,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from forestcoll.errors import ForestCollError, TopologyError
-from forestcoll.rational import parse_bandwidth, parse_latency
 from forestcoll.topology.model import NODE_KINDS, Link, Node, Topology, make_topology
+from forestcoll.units import parse_bandwidth, parse_latency
+
+__all__ = ["bandwidth_to_json", "topology_from_dict", "topology_to_dict", "write_topology"]
 
 
 def bandwidth_to_json(bw) -> int | str:
@@ -33,7 +37,7 @@ def topology_to_dict(topo: Topology, symmetries: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if topo.name:
         out["name"] = topo.name
-    out["nodes"] = [{"name": n.name, "kind": n.kind} for n in topo.nodes]
+    out["nodes"] = [{"name": n.name, "kind": n.kind, **({"box": n.box} if n.box is not None else {})} for n in topo.nodes]
     links = []
     for lk in topo.links:
         item: dict[str, Any] = {"src": lk.src, "dst": lk.dst, "bandwidth": bandwidth_to_json(lk.bandwidth)}
@@ -46,6 +50,15 @@ def topology_to_dict(topo: Topology, symmetries: bool = True) -> dict[str, Any]:
     if symmetries and topo.symmetries:
         out["symmetries"] = [[topo.nodes[j].name for j in perm] for perm in topo.symmetries]
     return out
+
+
+def write_topology(topo: Topology, path: str, symmetries: bool = True) -> str:
+    """Write the plain JSON of ``topo`` to ``path`` whole (temporary file, then rename); returns the text."""
+    from forestcoll.fileio import atomic_write_text, dump_json
+
+    text = dump_json(topology_to_dict(topo, symmetries))
+    atomic_write_text(path, text)
+    return text
 
 
 def topology_from_dict(data: Any, source: str = "topology") -> Topology:
@@ -68,7 +81,10 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
         kind = item.get("kind", "compute")
         if kind not in NODE_KINDS:
             raise TopologyError(f"{where} ({name}): 'kind' must be 'compute' or 'switch', got {kind!r}")
-        nodes.append(Node(name, kind))
+        box = item.get("box")
+        if box is not None and (not isinstance(box, str) or not box.strip()):
+            raise TopologyError(f"{where} ({name}): 'box' must be a non-empty string")
+        nodes.append(Node(name, kind, box))
     links = []
     for i, item in enumerate(data["links"]):
         where = f"{source}: links[{i}]"

@@ -5,6 +5,12 @@ GB/s (10^9 bytes per second) per direction; parallel links between the same
 pair of nodes add up.  Compute nodes are the ranks, numbered in the order they
 appear in ``nodes``.  Switches only forward data: they neither copy nor reduce.
 
+Nodes may belong to a *box* (one machine of a cluster: ``Node.box``), recorded
+by whoever builds the fabric (the cluster builder, the importers, a file's
+per-node ``box``); forestcoll never guesses it from names.  Box membership
+tells the simulator which routes stay inside a machine and the baselines
+which ranks share one.
+
 ``symmetries`` optionally lists automorphisms of the fabric (each a permutation
 of node indices: ``perm[i]`` is the image of node ``i``) that the algorithms may
 exploit; every one is checked to preserve node kinds and link bandwidths.
@@ -19,7 +25,12 @@ from fractions import Fraction
 from functools import cached_property
 
 from forestcoll.errors import ForestCollError, TopologyError
-from forestcoll.rational import parse_bandwidth, parse_latency
+from forestcoll.units import parse_bandwidth, parse_latency
+
+__all__ = [
+    "COMPUTE", "NODE_KINDS", "SWITCH", "Link", "Node", "Topology", "TopologyBuilder", "from_networkx",
+    "make_topology", "to_networkx",
+]
 
 COMPUTE = "compute"
 SWITCH = "switch"
@@ -28,10 +39,18 @@ NODE_KINDS = (COMPUTE, SWITCH)
 
 @dataclass(frozen=True)
 class Node:
-    """A named node: ``kind`` is ``"compute"`` (a rank) or ``"switch"`` (forwards only)."""
+    """A named node: ``kind`` is ``"compute"`` (a rank) or ``"switch"`` (forwards only); ``box`` names the
+    machine it belongs to (None: not part of a box, e.g. a cluster's network switches or a flat fabric)."""
 
     name: str
     kind: str = COMPUTE
+    box: str | None = None
+
+    @property
+    def local_name(self) -> str:
+        """The name within its box: without the ``<box>.`` prefix the cluster builder adds."""
+        prefix = f"{self.box}."
+        return self.name[len(prefix):] if self.box is not None and self.name.startswith(prefix) else self.name
 
 
 @dataclass(frozen=True)
@@ -91,6 +110,15 @@ class Topology:
         return tuple(sorted((idx[a], idx[b], bw) for (a, b), bw in self.capacity.items()))
 
     @cached_property
+    def boxes(self) -> dict[str, tuple[str, ...]]:
+        """Box name -> its nodes' names, boxes and nodes in the order they appear (empty for a flat fabric)."""
+        out: dict[str, list[str]] = {}
+        for n in self.nodes:
+            if n.box is not None:
+                out.setdefault(n.box, []).append(n.name)
+        return {b: tuple(names) for b, names in out.items()}
+
+    @cached_property
     def node_bandwidth(self) -> tuple[tuple[Fraction, ...], tuple[Fraction, ...]]:
         """(bandwidth into, bandwidth out of) every node, by index."""
         into = [Fraction(0)] * len(self.nodes)
@@ -104,7 +132,7 @@ class Topology:
         if not isinstance(other, Topology):
             return NotImplemented
         return (
-            [(n.name, n.kind) for n in self.nodes] == [(n.name, n.kind) for n in other.nodes]
+            [(n.name, n.kind, n.box) for n in self.nodes] == [(n.name, n.kind, n.box) for n in other.nodes]
             and sorted((lk.src, lk.dst, lk.bandwidth, lk.cls) for lk in self.links)
             == sorted((lk.src, lk.dst, lk.bandwidth, lk.cls) for lk in other.links)
         )
@@ -134,12 +162,6 @@ class Topology:
         cap = self.capacity
         return all(cap.get((b, a)) == bw for (a, b), bw in cap.items())
 
-    def with_symmetries(self, perms: Iterable[Sequence[int]]) -> Topology:
-        """A copy that declares the given automorphisms (validated)."""
-        topo = Topology(self.nodes, self.links, self.name, tuple(tuple(p) for p in perms))
-        _check_symmetries(topo)
-        return topo
-
     def renamed(self, name: str) -> Topology:
         return Topology(self.nodes, self.links, name, self.symmetries)
 
@@ -153,14 +175,14 @@ class TopologyBuilder:
         self._links: list[Link] = []
         self._symmetries: list[dict[str, str]] = []
 
-    def compute(self, name: str) -> str:
-        """Add a compute node and return its name."""
-        self._nodes.append(Node(name, COMPUTE))
+    def compute(self, name: str, box: str | None = None) -> str:
+        """Add a compute node (in machine ``box``, if given) and return its name."""
+        self._nodes.append(Node(name, COMPUTE, box))
         return name
 
-    def switch(self, name: str) -> str:
-        """Add a switch node and return its name."""
-        self._nodes.append(Node(name, SWITCH))
+    def switch(self, name: str, box: str | None = None) -> str:
+        """Add a switch node (in machine ``box``, if given) and return its name."""
+        self._nodes.append(Node(name, SWITCH, box))
         return name
 
     def link(self, src: str, dst: str, bandwidth: object, cls: str = "", latency_us: object = None) -> None:
@@ -222,6 +244,8 @@ def _check_nodes(nodes: tuple[Node, ...]) -> None:
             raise TopologyError(f"node {i}: name must be a non-empty string")
         if node.kind not in NODE_KINDS:
             raise TopologyError(f"node {node.name!r}: kind must be 'compute' or 'switch', got {node.kind!r}")
+        if node.box is not None and (not isinstance(node.box, str) or not node.box.strip()):
+            raise TopologyError(f"node {node.name!r}: box must be a non-empty string or None")
         if node.name in seen:
             raise TopologyError(f"node {node.name!r} is defined twice")
         seen.add(node.name)
@@ -299,12 +323,13 @@ def _check_symmetries(topo: Topology) -> None:
 
 
 def to_networkx(topo: Topology):
-    """A networkx DiGraph: node attribute ``kind``, edge attributes ``bandwidth`` (Fraction, summed) and ``cls``."""
+    """A networkx DiGraph: node attributes ``kind`` (and ``box`` when set), edge attributes ``bandwidth``
+    (Fraction, summed) and ``cls``."""
     import networkx as nx
 
     g = nx.DiGraph(name=topo.name)
     for node in topo.nodes:
-        g.add_node(node.name, kind=node.kind)
+        g.add_node(node.name, kind=node.kind, **({"box": node.box} if node.box is not None else {}))
     classes: dict[tuple[str, str], set[str]] = defaultdict(set)
     for link in topo.links:
         if link.cls:
@@ -317,10 +342,11 @@ def to_networkx(topo: Topology):
 def from_networkx(graph, name: str | None = None) -> Topology:
     """Build a Topology from a networkx (Multi)DiGraph or Graph.
 
-    Nodes carry ``kind`` ("compute" by default); edges carry ``bandwidth`` (or
+    Nodes carry ``kind`` ("compute" by default) and optionally ``box``; edges carry ``bandwidth`` (or
     ``capacity``) and optionally ``cls``.  Undirected graphs get a link each way.
     """
-    nodes = [Node(str(v), str(data.get("kind", COMPUTE))) for v, data in graph.nodes(data=True)]
+    nodes = [Node(str(v), str(data.get("kind", COMPUTE)), None if data.get("box") is None else str(data["box"]))
+             for v, data in graph.nodes(data=True)]
     links = []
     for a, b, data in graph.edges(data=True):
         raw = data.get("bandwidth", data.get("capacity"))

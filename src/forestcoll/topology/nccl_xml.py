@@ -39,6 +39,8 @@ from forestcoll.topology.cluster import Box, Port
 from forestcoll.topology.model import TopologyBuilder
 from forestcoll.xmltree import Elem, parse_tree
 
+__all__ = ["SKELETON_HINT", "XmlError", "import_nccl_xml", "parse_xml"]
+
 # GB/s per NVLink by CUDA compute capability (NCCL's ncclTopoNVLinkBw)
 _NVLINK = ((100, Fraction("40.1")), (90, Fraction("20.6")), (80, Fraction(20)), (70, Fraction(20)), (60, Fraction(18)))
 _SM86 = Fraction(12)

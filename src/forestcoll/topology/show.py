@@ -1,12 +1,17 @@
-"""A summary of a topology: node counts, per-rank bandwidth, links by class."""
+"""A summary of a topology: node counts, per-rank bandwidth, links by class (what ``topo show`` prints)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
+from forestcoll.rational import format_rational
 from forestcoll.topology.model import Topology
+
+__all__ = ["LinkClass", "NetworkPorts", "Summary", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -20,7 +25,18 @@ class LinkClass:
 
 
 @dataclass(frozen=True)
+class NetworkPorts:
+    """A box's network attachments (as an NCCL/RCCL dump lists them): ports, the NICs they sit on, speeds."""
+
+    ports: int
+    nics: int
+    speeds: tuple[Fraction, ...]  # distinct, GB/s
+
+
+@dataclass(frozen=True)
 class Summary:
+    """Counts and exact bandwidth figures of a topology.  A result (:mod:`forestcoll.results`), always ok."""
+
     name: str
     compute: int
     switches: int
@@ -29,10 +45,36 @@ class Summary:
     rank_out: tuple[Fraction, Fraction]
     classes: tuple[LinkClass, ...]
     symmetries: int
+    network: NetworkPorts | None = None  # for imported dumps: the ports of one box
+
+    @property
+    def ok(self) -> bool:
+        return True
+
+    @property
+    def message(self) -> str:
+        boxes = f", {self.boxes} boxes" if self.boxes > 1 else ""
+        return f"{self.name}: {self.compute} ranks, {self.switches} switches{boxes}"
+
+    def to_dict(self) -> dict[str, Any]:
+        fr = format_rational
+        return {
+            "topology": self.name,
+            "compute_nodes": self.compute,
+            "switch_nodes": self.switches,
+            "boxes": self.boxes,
+            "rank_in_gbps": [fr(x) for x in self.rank_in],
+            "rank_out_gbps": [fr(x) for x in self.rank_out],
+            "link_classes": [
+                {"class": c.name, "links": c.count, "total_gbps": fr(c.total), "bandwidths_gbps": [fr(b) for b in c.bandwidths]}
+                for c in self.classes
+            ],
+        }
 
 
-def summarize(topo: Topology) -> Summary:
-    """Counts and bandwidth figures of ``topo`` (exact)."""
+def summarize(topo: Topology, ports: Sequence | None = None) -> Summary:
+    """Counts and bandwidth figures of ``topo`` (exact); ``ports``: one box's network ports
+    (:class:`~forestcoll.topology.cluster.Port`), as :func:`~forestcoll.topology.spec.import_topology` gives them."""
     into, out = topo.node_bandwidth
     ranks = [i for i in range(len(topo.nodes)) if topo.is_compute[i]]
     groups: dict[str, list[Fraction]] = defaultdict(list)
@@ -42,14 +84,15 @@ def summarize(topo: Topology) -> Summary:
         LinkClass(name, len(bws), sum(bws, Fraction(0)), tuple(sorted(set(bws))))
         for name, bws in sorted(groups.items(), key=lambda item: -sum(item[1], Fraction(0)))
     )
-    boxes = {n.name.split(".", 1)[0] for n in topo.nodes if "." in n.name and n.name[0] == "n" and n.name.split(".", 1)[0][1:].isdigit()}
     return Summary(
         topo.name,
         len(ranks),
         len(topo.switch_nodes),
-        len(boxes),
+        len(topo.boxes),
         (min(into[i] for i in ranks), max(into[i] for i in ranks)),
         (min(out[i] for i in ranks), max(out[i] for i in ranks)),
         classes,
         len(topo.symmetries),
+        None if ports is None else NetworkPorts(len(ports), len({p.node for p in ports}),
+                                                tuple(sorted({p.bandwidth for p in ports}))),
     )

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from forestcoll.errors import TopologyError
 from forestcoll.topology.model import Topology
+
+__all__ = ["Imported", "import_topology", "load_topology", "parse_options", "parse_spec", "split_file_spec"]
 
 FILE_SUFFIXES = (".json", ".yaml", ".yml", ".xml")
 
@@ -68,10 +71,23 @@ def _merge(spec: str, options: dict[str, str], extra: Mapping[str, str] | None) 
 
 def load_topology(spec, extra: Mapping[str, str] | None = None) -> Topology:
     """A Topology from a Topology, a file (with options) or a built-in spec; ``extra`` adds options."""
+    return import_topology(spec, extra).topology
+
+
+@dataclass(frozen=True)
+class Imported:
+    """A loaded topology and, when it came from an NCCL/RCCL dump, the network ports of one box."""
+
+    topology: Topology
+    ports: tuple | None = None  # of forestcoll.topology.cluster.Port
+
+
+def import_topology(spec, extra: Mapping[str, str] | None = None) -> Imported:
+    """:func:`load_topology`, keeping what an import learnt beyond the fabric (the dump's NIC ports)."""
     if isinstance(spec, Topology):
         if extra:
             raise TopologyError("options such as --nodes need a topology spec or file, not a built Topology")
-        return spec
+        return Imported(spec)
     text = os.fspath(spec)
     found = split_file_spec(text)
     if found is not None:
@@ -81,14 +97,14 @@ def load_topology(spec, extra: Mapping[str, str] | None = None) -> Topology:
             return _load_xml(path, options)
         from forestcoll.topology.declarative import read_topology_document
 
-        return read_topology_document(path, options or None)
+        return Imported(read_topology_document(path, options or None))
     from forestcoll.topology.builtins import build_builtin
 
     name, options = parse_spec(text)
-    return build_builtin(name, _merge(text, options, extra))
+    return Imported(build_builtin(name, _merge(text, options, extra)))
 
 
-def _load_xml(path: str, options: dict[str, str]) -> Topology:
+def _load_xml(path: str, options: dict[str, str]) -> Imported:
     from forestcoll.topology.builtins import CLUSTER_PARAMS, fabric_from_options
     from forestcoll.topology.cluster import Fabric, build_cluster
     from forestcoll.topology.nccl_xml import import_nccl_xml
@@ -101,4 +117,4 @@ def _load_xml(path: str, options: dict[str, str]) -> Topology:
     box = import_nccl_xml(path)
     nodes = int(parsed.get("nodes", 1))
     label = os.path.basename(path) + ("" if not options else ":" + ",".join(f"{k}={v}" for k, v in options.items()))
-    return build_cluster([box] * nodes, fabric_from_options(parsed, Fabric("switch")), label)
+    return Imported(build_cluster([box] * nodes, fabric_from_options(parsed, Fabric("switch")), label), box.ports)

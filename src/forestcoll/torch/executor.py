@@ -24,6 +24,8 @@ from forestcoll.errors import ForestCollError, ScheduleError, UsageError
 from forestcoll.runtime.plan import Plan, build_plans, phase_schedule
 from forestcoll.schedule import Schedule, read_schedule
 
+__all__ = ["DTYPES", "OPS", "CollectiveError", "Communicator", "communicator", "load"]
+
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64,
           torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 OPS = ("sum", "avg", "product", "max", "min")

@@ -16,6 +16,8 @@ from forestcoll.errors import UsageError
 from forestcoll.runtime.plan import shard_bounds
 from forestcoll.torch.executor import communicator
 
+__all__ = ["matmul_all_reduce", "matmul_reduce_scatter"]
+
 
 def _check(a: torch.Tensor, b: torch.Tensor, blocks: int) -> None:
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:

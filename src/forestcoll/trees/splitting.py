@@ -24,6 +24,11 @@ of (u, w, t) triples at once, so the graph stays H-invariant and one target per
 H-orbit suffices; the amount comes from a Newton iteration on violated cuts.
 When no orbit can be split any further, H shrinks to a subgroup (down to the
 trivial one, where the theorem guarantees progress).
+
+References: J. Bang-Jensen, A. Frank, B. Jackson, "Preserving and increasing
+local edge-connectivity in mixed graphs", SIAM J. Discrete Math. 8(2), 1995
+(splitting off at a node whose in-degree is at most its out-degree keeps rooted
+connectivity); ForestColl (arXiv 2402.06787), switch removal.
 """
 
 from __future__ import annotations
@@ -32,8 +37,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from forestcoll.maxflow import FlowNetwork, check_capacities
-from forestcoll.symmetry import Perm, element_orbits, group_elements
+from forestcoll.graph.maxflow import FlowNetwork, check_capacities
+from forestcoll.graph.symmetry import Perm, element_orbits, group_elements
+
+__all__ = ["Path", "SplitResult", "SplittingError", "split_switches", "trim_switch_excess"]
 
 
 class SplittingError(RuntimeError):

@@ -22,6 +22,10 @@ enters is entered at least once).
 Each tree grows breadth-first from its root (so trees stay shallow), first
 taking only arcs that admit its whole multiplicity (so trees rarely split);
 only when none does is the arc admitting the largest part taken.
+
+References: J. Edmonds, "Edge-disjoint branchings", Combinatorial Algorithms,
+1973; L. Lovász, "On two minimax theorems in graph", J. Combin. Theory B 21,
+1976 (the constructive proof); ForestColl (arXiv 2402.06787), tree packing.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from forestcoll.maxflow import FlowNetwork, check_capacities
+from forestcoll.graph.maxflow import FlowNetwork, check_capacities
+
+__all__ = ["PackResult", "PackingError", "Tree", "pack_trees", "pack_trees_symmetric"]
 
 
 class PackingError(RuntimeError):

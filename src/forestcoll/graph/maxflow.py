@@ -17,6 +17,8 @@ from ortools.graph.python import max_flow
 
 from forestcoll.errors import ForestCollError
 
+__all__ = ["EXACT_LIMIT", "FlowNetwork", "check_capacities"]
+
 EXACT_LIMIT = 2**62
 
 

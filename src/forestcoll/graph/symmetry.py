@@ -14,12 +14,9 @@ from fractions import Fraction
 import igraph
 import numpy as np
 
+__all__ = ["Perm", "detect_automorphisms", "element_orbits", "group_elements", "orbits"]
+
 Perm = tuple[int, ...]
-
-
-def compose(p: Perm, q: Perm) -> Perm:
-    """The permutation ``i -> p[q[i]]`` (apply q first)."""
-    return tuple(p[j] for j in q)
 
 
 def orbits(n: int, generators: Sequence[Perm]) -> list[int]:
@@ -67,13 +64,6 @@ def element_orbits(elements: Sequence[Perm]) -> list[int]:
     import numpy as np
 
     return np.asarray(elements, dtype=np.int64).min(axis=0).tolist()
-
-
-def is_automorphism(perm: Perm, kinds: Sequence[bool], arcs: dict[tuple[int, int], Fraction]) -> bool:
-    """True when ``perm`` preserves node kinds and every arc's capacity."""
-    if any(kinds[i] != kinds[j] for i, j in enumerate(perm)):
-        return False
-    return all(arcs.get((perm[u], perm[v])) == c for (u, v), c in arcs.items())
 
 
 def detect_automorphisms(

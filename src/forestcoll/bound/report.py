@@ -1,0 +1,92 @@
+"""A collective's bound together with what a user compares it with: what ``forestcoll bound`` reports.
+
+The bound of ``collective`` (with its certificate cuts), the bounds of the
+fabric's other all-rank collectives (allgather, reduce-scatter, allreduce: the
+allgather cut is the fabric's bottleneck), and optionally the best algbw with
+exactly ``k`` trees per root (:func:`~forestcoll.bound.fixed_k.fixed_k_algbw`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from forestcoll import collectives
+from forestcoll.bound.fixed_k import fixed_k_algbw
+from forestcoll.bound.optimal import Bound, optimal_bound
+from forestcoll.collectives import ALLGATHER
+from forestcoll.rational import format_rational
+from forestcoll.topology.model import Topology
+
+__all__ = ["BoundReport", "bound_report"]
+
+
+@dataclass(frozen=True)
+class BoundReport:
+    """``bound`` of the requested collective, ``companions`` (name -> Bound of every all-rank tree collective),
+    and with ``k`` the best algbw of k trees per root.  A result (:mod:`forestcoll.results`)."""
+
+    topology: str
+    compute_nodes: int
+    switch_nodes: int
+    bound: Bound
+    companions: dict[str, Bound]
+    k: int | None = None
+    fixed_k_algbw: Fraction | None = None
+
+    @property
+    def ok(self) -> bool:
+        return True
+
+    @property
+    def message(self) -> str:
+        return self.bound.message
+
+    @property
+    def fabric_cut(self):
+        """The allgather bottleneck: the cut that limits every all-rank collective on the fabric."""
+        return self.companions[ALLGATHER.name].phases[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        fr = format_rational
+        main = self.bound
+        cut = self.fabric_cut
+        data: dict[str, Any] = {
+            "topology": self.topology,
+            "compute_nodes": self.compute_nodes,
+            "switch_nodes": self.switch_nodes,
+            "collective": main.collective,
+            "algbw_gbps": fr(main.algbw),
+            "busbw_gbps": fr(main.busbw),
+            **{f"{name}_algbw_gbps": fr(b.algbw) for name, b in self.companions.items()},
+            "bottleneck_cut": list(cut.cut_nodes),
+            "bottleneck_cut_bandwidth_gbps": fr(cut.cut_bandwidth),
+            "bottleneck_cut_ranks": cut.cut_weight,
+            "phases": [p.to_dict() for p in main.phases],
+        }
+        if main.root is not None:
+            data["root"] = main.root
+        if self.fixed_k_algbw is not None:
+            data["k"] = self.k
+            data["fixed_k_algbw_gbps"] = fr(self.fixed_k_algbw)
+        return data
+
+
+def bound_report(topo: Topology, collective: str = "allgather", root: str | None = None, k: int | None = None,
+                 symmetry: bool = True) -> BoundReport:
+    """The bound of ``collective`` on ``topo`` with its companions (see the module docstring)."""
+    coll = collectives.get(collective)
+    main: Bound | None = None
+    companions: dict[str, Bound] = {}
+    for other in collectives.COLLECTIVES.values():
+        if other.rooted or not other.tree_based:
+            continue
+        if other is coll:
+            main = companions[other.name] = optimal_bound(topo, coll.name, root, symmetry)
+        else:
+            companions[other.name] = optimal_bound(topo, other.name, symmetry=symmetry)
+    if main is None:
+        main = optimal_bound(topo, coll.name, root, symmetry)
+    fixed = fixed_k_algbw(topo, coll.name, k, root, symmetry) if k is not None else None
+    return BoundReport(topo.name, topo.num_compute, len(topo.switch_nodes), main, companions, k, fixed)

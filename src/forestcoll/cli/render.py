@@ -1,0 +1,258 @@
+"""How the command line shows results as text (``--json`` prints their ``to_dict()`` instead).
+
+Every function here takes a result the library returned and prints it; none
+computes anything the library does not already hold.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+from forestcoll.collectives import ALLGATHER
+from forestcoll.fileio import dump_json
+from forestcoll.rational import format_rational as fr
+from forestcoll.units import format_size
+
+
+def approx(x: Fraction) -> str:
+    return f"{float(x):.6g}"
+
+
+def print_json(result: Any, **extra: Any) -> None:
+    """A result's ``to_dict()`` (with ``extra`` keys added) as the CLI's JSON."""
+    sys.stdout.write(dump_json({**result.to_dict(), **extra}))
+
+
+def describe_set(members: Sequence[str], universe: Sequence[str], limit: int = 6) -> str:
+    inside = set(members)
+    if len(inside) * 2 > len(universe):
+        rest = [u for u in universe if u not in inside]
+        shown = ", ".join(rest[:limit]) + (", ..." if len(rest) > limit else "")
+        return f"every node except {{{shown}}}"
+    shown = ", ".join(list(members)[:limit]) + (", ..." if len(members) > limit else "")
+    return f"{{{shown}}} ({len(members)} nodes)"
+
+
+# ----- bound, schedules, verdicts --------------------------------------------------------------
+
+
+def print_bound(report, topo) -> None:
+    main = report.bound
+    names = [n.name for n in topo.nodes]
+    print(f"topology        {topo.name}  ({topo.num_compute} compute, {len(topo.switch_nodes)} switch nodes)")
+    print(f"collective      {main.collective}" + (f" (root {main.root})" if main.root else ""))
+    print(f"optimal algbw   {fr(main.algbw)} GB/s  (~{approx(main.algbw)})")
+    print(f"busbw           {fr(main.busbw)} GB/s  (~{approx(main.busbw)})")
+    ag = report.companions[ALLGATHER.name]
+    if main is not ag:
+        print(f"allgather algbw {fr(ag.algbw)} GB/s  (~{approx(ag.algbw)})")
+    if report.fixed_k_algbw is not None:
+        fixed = report.fixed_k_algbw
+        print(f"with k={report.k:<8}  {fr(fixed)} GB/s  (~{approx(fixed)}, {approx(fixed / main.algbw * 100)}% of optimal)")
+    for p in main.phases:
+        side = "into" if p.reversed else "out of"
+        ranks = "rank" if p.cut_weight == 1 else "ranks"
+        print(
+            f"bottleneck      {p.name}: S = {describe_set(p.cut_nodes, names)} holds {p.cut_weight} {ranks} "
+            f"but has only {fr(p.cut_bandwidth)} GB/s of links {side} it"
+        )
+        if p.unbalanced:
+            print(
+                f"warning         switch {p.unbalanced[0]!r} can send more than it receives: trees may not reach "
+                "this bound (generate tells)"
+            )
+
+
+def print_schedule(sched, topo, smallest_k: bool, output: str | None) -> None:
+    heights = [t.height() for t in sched.trees]
+    print(f"topology   {topo.name}  ({topo.num_compute} ranks)")
+    print(f"collective {sched.collective}" + (f" (root {sched.root})" if sched.root else ""))
+    print(f"k          {sched.k} chunks per shard" + (" (smallest exactly optimal k)" if smallest_k else ""))
+    print(f"trees      {len(sched.trees)}  (height max {max(heights)}, mean {sum(heights) / len(heights):.2f})")
+    print(f"algbw      {fr(sched.algbw)} GB/s  (~{approx(sched.algbw)})")
+    print(f"optimal    {fr(sched.bound_algbw)} GB/s  ({approx(sched.algbw / sched.bound_algbw * 100)}% of the bound)")
+    print(f"time       {sched.stats['seconds']:.3f} s")
+    if output:
+        print(f"wrote      {output}")
+
+
+def print_schedule_line(sched, topo) -> None:
+    print(f"schedule   {sched.collective} on {topo.name}, k={sched.k}, {len(sched.trees)} trees, "
+          f"algbw {fr(sched.algbw)} GB/s (~{approx(sched.algbw)}; {approx(sched.algbw / sched.bound_algbw * 100)}% of the bound)")
+
+
+def print_verify(report, sched, path: str, topo) -> None:
+    print(f"schedule   {path}: {sched.collective}, k={sched.k}, {len(sched.trees)} trees")
+    print(f"topology   {topo.name}")
+    for p in report.phases:
+        link = f"{p.busiest_link[0]} -> {p.busiest_link[1]}" if p.busiest_link else "-"
+        print(f"phase      {p.name}: {p.trees} trees, algbw {fr(p.algbw)} GB/s, busiest link {link}")
+    if report.algbw is not None:
+        print(f"algbw      {fr(report.algbw)} GB/s  (~{approx(report.algbw)}; claimed {fr(report.claimed_algbw)})")
+    if report.bound_algbw is not None and report.efficiency is not None:
+        print(f"bound      {fr(report.bound_algbw)} GB/s  ({approx(report.efficiency * 100)}% reached)")
+    if report.ok:
+        print(f"verdict    {report.message}")
+    else:
+        for err in report.errors[:20]:
+            print(f"error      {err}")
+        if len(report.errors) > 20:
+            print(f"error      ... and {len(report.errors) - 20} more")
+        print("verdict    INVALID")
+
+
+# ----- MSCCL -----------------------------------------------------------------------------------
+
+
+def print_export(result) -> None:
+    from forestcoll.msccl.lint import RUNTIMES
+
+    algo = result.algo
+    modes = " + ".join(m for m, on in (("in-place", algo.inplace), ("out-of-place", algo.outofplace)) if on)
+    size = f"{algo.min_bytes}..{algo.max_bytes or 'any'} bytes"
+    print(f"algorithm  {algo.name}: {algo.coll}, {algo.ngpus} gpus, {algo.nchunksperloop} chunks per loop, "
+          f"{algo.proto}, {modes}, {size}")
+    print(f"layout     {result.channels} channel(s), {result.tbs_per_gpu} thread blocks per GPU (most), "
+          f"{result.steps_per_tb} steps per thread block (most), {result.total_steps} steps in all")
+    for name, lim in RUNTIMES.items():
+        verdict = "fits" if result.fits(name) else "DOES NOT FIT"
+        print(f"limits     {name}: {verdict} ({lim.steps_per_tb} steps/tb, {lim.tbs_per_gpu} tbs/GPU, {lim.channels} channels)")
+    for line in result.checks:
+        print(f"checked    {line}")
+    for note in result.notes:
+        print(f"note       {note}")
+    print(f"wrote      {result.output}")
+
+
+def print_lint(report) -> None:
+    for f in report.findings:
+        print(f.format(report.file))
+    errors = report.errors
+    print(f"{report.file}: {len(errors)} error(s), {len(report.findings) - len(errors)} warning(s) for {report.runtime}")
+
+
+def print_runs(report, show: int) -> None:
+    algo = report.algo
+    tbs = max((len(g.tbs) for g in algo.gpus), default=0)
+    print(f"file       {report.file}: {algo.coll}, {algo.ngpus} gpus, {algo.nchunksperloop} chunks per loop, {algo.proto}, "
+          f"{algo.nchannels} channel(s), {tbs} thread blocks per GPU (most)")
+    for r in report.runs:
+        regime = "unbounded size" if r.nbytes is None else f"a {r.nbytes}-byte call"
+        print(f"run        {r.mode}: count {r.count} {r.dtype} {r.op}, {r.chunk_elems} elements per chunk, "
+              f"{r.iterations} iteration(s), {r.slots} slot(s) per connection, {r.max_count} chunk(s) per call "
+              f"({regime})")
+        print(f"           {r.transmissions} transmissions, {r.calls} calls, {r.seconds:.2f} s")
+        print(f"result     {r.summary()}")
+        for s in r.stuck[:show]:
+            print(f"stuck      {s.format()}")
+        if len(r.stuck) > show:
+            print(f"stuck      ... and {len(r.stuck) - show} more thread blocks")
+        for e in r.errors[:show]:
+            print(f"error      {e}")
+        if len(r.errors) > show:
+            print(f"error      ... and {len(r.errors) - show} more")
+
+
+# ----- simulation ------------------------------------------------------------------------------
+
+
+def print_simulation(net, res, size: int, fairness: str, slice_bytes: int, max_slices: int) -> None:
+    print(f"algorithm  {res.algorithm}: {res.collective} on {net.topology.name} ({res.ranks} ranks)")
+    print(f"size       {format_size(size)} ({size} bytes)")
+    print(f"time       {res.time_s * 1e3:.4f} ms")
+    print(f"algbw      {res.algbw_gbps:.2f} GB/s")
+    print(f"busbw      {res.busbw_gbps:.2f} GB/s")
+    print(f"model      {res.transfers} transfers, {res.events} events, {fairness} sharing, "
+          f"slices of {format_size(slice_bytes)} (at most {max_slices} per block); {res.wall_s:.2f} s")
+
+
+def print_comparison(comp) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    print(f"{comp.collective} on {comp.topology} ({comp.ranks} ranks): simulated algbw in GB/s; "
+          f"exact bound {float(comp.bound_algbw):.1f} GB/s; best in bold")
+    table = Table()
+    table.add_column("size")
+    names = comp.algorithms()
+    for name in names:
+        table.add_column(name, justify="right")
+    for size in comp.sizes():
+        row = [format_size(size)]
+        best = max((comp.get(n, size).algbw_gbps for n in names if comp.get(n, size)), default=0)
+        for name in names:
+            r = comp.get(name, size)
+            cell = f"{r.algbw_gbps:.1f}" if r else "-"
+            row.append(f"[bold]{cell}[/bold]" if r and r.algbw_gbps == best else cell)
+        table.add_row(*row)
+    Console(width=200).print(table)
+    last = comp.sizes()[-1]
+    for other in ("ring", "double-binary-tree"):
+        sp = comp.speedup(last, other)
+        if sp:
+            print(f"forestcoll vs {other} at {format_size(last)}: {sp:.2f}x ({(sp - 1) * 100:+.0f}%)")
+    if comp.plot:
+        print(f"wrote {comp.plot}")
+
+
+def print_size_export(out) -> None:
+    print(f"topology   {out.topology} ({out.ranks} ranks), {out.collective}; candidates: {', '.join(out.candidates)}")
+    for r in out.ranges:
+        rng = r.range
+        if r.path is None:
+            print(f"range      {format_size(rng.min_bytes) if rng.min_bytes else '0'}..: {rng.name} cannot be exported "
+                  f"({r.error})")
+            continue
+        upper = f"{rng.max_bytes}" if rng.max_bytes else "any"
+        shown = ", ".join(f"{format_size(s)} {v:.1f}" for s, v in sorted(rng.measured.items()))
+        print(f"range      {rng.min_bytes}..{upper} bytes: {rng.name} (k={rng.schedule.k}; GB/s at {shown})")
+        for note in r.result.notes:
+            print(f"note       {note}")
+        print(f"wrote      {r.path}")
+
+
+# ----- topologies ------------------------------------------------------------------------------
+
+
+def print_summary(s) -> None:
+    def span(pair):
+        lo, hi = pair
+        return f"{fr(lo)} GB/s" if lo == hi else f"{fr(lo)} to {fr(hi)} GB/s"
+
+    boxes = f", {s.boxes} boxes" if s.boxes > 1 else ""
+    print(f"topology     {s.name}")
+    print(f"nodes        {s.compute} compute (ranks), {s.switches} switch{boxes}")
+    print(f"per rank     in {span(s.rank_in)}, out {span(s.rank_out)}")
+    for c in s.classes:
+        kinds = ", ".join(fr(b) for b in c.bandwidths[:4]) + (", ..." if len(c.bandwidths) > 4 else "")
+        print(f"links {c.name:<7} {c.count:>5} one-way links, {fr(c.total)} GB/s in all (each: {kinds} GB/s)")
+    if s.symmetries:
+        print(f"symmetries   {s.symmetries} declared generator(s)")
+    if s.network is not None:
+        each = ", ".join(f"{fr(b)} GB/s" for b in s.network.speeds)
+        print(f"network      {s.network.ports} port(s) on {s.network.nics} NIC(s) per box, {each} each")
+
+
+def show_default(value: object) -> str:
+    if isinstance(value, tuple):
+        return "x".join(map(str, value))
+    if isinstance(value, Fraction):
+        return fr(value)
+    return str(value)
+
+
+def print_builtins(options: bool) -> None:
+    from forestcoll.topology import BUILTINS
+    from forestcoll.topology.builtins import CLUSTER_PARAMS
+
+    width = max(len(n) for n in BUILTINS) + 2
+    for name, b in BUILTINS.items():
+        print(f"{name:<{width}}{b.summary}")
+        if options:
+            for key, p in b.params.items():
+                print(f"{'':<{width}}  {key}={show_default(p.default)}  {p.help}")
+    if not options:
+        print(f"\nbox families also take {', '.join(CLUSTER_PARAMS)}; `forestcoll topo list --options` lists every option")

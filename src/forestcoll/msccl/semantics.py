@@ -1,0 +1,133 @@
+"""The MSCCL runtime's semantics, shared by the interpreter and the simulator.
+
+What msccl-executor-nccl (``msccl_parser.cc`` / ``msccl_kernel.cu``) does with a
+file before and while it runs it, independent of how it is then executed:
+
+* :func:`compile_tb`: the parser's rewriting of a ``<tb>`` into *transmissions*:
+  ``nop`` steps vanish and their dependencies move onto the next real step
+  (which must carry its own); consecutive ``re`` steps into one destination
+  with no dependency of their own fuse (up to 16 sources); the kernel's step
+  counter, under which a transmission with ``hasdep`` publishes its flag.
+* :func:`regime`: how a call of some size is cut: chunks per primitive call
+  (``maxAllowedCount``, from NCCL's connection buffer sizes) and pipeline
+  iterations; :data:`DEFAULT_SLOTS`: calls a connection buffers per protocol.
+* :func:`size_multiplier` and :func:`buffer_sizes`: the call's element count
+  and buffers per ``coll`` attribute, as the runtime reads them (keyed by the
+  runtime's own names, which include collectives forestcoll does not generate).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from forestcoll.msccl.ir import STEP_TYPES, Algo, MscclError, ThreadBlock
+
+__all__ = ["DEFAULT_SLOTS", "MAX_COUNT", "MAX_REDUCE_FUSION", "Regime", "Transmission", "buffer_sizes", "compile_tb",
+           "default_bytes", "regime", "size_multiplier"]
+
+# collectives whose API count is per rank while the algorithm's chunks cover all ranks' data
+_COUNT_PER_RANK = ("allgather", "reducescatter", "alltoall")
+
+
+def size_multiplier(coll: str, ngpus: int) -> int:
+    """The runtime's sizeMultiplier: the call moves count x this many elements per loop of chunks."""
+    return ngpus if coll in _COUNT_PER_RANK else 1
+
+
+def buffer_sizes(algo: Algo) -> tuple[int, int]:
+    """(input chunks, output chunks) of the user's buffers in a call, from the collective and nchunksperloop."""
+    n, g = algo.nchunksperloop, max(algo.ngpus, 1)
+    if algo.coll == "allgather":
+        return n // g, n
+    if algo.coll == "reducescatter":
+        return n, n // g
+    return n, n
+
+
+MAX_REDUCE_FUSION = 16
+DEFAULT_SLOTS = {"Simple": 2, "LL": 8, "LL128": 8}
+MAX_COUNT = 71  # MSCCL_MAX_COUNT - 1
+# NCCL's default connection buffers (bytes) and what one primitive call may carry of them:
+# stepSize = buffSize / NCCL_STEPS; chunkSize = stepSize x chunkSteps (MSCCL_CHUNKSTEPS = 4 for Simple);
+# LL carries half its bytes as flags, LL128 15 of every 16 words.
+_CHUNK_EFFECTIVE = {"Simple": (1 << 22) // 8 * 4, "LL": (8 * 512 * 8 * 16) // 8 // 2, "LL128": (120 * 640 * 8 * 8) // 8 // 16 * 15}
+
+
+@dataclass(frozen=True)
+class Regime:
+    """How the runtime cuts a call of ``nbytes`` bytes: chunks per primitive call and pipeline iterations."""
+
+    nbytes: int | None  # None: "very large" (one chunk per call)
+    max_count: int
+    iterations: int
+
+
+def regime(algo: Algo, nbytes: int | None, max_iterations: int = 2) -> Regime:
+    """maxAllowedCount and the number of pipeline iterations the runtime uses for an ``nbytes`` call
+    (``nbytes`` counts the whole buffer, count x sizeMultiplier x element size, as the runtime does)."""
+    effective = _CHUNK_EFFECTIVE.get(algo.proto, _CHUNK_EFFECTIVE["Simple"])
+    if nbytes is None:
+        return Regime(None, 1, max_iterations)
+    chunk_bytes = max(1, -(-nbytes // max(algo.nchunksperloop, 1)))
+    max_count = max(1, min(MAX_COUNT, effective // chunk_bytes))
+    iterations = max(1, min(max_iterations, -(-chunk_bytes // effective)))
+    return Regime(nbytes, max_count, iterations)
+
+
+def default_bytes(algo: Algo) -> int | None:
+    """The size whose regime buffers least within the file's range: maxBytes, or unbounded when it is 0."""
+    return algo.max_bytes if algo.max_bytes > 0 else None
+
+
+
+@dataclass(frozen=True)
+class Transmission:
+    """One operation of a thread block after the parser's rewriting."""
+
+    type: str
+    srcbuf: str
+    srcoffs: tuple[int, ...]  # several only for fused ``re`` steps
+    dstbuf: str
+    dstoff: int
+    cnt: int
+    deps: tuple[tuple[int, int], ...]  # (tb id, step) pairs waited on before starting
+    hasdep: bool
+    step: int  # the kernel's step counter when the flag is published
+    s: int  # XML step number (the last one, for fused steps)
+    line: int
+
+
+def compile_tb(tb: ThreadBlock, gpu: int, source: str = "algo.xml") -> list[Transmission]:
+    """The transmissions the runtime's parser makes of ``tb`` (nop folding, ``re`` fusion, step counter)."""
+    out: list[Transmission] = []
+    pending: list[tuple[int, int]] = []
+    fusable: tuple[str, int, str] | None = None
+    step = 0
+    for st in tb.steps:
+        if st.type not in STEP_TYPES:
+            raise MscclError(f"{source}:{st.line}: gpu {gpu} tb {tb.id} step {st.s}: unknown step type {st.type!r} "
+                             "(the runtime refuses the file)")
+        if st.depid >= 0:
+            pending.append((st.depid, st.deps))
+        if st.type == "nop":
+            continue
+        if st.type == "re" and fusable == (st.dstbuf, st.dstoff, st.srcbuf) and st.depid < 0:
+            prev = out[-1]
+            srcoffs = (*prev.srcoffs, st.srcoff)
+            out[-1] = Transmission("re", st.srcbuf, srcoffs, st.dstbuf, st.dstoff, st.cnt, prev.deps,
+                                   bool(st.hasdep), prev.step + 1, st.s, st.line)
+            step += 1
+            fusable = None if st.hasdep or len(srcoffs) == MAX_REDUCE_FUSION else fusable
+            continue
+        if pending and st.depid < 0:
+            raise MscclError(f"{source}:{st.line}: gpu {gpu} tb {tb.id} step {st.s} follows nop dependencies but has none "
+                             "of its own; the runtime refuses the file")
+        deps = tuple(pending)
+        pending = []
+        if deps:
+            step += len(deps) - 1
+        out.append(Transmission(st.type, st.srcbuf, (st.srcoff,), st.dstbuf, st.dstoff, st.cnt, deps,
+                                bool(st.hasdep), step, st.s, st.line))
+        step += 1
+        fusable = (st.dstbuf, st.dstoff, st.srcbuf) if st.type == "re" and not st.hasdep else None
+    return out

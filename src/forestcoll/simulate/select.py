@@ -1,0 +1,207 @@
+"""The best schedule per range of call sizes, and one MSCCL file per range.
+
+:func:`candidate_schedules` builds forestcoll's schedule at the optimal k and
+at powers of two below it, and the ring written as a schedule (when it
+verifies); :func:`select_schedules` simulates them at every size and keeps the
+best per size, where the runtimes can use its file (the element count must
+split into nchunksperloop chunks), merged into ranges with a 2% hysteresis;
+:func:`export_by_size` writes each range's schedule as a self-checked MSCCL
+file with its minBytes / maxBytes (``forestcoll generate --sizes``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from forestcoll import collectives
+from forestcoll.errors import ForestCollError, UsageError
+from forestcoll.schedule import Schedule
+from forestcoll.simulate import baselines
+from forestcoll.simulate.compare import default_workers, run_jobs
+from forestcoll.simulate.core import SimResult
+from forestcoll.simulate.network import Network
+from forestcoll.topology import Topology
+from forestcoll.units import format_size
+
+__all__ = ["ExportedRange", "Selection", "SizeExport", "SizeRange", "candidate_schedules", "export_by_size",
+           "select_schedules", "usable"]
+
+
+@dataclass
+class SizeRange:
+    """The schedule chosen for calls of ``min_bytes`` to ``max_bytes`` bytes (0: no upper limit)."""
+
+    min_bytes: int
+    max_bytes: int
+    name: str
+    schedule: Schedule
+    measured: dict[int, float]  # size -> algbw of the chosen schedule at the sizes inside the range
+
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"min_bytes": self.min_bytes, "max_bytes": self.max_bytes, "name": self.name, "k": self.schedule.k,
+                "measured_algbw_gbps": {str(s): v for s, v in sorted(self.measured.items())}}
+
+
+@dataclass
+class Selection:
+    """The chosen schedule per size range and every candidate's simulated result; a result
+    (:mod:`forestcoll.results`), ``ok`` when every size has a schedule."""
+
+    ranges: list[SizeRange]
+    table: list[SimResult]  # every candidate at every size
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.ranges)
+
+    @property
+    def message(self) -> str:
+        return "; ".join(f"{r.min_bytes}..{r.max_bytes or 'any'} bytes: {r.name}" for r in self.ranges)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ranges": [r.to_dict() for r in self.ranges], "table": [r.to_dict() for r in self.table]}
+
+
+def candidate_schedules(topo: Topology, net: Network, collective: str, root: str | None = None,
+                        ks: Sequence[int] | None = None, ring: bool = True) -> dict[str, Schedule]:
+    """forestcoll at the optimal k (``"forestcoll"``) and at each of ``ks`` below it (``"forestcoll-k<k>"``;
+    default: the powers of two up to 64), and with ``ring`` the ring as a schedule (when it verifies)."""
+    from forestcoll.generate import generate
+    from forestcoll.verify import verify
+
+    best = generate(topo, collective, root=root)
+    cands: dict[str, Schedule] = {"forestcoll": best}
+    for k in (ks if ks is not None else [2**i for i in range(0, 7)]):
+        if k < best.k:
+            cands[f"forestcoll-k{k}"] = generate(topo, collective, k=k, root=root)
+    if ring:
+        try:
+            sched = baselines.ring_schedule(net, collective, root)
+            if verify(sched, topo).ok:
+                cands["ring"] = sched
+        except ForestCollError:
+            pass
+    return cands
+
+
+def usable(sched: Schedule, size: int, element_bytes: int = 4) -> bool:
+    """Whether the runtimes would use ``sched``'s MSCCL file for a call of ``size`` bytes: the element count
+    must split into nchunksperloop chunks (N*k for allgather / reduce-scatter / allreduce, k otherwise)."""
+    nchunks = collectives.get(sched.collective).chunks_per_loop(len(sched.ranks), sched.k)
+    return size % element_bytes == 0 and (size // element_bytes) % nchunks == 0
+
+
+def select_schedules(topo: Topology, net: Network, collective: str, sizes: Sequence[int],
+                     candidates: dict[str, Schedule], *, fairness: str = "max-min", workers: int = 1,
+                     margin: float = 0.02, runtime_sizes: bool = True,
+                     progress: Callable[[SimResult], None] | None = None) -> Selection:
+    """The candidate with the highest simulated algbw at each size, merged into size ranges.
+
+    With ``runtime_sizes`` a candidate competes at a size only if the runtimes can use its file there
+    (:func:`usable`, 4-byte elements).  The previous size's winner is kept while it is within ``margin``
+    of the best, so near-ties do not split the ranges."""
+    jobs = [(sched, collective, size, {"fairness": fairness, "name": name})
+            for size in sizes for name, sched in candidates.items()]
+    table = run_jobs(net, jobs, workers, progress)
+    winners: list[tuple[int, str]] = []
+    for size in sorted(sizes):
+        rows = [r for r in table if r.size_bytes == size
+                and (not runtime_sizes or usable(candidates[r.algorithm], size))]
+        if not rows:
+            raise UsageError(f"no candidate schedule can run a {format_size(size)} call (its chunking does not divide it)")
+        best = max(rows, key=lambda r: (r.algbw_gbps, -list(candidates).index(r.algorithm)))
+        if winners:
+            prev = next((r for r in rows if r.algorithm == winners[-1][1]), None)
+            if prev is not None and prev.algbw_gbps >= best.algbw_gbps * (1 - margin):
+                best = prev
+        winners.append((size, best.algorithm))
+    ranges: list[SizeRange] = []
+    for i, (size, name) in enumerate(winners):
+        algbw = next(r.algbw_gbps for r in table if r.size_bytes == size and r.algorithm == name)
+        if ranges and ranges[-1].name == name:
+            ranges[-1].measured[size] = algbw
+            continue
+        if ranges:
+            ranges[-1].max_bytes = size - 1
+        ranges.append(SizeRange(0 if i == 0 else size, 0, name, candidates[name], {size: algbw}))
+    return Selection(ranges, table)
+
+
+@dataclass
+class ExportedRange:
+    """One size range of :func:`export_by_size`: the file written and its export figures, or why it could not be."""
+
+    range: SizeRange
+    path: str | None
+    result: Any = None  # forestcoll.msccl.export.ExportResult
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.range.to_dict(), "output": self.path, "error": self.error,
+                "export": self.result.to_dict() if self.result is not None else None}
+
+
+@dataclass
+class SizeExport:
+    """What ``generate --sizes`` did: the candidates, the selection and one MSCCL file per range.
+    A result (:mod:`forestcoll.results`): ``ok`` when every range was written."""
+
+    topology: str
+    ranks: int
+    collective: str
+    candidates: list[str]
+    selection: Selection
+    ranges: list[ExportedRange] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.ranges) and all(r.path is not None for r in self.ranges)
+
+    @property
+    def message(self) -> str:
+        written = [r for r in self.ranges if r.path is not None]
+        bad = next((r for r in self.ranges if r.path is None), None)
+        return (f"{len(written)} of {len(self.ranges)} size ranges written"
+                + (f"; {bad.range.name} cannot be exported ({bad.error})" if bad else ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topology": self.topology, "ranks": self.ranks, "collective": self.collective,
+                "candidates": self.candidates, "ranges": [r.to_dict() for r in self.ranges]}
+
+
+def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str, *,
+                   extra: Mapping[str, str] | None = None, root: str | None = None, options=None,
+                   fairness: str = "max-min", check: bool = True, latency_us: Mapping[str, float] | None = None,
+                   workers: int | None = None, progress: Callable[[SimResult], None] | None = None) -> SizeExport:
+    """Select the best schedule per size range on ``topology`` and write one MSCCL file per range into
+    ``outdir`` (``options``: :class:`~forestcoll.msccl.export.ExportOptions`, whose size range and name each
+    file replaces), self-checked unless ``check`` is False."""
+    from forestcoll.msccl.export import ExportError, ExportOptions, write_msccl
+    from forestcoll.simulate.network import load_network
+
+    base = options or ExportOptions()
+    os.makedirs(outdir, exist_ok=True)
+    net = load_network(topology, extra, latency_us)
+    topo = net.topology
+    collective = collectives.canonical(collective)
+    cands = candidate_schedules(topo, net, collective, root)
+    sel = select_schedules(topo, net, collective, sizes, cands, workers=workers or default_workers(), fairness=fairness,
+                           progress=progress)
+    out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel)
+    for i, rng in enumerate(sel.ranges):
+        opts = replace(base, min_bytes=rng.min_bytes, max_bytes=rng.max_bytes,
+                       name=f"{rng.name}_{collective}_{i}".replace("-", "_"))
+        upper = f"{rng.max_bytes}" if rng.max_bytes else "any"
+        path = os.path.join(outdir, f"{collective}-{i:02d}-{rng.name}-{rng.min_bytes}-{upper}.xml")
+        try:
+            result = write_msccl(rng.schedule, path, opts, check)
+        except ExportError as exc:
+            out.ranges.append(ExportedRange(rng, None, None, str(exc)))
+            continue
+        out.ranges.append(ExportedRange(rng, path, result))
+    return out
+

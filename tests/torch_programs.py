@@ -1,0 +1,185 @@
+"""The programs the torch tests run on every rank (in spawned processes, see torch_ranks).
+
+Kept apart from test_torch.py so that collecting the tests does not import torch.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+
+def _data(rank: int, numel: int, dtype, seed: int, op: str):
+    g = torch.Generator().manual_seed(seed * 1000 + rank)
+    if op == "product":
+        x = torch.randint(0, 2, (numel,), generator=g) * 2 - 1  # +-1: products stay exact
+    else:
+        x = torch.randint(-4, 5, (numel,), generator=g)  # small integers: sums exact in every dtype
+    return x.to(dtype)
+
+
+def _expected(world: int, numel: int, dtype, seed: int, op: str):
+    xs = [_data(r, numel, torch.float64, seed, op) for r in range(world)]
+    out = xs[0].clone()
+    for x in xs[1:]:
+        out = {"sum": torch.add, "avg": torch.add, "product": torch.mul, "max": torch.maximum, "min": torch.minimum}[op](out, x)
+    if op == "avg":
+        out = out / world
+    return out.to(dtype), xs
+
+
+def check_collectives(rank: int, world: int, cases: list[dict]) -> list[str]:
+    import torch.distributed as dist
+
+    import forestcoll.torch as fct
+
+    failures = []
+    native = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN, "product": dist.ReduceOp.PRODUCT}
+    for i, c in enumerate(cases):
+        dtype = getattr(torch, c["dtype"])
+        op, numel, coll = c.get("op", "sum"), c["numel"], c["coll"]
+        want, xs = _expected(world, numel if coll != "reduce_scatter" else numel * world, dtype, i, op)
+        mine = _data(rank, want.numel(), dtype, i, op)
+        if coll == "all_reduce":
+            t = mine.clone()
+            if c.get("noncontig"):
+                t = torch.stack([t, t], 1)[:, 0]
+                assert not t.is_contiguous()
+            fct.all_reduce(t, c["path"], op=op)
+            got = t
+            if c.get("native") and op in native:
+                ref = mine.clone()
+                dist.all_reduce(ref, op=native[op])
+                if not torch.equal(got, ref):
+                    failures.append(f"{c}: differs from torch.distributed.all_reduce")
+        elif coll == "all_gather":
+            want = torch.cat([_data(r, numel, dtype, i, op) for r in range(world)])
+            out = torch.zeros(world * numel, dtype=dtype)
+            if c.get("inplace"):
+                out[rank * numel:(rank + 1) * numel] = mine
+                fct.all_gather(out, out[rank * numel:(rank + 1) * numel], c["path"])
+            else:
+                fct.all_gather(out, mine, c["path"])
+            got = out
+            if c.get("native"):
+                parts = [torch.zeros(numel, dtype=dtype) for _ in range(world)]
+                dist.all_gather(parts, mine)
+                if not torch.equal(got, torch.cat(parts)):
+                    failures.append(f"{c}: differs from torch.distributed.all_gather")
+        elif coll == "reduce_scatter":
+            before = mine.clone()
+            out = torch.zeros(numel, dtype=dtype)
+            fct.reduce_scatter(out, mine, c["path"], op=op)
+            got, want = out, want[rank * numel:(rank + 1) * numel]
+            if not torch.equal(mine, before):
+                failures.append(f"{c}: reduce_scatter changed its input")
+        elif coll == "broadcast":
+            t = mine.clone()
+            fct.broadcast(t, c["path"])
+            got, want = t, _data(c["root"], numel, dtype, i, op)
+            if c.get("native"):
+                ref = mine.clone()
+                dist.broadcast(ref, c["root"])
+                if not torch.equal(got, ref):
+                    failures.append(f"{c}: differs from torch.distributed.broadcast")
+        elif coll == "reduce":
+            t = mine.clone()
+            fct.reduce(t, c["path"], op=op)
+            got = t if rank == c["root"] else want
+            if rank != c["root"] and not torch.equal(t, mine):
+                failures.append(f"{c}: reduce changed a non-root tensor")
+        if got.dtype != dtype or not torch.equal(got, want):
+            bad = (got.to(torch.float64) - want.to(torch.float64)).abs().max().item() if got.numel() else 0
+            failures.append(f"rank {rank}: {c} wrong (max error {bad})")
+    return failures
+
+
+
+def check_errors(rank: int, world: int, paths: dict) -> list[str]:
+    import torch.distributed as dist
+
+    import forestcoll.torch as fct
+    from forestcoll.errors import ForestCollError
+
+    seen = []
+
+    def expect(fn, text):
+        try:
+            fn()
+        except ForestCollError as exc:
+            if text not in str(exc):
+                seen.append(f"message {exc!s} lacks {text!r}")
+        else:
+            seen.append(f"no error for {text}")
+
+    t = torch.ones(8)
+    expect(lambda: fct.all_reduce(t, paths["three"]), "group has 4 ranks but the schedule has 3")
+    expect(lambda: fct.Communicator(paths["four"], rank_map=[0, 1, 1, 2]), "rank_map must list each group rank")
+    expect(lambda: fct.all_reduce(torch.ones(3, dtype=torch.complex64), paths["four"]), "unsupported dtype")
+    expect(lambda: fct.all_reduce(torch.ones(3, dtype=torch.int32), paths["four"], op="avg"), "floating-point")
+    expect(lambda: fct.all_reduce(t, paths["four"], op="xor"), "unsupported reduction")
+    expect(lambda: fct.all_reduce(t, paths["ag"]), "cannot run allreduce")
+    expect(lambda: fct.all_gather(torch.zeros(5), t, paths["ag"]), "world size x input")
+    # ranks that disagree on the size get an error, not a hang
+    n = 10 if rank != 2 else 11
+    expect(lambda: fct.all_reduce(torch.ones(n), paths["four"]), "did not make the same call")
+    # a rank map: compute node i runs on group rank (i + 1) % 4
+    comm = fct.Communicator(paths["four"], rank_map=[1, 2, 3, 0])
+    x = torch.full((9,), float(rank))
+    comm.all_reduce(x)
+    if not torch.equal(x, torch.full((9,), 6.0)):
+        seen.append(f"rank map: wrong result {x}")
+    # the plan is cached per call shape
+    comm.all_reduce(torch.ones(9))
+    if len(comm._plans) != 1:
+        seen.append(f"plans not cached: {list(comm._plans)}")
+    # a subgroup: ranks 1 and 3 run a 2-rank schedule
+    sub = dist.new_group([1, 3])
+    if rank in (1, 3):
+        y = torch.full((5,), float(rank))
+        fct.all_reduce(y, paths["two"], group=sub)
+        if not torch.equal(y, torch.full((5,), 4.0)):
+            seen.append(f"subgroup: wrong result {y}")
+    return seen
+
+
+
+def dies_or_stalls(rank: int, world: int, path: str, mode: str) -> str:
+    import os
+
+    import forestcoll.torch as fct
+
+    comm = fct.Communicator(path, timeout=3, check=False)
+    comm.all_reduce(torch.ones(1000))  # everybody is alive for this one
+    if rank == 2:
+        if mode == "die":
+            os._exit(1)
+        time.sleep(15)  # stalls: never calls again (the parent kills it once the others have failed)
+        return "stalled"
+    start = time.monotonic()
+    try:
+        comm.all_reduce(torch.ones(100000))
+    except RuntimeError as exc:
+        return f"error after {time.monotonic() - start:.1f} s: {exc}"
+    return "no error"
+
+
+
+def matmuls(rank: int, world: int, path: str) -> list[str]:
+    import forestcoll.torch as fct
+
+    g = torch.Generator().manual_seed(rank)
+    a = torch.randint(-3, 4, (24, 16), generator=g).float()
+    b = torch.randint(-3, 4, (16, 10), generator=g).float()
+    ref = a @ b
+    torch.distributed.all_reduce(ref)
+    bad = []
+    for blocks in (1, 3, 5):
+        got = fct.matmul_all_reduce(a, b, path, blocks=blocks)
+        if not torch.equal(got, ref):
+            bad.append(f"matmul_all_reduce blocks={blocks}")
+        rs = fct.matmul_reduce_scatter(a, b, path, blocks=blocks)
+        if not torch.equal(rs, ref[rank * 6:(rank + 1) * 6]):
+            bad.append(f"matmul_reduce_scatter blocks={blocks}")
+    return bad
