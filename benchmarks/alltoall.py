@@ -35,7 +35,7 @@ import time
 from rich.console import Console
 from tables import show
 
-from forestcoll.alltoall.schedule import generate_alltoall
+from forestcoll.alltoall.generate import generate_alltoall
 from forestcoll.rational import format_rational
 from forestcoll.simulate.alltoall import ALLTOALL_ALGORITHMS, compare_alltoall
 from forestcoll.simulate.network import build_network
@@ -58,7 +58,7 @@ FABRICS = [
 WHOLE = """
 import sys, time
 t = time.perf_counter()
-from forestcoll.alltoall.schedule import generate_alltoall
+from forestcoll.alltoall.generate import generate_alltoall
 from forestcoll.topology import load_topology
 spec, path, nodes, fabric, sym = sys.argv[1:6]
 topo = load_topology(path, {"nodes": nodes, "fabric": fabric}) if path != "-" else load_topology(spec)

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forestcoll.alltoall.plan import plan_alltoall, run_plan
-from forestcoll.alltoall.schedule import generate_alltoall, schedule_from_dict
+from forestcoll.alltoall.generate import generate_alltoall
+from forestcoll.alltoall.schedule import schedule_from_dict
 from forestcoll.alltoall.verify import verify_alltoall
 from forestcoll.errors import ScheduleError
 from forestcoll.topology import load_topology
@@ -153,7 +154,7 @@ def test_plan_on_random_fabrics(topo, count, chunks):
 
 def test_best_chunks_picks_the_fewest_that_keep_the_rate():
     from forestcoll.alltoall.bound import solve_alltoall
-    from forestcoll.alltoall.schedule import best_chunks
+    from forestcoll.alltoall.generate import best_chunks
 
     s = solve_alltoall(load_topology("ring:n=4"))  # antipodal pairs split in halves: k=2 is exact, k=1 is not
     k, lam = best_chunks(s, within=Fraction(0))

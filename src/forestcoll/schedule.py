@@ -30,6 +30,11 @@ in between).
   leaves first (a node's incoming edges come before its outgoing one).
 * ``allreduce`` holds a ``reduce_scatter`` phase then an ``allgather`` phase;
   the second starts on a chunk once the first has finished it.
+
+A file with ``"collective": "alltoall"`` has the same header but ``"flows"``
+(every pair's data split over paths) instead of phases and trees; it is read
+into an :class:`~forestcoll.alltoall.schedule.AlltoallSchedule` (the format is
+in that module and in docs/alltoall.md).
 """
 
 from __future__ import annotations
@@ -37,12 +42,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forestcoll.collectives import COLLECTIVES, PHASES
 from forestcoll.errors import ForestCollError, ScheduleError
 from forestcoll.fileio import atomic_write_text, dump_json, load_json
 from forestcoll.rational import format_rational, parse_rational
+
+if TYPE_CHECKING:
+    from forestcoll.alltoall.schedule import AlltoallSchedule
 
 __all__ = [
     "FORMAT", "VERSION", "Edge", "PhaseInfo", "Schedule", "ScheduleTree", "read_schedule", "schedule_from_dict",
@@ -217,8 +225,9 @@ def _names(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
-    """Parse and structurally validate a schedule object (semantics are checked by the verifier)."""
+def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule | AlltoallSchedule:
+    """Parse and structurally validate a schedule object (semantics are checked by the verifier).  A collective
+    without trees (all-to-all) has its own model: :func:`forestcoll.alltoall.schedule.schedule_from_dict`."""
     if not isinstance(data, Mapping):
         raise ScheduleError(f"{source}: expected a JSON object")
     if data.get("format", FORMAT) != FORMAT:
@@ -229,6 +238,10 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
     collective = _req(data, "collective", str, source)
     if collective not in COLLECTIVES:
         raise ScheduleError(f"{source}: unknown collective {collective!r}")
+    if not COLLECTIVES[collective].tree_based:
+        from forestcoll.alltoall.schedule import schedule_from_dict as flows_from_dict
+
+        return flows_from_dict(data, source)
     k = _req(data, "k", int, source)
     if k < 1:
         raise ScheduleError(f"{source}: 'k' must be >= 1")
@@ -288,14 +301,14 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
     return Schedule(collective, topology, ranks, k, algbw, bound, tuple(phases), tuple(trees), root)
 
 
-def write_schedule(sched: Schedule, path: str) -> str:
+def write_schedule(sched: Schedule | AlltoallSchedule, path: str) -> str:
     """Write the schedule JSON to ``path`` whole (temporary file, then rename); returns the text."""
-    text = dump_json(schedule_to_dict(sched))
+    text = dump_json(sched.to_dict())
     atomic_write_text(path, text)
     return text
 
 
-def schedule_topology(sched: Schedule, topology=None, extra: Mapping[str, str] | None = None):
+def schedule_topology(sched: Schedule | AlltoallSchedule, topology=None, extra: Mapping[str, str] | None = None):
     """The topology to check or run ``sched`` on: ``topology`` (a spec, file or Topology) or else the one the
     schedule names, with cluster options ``extra``; UsageError when neither is known."""
     from forestcoll.errors import UsageError
@@ -307,8 +320,8 @@ def schedule_topology(sched: Schedule, topology=None, extra: Mapping[str, str] |
     return load_topology(spec, extra)
 
 
-def read_schedule(path: str) -> Schedule:
-    """Read a schedule JSON file."""
+def read_schedule(path: str) -> Schedule | AlltoallSchedule:
+    """Read a schedule JSON file (an all-to-all file gives an :class:`~forestcoll.alltoall.schedule.AlltoallSchedule`)."""
     try:
         data = load_json(path, "schedule file")
     except ForestCollError as exc:

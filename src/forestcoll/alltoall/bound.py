@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from forestcoll.alltoall import certificate, lp, paths
-from forestcoll.alltoall.boxes import node_boxes
 from forestcoll.alltoall.reduction import ArcIndex, Reduction, SourceClass, reduce_topology
 from forestcoll.errors import UsageError
 from forestcoll.rational import format_rational
@@ -237,7 +236,8 @@ class AlltoallBound:
     upper: Fraction | None = None
     bottleneck: Bottleneck | None = None
     symmetry: dict[str, Any] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)  # where the time went (not in to_dict: outputs are deterministic)
+    switch_nodes: int = 0
 
     @property
     def rate_per_pair(self) -> Fraction | None:
@@ -262,6 +262,7 @@ class AlltoallBound:
             "topology": self.topology,
             "collective": "alltoall",
             "compute_nodes": self.ranks,
+            "switch_nodes": self.switch_nodes,
             "certified": self.certified,
             # "p/q" when certified, else HiGHS's float as a decimal string (with "certified": false)
             "algbw_gbps": fr(self.algbw) if self.algbw is not None else f"{self.algbw_float:.9g}",
@@ -274,7 +275,6 @@ class AlltoallBound:
             "relative_gap": self.relative_gap,
             "bottleneck": self.bottleneck.to_dict() if self.bottleneck else None,
             "symmetry": self.symmetry,
-            "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
         }
 
 
@@ -288,7 +288,7 @@ def _link_classes(topo: Topology) -> dict[tuple[int, int], str]:
 
 def describe_set(topo: Topology, mask: np.ndarray) -> str:
     """A node set in a user's words: whole boxes by name, then the other nodes (a few by name)."""
-    boxes = node_boxes(topo)
+    boxes = [nd.box for nd in topo.nodes]
     names = [nd.name for nd in topo.nodes]
     members: dict[str, list[bool]] = {}
     for b, m in zip(boxes, mask.tolist()):
@@ -316,7 +316,7 @@ def bottleneck_of(s: Solved, lam: Fraction) -> Bottleneck | None:
         single = np.zeros(n, dtype=bool)
         single[r] = True
         cands += [(single, f"{{{names[r]}}}"), (~single, f"everything but {names[r]}")]
-    boxes = node_boxes(topo)
+    boxes = [nd.box for nd in topo.nodes]
     for box in dict.fromkeys(b for b in boxes if b is not None):
         mask = np.array([b == box for b in boxes])
         cands.append((mask, f"box {box}"))
@@ -370,7 +370,7 @@ def alltoall_bound(topo: Topology, *, symmetry: bool = True, exact: bool = True)
     try:
         s = solve_alltoall(topo, symmetry=symmetry, exact=exact)
     except UsageError as exc:
-        return AlltoallBound(False, str(exc), name, topo.num_compute)
+        return AlltoallBound(False, str(exc), name, topo.num_compute, switch_nodes=len(topo.switch_nodes))
     return bound_from_solved(s, time.perf_counter() - t0)
 
 
@@ -409,7 +409,7 @@ def bound_from_solved(s: Solved, seconds: float | None = None) -> AlltoallBound:
     if seconds is not None:
         secs["total"] = seconds
     return AlltoallBound(True, msg, s.topo.name, nr, certified, algbw, s.sol.lam_float * nr, lower, upper, bottleneck,
-                         sym, secs)
+                         sym, secs, len(s.topo.switch_nodes))
 
 
 __all__ = ["AlltoallBound", "Bottleneck", "LinkGroup", "Solved", "SourceClass", "alltoall_bound", "bound_from_solved",

@@ -15,7 +15,7 @@ ranks; its flow may further be taken invariant under the stabiliser G_r.  Then
   with O_e the G-orbit of e: one capacity row per G-orbit of arcs.
 
 G comes from the topology's declared symmetries and bliss
-(:func:`forestcoll.symmetry.detect_automorphisms`); G_r from bliss again, with
+(:func:`forestcoll.graph.symmetry.detect_automorphisms`); G_r from bliss again, with
 r pinned by a marker arc whose bandwidth no real arc has.  Every generator is
 checked to be an automorphism (and to fix r) before it is used.
 """
@@ -28,7 +28,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from forestcoll.symmetry import detect_automorphisms
+from forestcoll.graph.symmetry import detect_automorphisms
 from forestcoll.topology.model import Topology
 
 Perm = tuple[int, ...]

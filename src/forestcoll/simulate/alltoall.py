@@ -19,36 +19,24 @@ A call of ``size`` bytes moves size/N bytes from every rank to every other
   (intra-box exchange), which sends it, with its own, over its rail to each
   of them; pairs inside a box go direct.  Pipelined in slices.
 
-Slices follow the simulator's rule: about ``slice_bytes`` each, at least 8
-while they stay >= 64 KiB, at most ``max_slices``.
+Slices follow the simulator's rule (:func:`forestcoll.pieces.slices_for`).
 """
 
 from __future__ import annotations
 
-import math
-import time
-from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
-
-from forestcoll.alltoall.boxes import rank_boxes
 from forestcoll.alltoall.schedule import AlltoallSchedule
+from forestcoll.collectives import ALLTOALL
 from forestcoll.errors import UsageError
-from forestcoll.simulate.core import SimResult
-from forestcoll.simulate.engine import ProgramBuilder, run
+from forestcoll.pieces import slices_for
+from forestcoll.simulate.baselines import boxes as baseline_boxes
+from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE, SimResult, simulate_program
+from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
 
-ALLTOALL_ALGORITHMS = ("forestcoll", "direct", "hierarchical")
-MIN_SLICES = 8
-MIN_SLICE_BYTES = 64 << 10
+__all__ = ["BASELINES", "alltoall_program", "applicable", "direct_program", "hierarchical_program", "schedule_program",
+           "simulate_alltoall"]
 
-
-def slices_for(nbytes: float, slice_bytes: float, max_slices: int) -> int:
-    """Pipeline slices for a block of ``nbytes`` (the simulator's rule, see the module docstring)."""
-    wanted = max(math.ceil(nbytes / slice_bytes), min(MIN_SLICES, int(nbytes // MIN_SLICE_BYTES)))
-    return max(1, min(max_slices, wanted))
-
+BASELINES = ("direct", "hierarchical")  # the vendors' all-to-all algorithms (compare's rows besides forestcoll)
 
 def _hops(net: Network, path: tuple[str, ...]) -> list[tuple[str, ...]]:
     """The path cut at every rank it passes through (each piece: rank, switches..., rank)."""
@@ -165,12 +153,20 @@ def direct_program(net: Network, size: float) -> ProgramBuilder:
     return prog
 
 
+def applicable(name: str, net: Network) -> bool:
+    """Whether all-to-all baseline ``name`` runs on this fabric (hierarchical needs several equal boxes)."""
+    if name == "hierarchical":
+        boxes = baseline_boxes(net)
+        return len(boxes) > 1 and len({len(b) for b in boxes}) == 1
+    return name in BASELINES
+
+
 def hierarchical_program(net: Network, size: float, slice_bytes: float, max_slices: int) -> ProgramBuilder:
     """PXN-style: intra-box hand-over to the rank on the destination's rail, then rail-aligned sends (pipelined)."""
-    boxes = rank_boxes(net.topology)
-    g = len(boxes[0])
-    if len(boxes) < 2 or any(len(b) != g for b in boxes):
+    if not applicable("hierarchical", net):
         raise UsageError("hierarchical all-to-all needs several boxes with the same number of ranks")
+    boxes = baseline_boxes(net)
+    g = len(boxes[0])
     n = len(net.ranks)
     nb = len(boxes)
     block = size / n
@@ -210,88 +206,31 @@ def hierarchical_program(net: Network, size: float, slice_bytes: float, max_slic
     return prog
 
 
-@dataclass
-class AlltoallSim:
-    """One simulated all-to-all call: ok, a message, and the simulator's result."""
-
-    ok: bool
-    message: str
-    result: SimResult | None = None
-
-    @property
-    def algbw_gbps(self) -> float:
-        return self.result.algbw_gbps if self.result else float("nan")
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"ok": self.ok, "message": self.message}
-        if self.result is not None:
-            out.update(self.result.to_dict())
-        return out
+def alltoall_program(net: Network, algorithm: str | AlltoallSchedule, size: float, slice_bytes: float,
+                     max_slices: int) -> ProgramBuilder:
+    """The transfers of one all-to-all call with a schedule or a baseline (``direct``, ``hierarchical``)."""
+    if isinstance(algorithm, AlltoallSchedule):
+        return schedule_program(algorithm, net, size, slice_bytes, max_slices)
+    if algorithm == "direct":
+        return direct_program(net, size)
+    if algorithm == "hierarchical":
+        return hierarchical_program(net, size, slice_bytes, max_slices)
+    raise UsageError(f"unknown all-to-all algorithm {algorithm!r}; choose a schedule, {' or '.join(BASELINES)}")
 
 
-def simulate_alltoall(net: Network, algorithm: str | AlltoallSchedule, size: int = 1 << 30, *, slice_bytes: int = 1 << 20,
-                      max_slices: int = 16, name: str | None = None, sharing: str = "weighted",
-                      fairness: str = "max-min") -> AlltoallSim:
-    """Simulate one all-to-all call of ``size`` bytes with a schedule or a baseline name (``direct``, ``hierarchical``)."""
-    try:
-        if size < 1:
-            raise UsageError(f"size must be >= 1 byte, got {size}")
-        if slice_bytes < 1 or max_slices < 1:
-            raise UsageError("slice size and slices per block must be >= 1")
-        t0 = time.perf_counter()
-        if isinstance(algorithm, AlltoallSchedule):
-            prog = schedule_program(algorithm, net, float(size), float(slice_bytes), int(max_slices))
-            label = name or "forestcoll"
-        elif algorithm == "direct":
-            prog, label = direct_program(net, float(size)), name or "direct"
-        elif algorithm == "hierarchical":
-            prog = hierarchical_program(net, float(size), float(slice_bytes), int(max_slices))
-            label = name or "hierarchical"
-        else:
-            raise UsageError(f"unknown all-to-all algorithm {algorithm!r}; choose a schedule, direct or hierarchical")
-        program = prog.build(sharing)
-        res = run(program, net.capacity, fairness)
-    except UsageError as exc:
-        return AlltoallSim(False, str(exc))
-    unfinished = int(np.isnan(res.delivered).sum())
-    if unfinished:
-        return AlltoallSim(False, f"{label}: {unfinished} of {program.size} transfers never ran")
-    n = len(net.ranks)
-    wall = time.perf_counter() - t0
-    algbw = size / res.time / 1e9 if res.time > 0 else float("inf")
-    sim = SimResult(label, "alltoall", int(size), n, res.time, algbw, algbw * (n - 1) / n, program.size, res.events, wall,
-                    {"rate_recomputations": res.recomputes})
-    return AlltoallSim(True, f"{label}: {algbw:.2f} GB/s algbw at {size} bytes ({res.time * 1e3:.3f} ms)", sim)
-
-
-@dataclass
-class AlltoallComparison:
-    """Simulated algbw (GB/s) of forestcoll and the baselines at each size, next to the bound."""
-
-    ok: bool
-    message: str
-    bound_gbps: float
-    sizes: list[int] = field(default_factory=list)
-    rows: dict[str, list[float | None]] = field(default_factory=dict)  # algorithm -> algbw per size (None: n/a)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "message": self.message, "collective": "alltoall", "bound_algbw_gbps": self.bound_gbps,
-                "sizes": self.sizes, "algbw_gbps": self.rows}
-
-
-def compare_alltoall(net: Network, schedule: AlltoallSchedule, sizes: list[int], *, bound_gbps: float | None = None,
-                     **kwargs: Any) -> AlltoallComparison:
-    """forestcoll (``schedule``), direct and hierarchical (where the fabric has equal boxes) at every size."""
-    rows: dict[str, list[float | None]] = {a: [] for a in ALLTOALL_ALGORITHMS}
-    notes = []
-    for size in sizes:
-        for algo in ALLTOALL_ALGORITHMS:
-            sim = simulate_alltoall(net, schedule if algo == "forestcoll" else algo, size, **kwargs)
-            rows[algo].append(sim.result.algbw_gbps if sim.ok and sim.result else None)
-            if not sim.ok and sim.message not in notes:
-                notes.append(sim.message)
-    bound = float(bound_gbps if bound_gbps is not None else (schedule.bound_algbw or schedule.algbw))
-    msg = "compared " + ", ".join(a for a in ALLTOALL_ALGORITHMS if any(v is not None for v in rows[a]))
-    if notes:
-        msg += "; " + "; ".join(notes)
-    return AlltoallComparison(True, msg, bound, list(sizes), rows)
+def simulate_alltoall(net: Network, algorithm: str | AlltoallSchedule, size: int = 1 << 30, *,
+                      slice_bytes: int = DEFAULT_SLICE, max_slices: int = DEFAULT_MAX_SLICES, name: str | None = None,
+                      sharing: str = "weighted", fairness: str = "max-min") -> SimResult:
+    """Simulate one all-to-all call of ``size`` bytes (``forestcoll.simulate.simulate`` calls this for all-to-all);
+    bad requests raise :class:`UsageError`."""
+    if size < 1:
+        raise UsageError(f"size must be >= 1 byte, got {size}")
+    if slice_bytes < 1 or max_slices < 1:
+        raise UsageError("slice size and slices per block must be >= 1")
+    prog = alltoall_program(net, algorithm, float(size), float(slice_bytes), int(max_slices))
+    if isinstance(algorithm, AlltoallSchedule):
+        label = name or ("forestcoll" if algorithm.optimal else f"forestcoll-k{algorithm.k}")
+        extra = {"k": algorithm.k}
+    else:
+        label, extra = name or algorithm, None
+    return simulate_program(prog, net, label, ALLTOALL.name, int(size), extra, sharing, fairness)

@@ -32,8 +32,6 @@ def msccl_collective(algo: Algo, source: str = "algo.xml") -> tuple[str, Fractio
     coll = collectives.from_msccl(algo.coll)
     if coll is not None:
         return coll.name, coll.bus_factor(algo.ngpus)
-    if algo.coll == "alltoall":  # not in forestcoll's vocabulary yet; nccl-tests counts (N-1)/N of it on the bus
-        return "alltoall", Fraction(algo.ngpus - 1, algo.ngpus)
     raise UsageError(f"{source}: no simulation for coll {algo.coll!r}")
 
 
