@@ -11,8 +11,8 @@ from conftest import fabrics, symmetric_fabrics
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forestcoll.alltoall.plan import plan_alltoall, run_plan
 from forestcoll.alltoall.generate import generate_alltoall
+from forestcoll.alltoall.plan import plan_alltoall, run_plan
 from forestcoll.alltoall.schedule import schedule_from_dict
 from forestcoll.alltoall.verify import verify_alltoall
 from forestcoll.errors import ScheduleError
