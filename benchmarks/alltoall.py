@@ -37,11 +37,12 @@ from tables import show
 
 from forestcoll.alltoall.generate import generate_alltoall
 from forestcoll.rational import format_rational
-from forestcoll.simulate.alltoall import ALLTOALL_ALGORITHMS, compare_alltoall
+from forestcoll.simulate.alltoall import BASELINES
 from forestcoll.simulate.network import build_network
 from forestcoll.topology import load_topology
 
 MiB = 1 << 20
+ALGOS = ("forestcoll", *BASELINES)
 SIZES = [MiB, 64 * MiB, 1024 * MiB]
 H100 = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "nccl-topo", "H100-topology.xml")
 FABRICS = [
@@ -62,7 +63,7 @@ from forestcoll.alltoall.generate import generate_alltoall
 from forestcoll.topology import load_topology
 spec, path, nodes, fabric, sym = sys.argv[1:6]
 topo = load_topology(path, {"nodes": nodes, "fabric": fabric}) if path != "-" else load_topology(spec)
-gen = generate_alltoall(topo, symmetry=sym == "1")
+gen = generate_alltoall(topo, chunks="auto", symmetry=sym == "1")
 assert gen.ok, gen.message
 """
 
@@ -80,6 +81,8 @@ def whole_process(spec: str, how, symmetry: bool = True, limit: float | None = N
 
 
 def fabric_table(console: Console, markdown: bool, plot: str | None) -> None:
+    from forestcoll.simulate.compare import compare
+
     rows = []
     curves = {}
     for label, how in FABRICS:
@@ -88,25 +91,28 @@ def fabric_table(console: Console, markdown: bool, plot: str | None) -> None:
             continue
         topo = load_topology(*how) if how else load_topology(label)
         t0 = time.perf_counter()
-        gen = generate_alltoall(topo)
+        gen = generate_alltoall(topo, chunks="auto")
         gen_s = time.perf_counter() - t0
         assert gen.ok, gen.message
         whole = whole_process(label, how)
         bound = gen.bound
         net = build_network(topo)
-        comp = compare_alltoall(net, gen.schedule, SIZES)
-        best_base = max(v for a in ("direct", "hierarchical") for v in [comp.rows[a][-1]] if v is not None)
-        cells = []
-        for i in range(len(SIZES)):
-            cells.append(" / ".join("-" if comp.rows[a][i] is None else f"{comp.rows[a][i]:.1f}" for a in ALLTOALL_ALGORITHMS))
+        comp = compare(topo, net, "alltoall", SIZES, {"forestcoll": gen.schedule}, BASELINES)
+
+        def rate(algo, size, comp=comp):
+            r = comp.get(algo, size)
+            return r.algbw_gbps if r else None
+
+        best_base = max(v for a in BASELINES for v in [rate(a, SIZES[-1])] if v is not None)
+        cells = [" / ".join("-" if rate(a, size) is None else f"{rate(a, size):.1f}" for a in ALGOS) for size in SIZES]
         exact = format_rational(bound.algbw) if bound.certified else f"~{bound.algbw_float:.4g}"
         rows.append([label, str(topo.num_compute), f"{exact} ({float(gen.schedule.algbw):.2f})",
-                     "yes" if bound.certified else f"no (gap {bound.relative_gap:.1e})", f"{gen_s:.2f}",
-                     f"{whole:.2f}" if whole is not None else "-", *cells,
-                     f"{comp.rows['forestcoll'][-1] / best_base:.2f}x"])
-        curves[label] = (float(gen.schedule.algbw), comp)
+                     "yes" if bound.certified else f"no (gap {bound.relative_gap:.1e})", str(gen.schedule.k),
+                     f"{gen_s:.2f}", f"{whole:.2f}" if whole is not None else "-", *cells,
+                     f"{rate('forestcoll', SIZES[-1]) / best_base:.2f}x"])
+        curves[label] = (float(gen.schedule.algbw), {a: [rate(a, size) for size in SIZES] for a in ALGOS})
     show(console, "Table 1: all-to-all bound and simulated algbw (GB/s; forestcoll / direct / hierarchical)",
-         ["topology", "ranks", "optimum GB/s (schedule)", "certified", "generate s", "whole process s",
+         ["topology", "ranks", "optimum GB/s (schedule)", "certified", "k", "generate s", "whole process s",
           "1 MiB", "64 MiB", "1 GiB", "vs best baseline @1 GiB"], rows, markdown, 1)
     if plot:
         _plot(curves, plot)
@@ -119,10 +125,10 @@ def _plot(curves, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 4, figsize=(17, 7), sharex=True)
-    for ax, (label, (bound, comp)) in zip(axes.flat, curves.items()):
-        mib = [s / MiB for s in comp.sizes]
-        for algo, style in zip(ALLTOALL_ALGORITHMS, ("o-", "s--", "^:")):
-            ys = comp.rows[algo]
+    for ax, (label, (bound, rows)) in zip(axes.flat, curves.items()):
+        mib = [s / MiB for s in SIZES]
+        for algo, style in zip(ALGOS, ("o-", "s--", "^:")):
+            ys = rows[algo]
             pts = [(x, y) for x, y in zip(mib, ys) if y is not None]
             if pts:
                 ax.plot(*zip(*pts), style, label=algo)
@@ -168,9 +174,8 @@ def scale_table(console: Console, markdown: bool, limit: float) -> None:
 
 def xml_table(console: Console, markdown: bool) -> None:
     from forestcoll.alltoall.msccl import export_alltoall_msccl
-    from forestcoll.msccl.ir import parse_algo
-    from forestcoll.simulate.engine import run
-    from forestcoll.simulate.msccl import msccl_program
+    from forestcoll.msccl.export import ExportError, ExportOptions, self_check
+    from forestcoll.simulate.msccl import simulate_msccl
 
     rows = []
     for label, how in FABRICS:
@@ -180,18 +185,20 @@ def xml_table(console: Console, markdown: bool) -> None:
         sched = generate_alltoall(topo, chunks="auto").schedule
         t0 = time.perf_counter()
         out = export_alltoall_msccl(sched)
+        self_check(out)
         export_s = time.perf_counter() - t0
-        if not out.ok:
-            rows.append([label, str(sched.k), "-", "-", "-", f"{export_s:.2f}", out.message, "-", "-"])
-            continue
+        try:
+            rccl = export_alltoall_msccl(sched, ExportOptions(runtime="rccl"))
+            rccl_cell = f"{rccl.tbs_per_gpu}" + (" (shared)" if rccl.notes and "share" in " ".join(rccl.notes) else "")
+        except ExportError as exc:
+            rccl_cell = f"refused: {str(exc)[:60]}..."
         net = build_network(topo)
-        res = run(msccl_program(parse_algo(out.text), net, float(1 << 30), float(MiB), 16).build(), net.capacity)
-        xml_bw = (1 << 30) / res.time / 1e9
-        rows.append([label, str(sched.k), str(out.channels), str(out.tbs_per_gpu), str(out.steps_per_tb),
+        xml_bw = simulate_msccl(out.algo, net, 1 << 30).algbw_gbps
+        rows.append([label, str(sched.k), str(out.channels), str(out.tbs_per_gpu), rccl_cell, str(out.steps_per_tb),
                      f"{export_s:.2f}", "yes", f"{xml_bw:.1f}", f"{xml_bw / float(sched.algbw):.2f}"])
-    show(console, "Table 3: MSCCL XML of the chunks='auto' schedule (simulated with the single-route MSCCL model)",
-         ["topology", "k", "channels", "tbs/GPU", "steps/tb", "export + check s", "lint + interpreter ok",
-          "XML algbw @1 GiB", "of schedule"], rows, markdown, 1)
+    show(console, "Table 3: MSCCL XML of the chunks='auto' schedule (simulated with the MSCCL model)",
+         ["topology", "k", "channels", "tbs/GPU", "tbs/GPU for rccl", "steps/tb", "export + check s",
+          "lint + interpreter ok", "XML algbw @1 GiB", "of schedule"], rows, markdown, 1)
 
 
 def main() -> None:

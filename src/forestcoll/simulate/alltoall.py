@@ -96,7 +96,8 @@ class _Spread:
         src, dst = net.index[net.ranks[a]], net.index[net.ranks[b]]
         compute = net.topology.is_compute
         single = net.route(a, b)
-        found = self._shortest(src, dst, lambda u: not compute[u]) or self._shortest(src, dst, lambda u: True)
+        found = (net.fewest_hop_paths(src, dst, lambda u: not compute[u], 4 * self.limit)
+                 or net.fewest_hop_paths(src, dst, lambda u: True, 4 * self.limit))
         if not found:
             return [single]
         routes = [net.path_links(tuple(net.names[x] for x in p)) for p in found]
@@ -105,38 +106,6 @@ class _Spread:
         if len(single[0]) < len(found[0]) - 1 or min(net.capacity[i] for i in single[0]) > best:
             return [single]  # the simulator's route is shorter or wider (e.g. xGMI inside a box, not the NICs)
         return [r for r, w in zip(routes, width) if w >= best * (1 - 1e-12)][: self.limit]
-
-    def _shortest(self, src: int, dst: int, relay) -> list[list[int]]:
-        """Fewest-hop paths src -> dst whose inner nodes pass ``relay`` (at most 4 x limit of them)."""
-        out = self.net.out
-        dist = {src: 0}
-        frontier = [src]
-        while frontier and dst not in dist:
-            nxt = []
-            for u in frontier:
-                if u != src and not relay(u):
-                    continue
-                for v in out.get(u, []):
-                    if v not in dist:
-                        dist[v] = dist[u] + 1
-                        nxt.append(v)
-            frontier = nxt
-        if dst not in dist:
-            return []
-        found: list[list[int]] = []
-        stack = [[src]]
-        while stack and len(found) < 4 * self.limit:
-            path = stack.pop()
-            u = path[-1]
-            if u == dst:
-                found.append(path)
-                continue
-            if u != src and not relay(u):
-                continue
-            for v in sorted(out.get(u, []), reverse=True):
-                if dist.get(v) == dist[u] + 1 and (v == dst or dist[v] < dist[dst]):
-                    stack.append(path + [v])
-        return found
 
 
 def direct_program(net: Network, size: float) -> ProgramBuilder:
