@@ -24,12 +24,14 @@ that is more than the runtime allows (RCCL: 64 per GPU), each block sends to
 one peer and receives from one peer on the same channel (the peer it sends to
 when it can, as RCCL's own all-to-all files do) and the copy joins the first
 block, which about halves the count; beyond that the export is refused, naming
-the limit.  Every block lists its steps by one key (hop, position of the
-transfer on its connection, source, destination, flow, piece), and a
-dependency always points to a smaller key (an earlier hop), so the program
-cannot deadlock even with one buffered call per connection; sends and receives
-that share a block alternate.  Out-of-place only (in place, a rank would
-overwrite input it has not sent yet).
+the limit.  Every block lists its steps by *level* (hop, position of the
+transfer on its connection), a block's send before its receive at the same
+level, and a dependency always points to a lower level (an earlier hop).  By
+induction over the levels every step completes even with one buffered call
+per connection: a send at a level finds its slot free (the connection's
+previous transfer, one level lower, was received) and waits on nothing else;
+then every receive at that level has its data.  Out-of-place only (in place, a
+rank would overwrite input it has not sent yet).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ class _Xfer:
     after: _Xfer | None  # the receive on src this send waits for (relays)
     route: tuple[str, ...] = ()  # the physical nodes of this hop (switches, NICs) between src and dst
     chan: int = 0
-    order: tuple[int, ...] = ()
+    order: tuple[int, int] = (0, 0)  # level: (hop, position on its connection)
     recv_tb: int = -1
     recv_s: int = -1
 
@@ -224,7 +226,7 @@ def _assign_channels(per_route: dict, n: int, base: int, routes: int, sub: int) 
     for lst in conns.values():
         lst.sort(key=lambda x: x.key)
         for i, x in enumerate(lst):
-            x.order = (x.key[0], i, x.src, x.dst, *x.key[1:])
+            x.order = (x.key[0], i)
 
 
 def _blocks(xfers: list[_Xfer], n: int, copies: int, merge: bool) -> list[list[tuple[int, int, int, list]]]:
@@ -268,7 +270,7 @@ def _blocks(xfers: list[_Xfer], n: int, copies: int, merge: bool) -> list[list[t
         for s_key, r_key in filled:
             items = [("s", x) for x in sends[g][s_key]] if s_key else []
             items += [("r", x) for x in recvs[g][r_key]] if r_key else []
-            items.sort(key=lambda it: (it[1].order, it[0] == "s"))  # the receive first on a tie (never both)
+            items.sort(key=lambda it: (it[1].order, it[0] == "r"))  # at one level: the send, then the receive
             chan = (s_key or r_key)[1]  # type: ignore[index]
             tbs.append((s_key[0] if s_key else -1, r_key[0] if r_key else -1, chan, items))
         if tbs:
