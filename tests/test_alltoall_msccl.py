@@ -107,3 +107,8 @@ def test_rccl_gets_shared_blocks_or_a_clear_refusal():
     big = generate_alltoall(load_topology("dgx-a100:nodes=16")).schedule
     with pytest.raises(ExportError, match=r"rccl allows 64 per GPU: use --runtime msccl-executor-nccl"):
         export_alltoall_msccl(big, ExportOptions(runtime="rccl"))
+    # msccl-executor-nccl allows 1,024 blocks, but a kernel's blocks must all be resident: 128 ranks take 135 blocks
+    # one peer and direction each, more than an A100's 108 SMs, so sends and receives share blocks there too
+    fits = export_alltoall_msccl(big)
+    assert fits.tbs_per_gpu <= 108 and any("share thread blocks" in n for n in fits.notes)
+    assert not [f for f in lint(fits.algo, _text(fits), "msccl-executor-nccl") if f.severity == "error"]

@@ -20,7 +20,9 @@ and S, the fewest that keep every block within the runtime's step limit,
 spreads the i-th transfer of a connection.
 
 Thread blocks.  One per (peer, direction, channel), plus one that copies; when
-that is more than the runtime allows (RCCL: 64 per GPU), each block sends to
+that is more than the runtime allows (RCCL: 64 per GPU) or more than a GPU can
+keep resident at once (:data:`RESIDENT_TBS`, an A100's 108 SMs: the kernel's
+blocks wait on one another, so all must run together), each block sends to
 one peer and receives from one peer on the same channel (the peer it sends to
 when it can, as RCCL's own all-to-all files do) and the copy joins the first
 block, which about halves the count; beyond that the export is refused, naming
@@ -49,6 +51,7 @@ from forestcoll.rational import format_rational
 
 __all__ = ["DEFAULT_MAX_K", "export_alltoall_msccl"]
 
+RESIDENT_TBS = 108  # an A100's SMs: a kernel's blocks must all run at once, so blocks share peers above this
 DEFAULT_MAX_K = 64  # chunks per pair above which the export is refused (generate with --k K)
 
 
@@ -126,7 +129,7 @@ def export_alltoall_msccl(sched: AlltoallSchedule, options: ExportOptions | None
             most_steps = max(len(steps) for t in tbs for _, _, _, steps in t)
             if most_steps > limits.steps_per_tb:
                 break  # more channels (sub) spread the steps
-            if most_tbs <= limits.tbs_per_gpu:
+            if most_tbs <= min(limits.tbs_per_gpu, RESIDENT_TBS) or (merge and most_tbs <= limits.tbs_per_gpu):
                 layout, merged = tbs, merge
                 break
         if layout is not None or most_steps <= limits.steps_per_tb:
@@ -163,9 +166,11 @@ def export_alltoall_msccl(sched: AlltoallSchedule, options: ExportOptions | None
         notes.append("out-of-place only: an all-to-all cannot run in place")
     if merged:
         notes.append("sends and receives share thread blocks (one peer each way per block) to keep within "
-                     f"{limits.name}'s {limits.tbs_per_gpu} thread blocks per GPU")
-    if most_tbs > 108:
-        notes.append(f"{most_tbs} thread blocks per GPU: more than an A100 has SMs (108); all must be resident at once")
+                     f"{min(limits.tbs_per_gpu, RESIDENT_TBS)} thread blocks per GPU ({limits.name}'s limit, or the "
+                     "blocks an A100 keeps resident)")
+    if most_tbs > RESIDENT_TBS:
+        notes.append(f"{most_tbs} thread blocks per GPU even with sends and receives sharing blocks: more than an A100 "
+                     f"has SMs ({RESIDENT_TBS}), and all must be resident at once (fine on GPUs with more SMs)")
     return ExportResult(algo, channels, most_tbs, most_steps, total, limits, notes)
 
 
