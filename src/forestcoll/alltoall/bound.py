@@ -31,6 +31,7 @@ from forestcoll.errors import UsageError
 from forestcoll.rational import format_rational
 from forestcoll.topology.model import Topology
 
+SWEEP_SOURCES = 16  # source classes whose certificate distances are swept for a cut (each sweep is O(arcs))
 FLOAT_DENOMINATOR = 1 << 16  # float fallback: each pair's path shares rounded to multiples of 1/65536
 
 
@@ -324,7 +325,7 @@ def bottleneck_of(s: Solved, lam: Fraction) -> Bottleneck | None:
     tails, heads = red.tails.tolist(), red.heads.tolist()
     if s.lengths is not None:
         ints, _ = certificate.int_lengths(s.lengths)
-        for sc, dist in zip(red.sources, s.rep_dist):
+        for sc, dist in list(zip(red.sources, s.rep_dist))[:SWEEP_SOURCES]:
             inf = math.inf
             key = [(d if d != inf else inf, v) for v, d in enumerate(dist)]
             orders = [[v for _, v in sorted(key)]]
