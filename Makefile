@@ -1,5 +1,5 @@
 # forestcoll: two entry points on a fresh machine (only Python >= 3.11 needed).
-#   make demo   set up .venv, generate + verify an optimal allreduce for a 2x8 DGX-A100, export it to MSCCL XML and run that
+#   make demo   set up .venv, generate + verify an optimal allreduce for a 2x8 DGX-A100, export it to an MSCCL++ plan, run that
 #   make test   set up .venv with the test and torch extras, run the whole test suite
 #   make check  the fast tier for the edit loop: the suite without the tests marked slow (< 60 s)
 
@@ -32,8 +32,9 @@ demo: $(VENV)/.base
 	$(BIN)/forestcoll bound dgx-a100:nodes=2
 	$(BIN)/forestcoll generate dgx-a100:nodes=2 --collective allreduce -o $(OUT)/dgx-a100x2-allreduce.json
 	$(BIN)/forestcoll verify $(OUT)/dgx-a100x2-allreduce.json
-	$(BIN)/forestcoll export $(OUT)/dgx-a100x2-allreduce.json --format msccl -o $(OUT)/dgx-a100x2-allreduce.xml
-	$(BIN)/forestcoll msccl run $(OUT)/dgx-a100x2-allreduce.xml --mode out-of-place
+	$(BIN)/forestcoll export $(OUT)/dgx-a100x2-allreduce.json --format mscclpp -o $(OUT)/dgx-a100x2-allreduce.plan.json
+	$(BIN)/forestcoll mscclpp run $(OUT)/dgx-a100x2-allreduce.plan.json
+	$(BIN)/forestcoll simulate $(OUT)/dgx-a100x2-allreduce.plan.json -t dgx-a100:nodes=2 --size 1040MiB --trees $(OUT)/dgx-a100x2-allreduce.json
 
 test: $(VENV)/.test
 	$(BIN)/python -m pytest

@@ -49,7 +49,7 @@ def test_real_files_present_or_skipped():
         (lambda t: t.replace('coll="allgather"', 'coll="allgatherv"'), "coll 'allgatherv'"),
         (lambda t: t.replace('nchannels="1"', 'nchannels="0"'), "nchannels=0"),
         (lambda t: t.replace('inplace="1"', 'inplace="0"'), "at least one of them 1"),
-        (lambda t: t.replace('<gpu id="1"', '<gpu id="3"'), "gpu ids must run"),
+        (lambda t: t.replace('<gpu id="1"', '<gpu id="3"'), "gpu id 3 is outside 0..1"),
         (lambda t: t.replace('<tb id="1"', '<tb id="2"', 1), "tb ids must be contiguous"),
         (lambda t: t.replace('chan="0"', 'chan="5"', 1), "chan 5 is outside"),
         (lambda t: t.replace('type="s"', 'type="send"', 1), "unknown type 'send'"),

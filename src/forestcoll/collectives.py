@@ -48,6 +48,7 @@ __all__ = [
     "bus_factor",
     "canonical",
     "from_msccl",
+    "from_mscclpp",
     "get",
     "names",
     "phase",
@@ -88,7 +89,11 @@ class Collective:
     reduces: bool  # combines data with a reduction operator
     tree_based: bool  # optimal schedules are packed spanning trees (bound, splitting, packing apply)
     msccl: str | None  # the ``coll`` attribute of an MSCCL algorithm file
-    mscclpp: str | None  # the ``collective`` of an MSCCL++ execution plan
+    # the ``collective`` of an MSCCL++ execution plan: the executor runs a plan whatever this names (only
+    # "allgather" changes its size check); the DSL and the NCCL shim know allgather, reducescatter, allreduce,
+    # broadcast, alltoall, sendrecv (the shim hands ncclReduce to NCCL/RCCL), so a "reduce" plan runs through the
+    # executor's API only
+    mscclpp: str | None
     bus: tuple[int, int]
     input: str = "all"
     output: str = "all"
@@ -150,7 +155,7 @@ BROADCAST = Collective(
 )
 REDUCE = Collective(
     "reduce", (), (REDUCE_PHASE,), rooted=True, reduces=True, tree_based=True,
-    msccl="reduce", mscclpp=None, bus=(1, 0),
+    msccl="reduce", mscclpp="reduce", bus=(1, 0),
     summary="the root ends with the reduction of every rank's buffer",
 )
 
@@ -204,6 +209,11 @@ def phase(name: str) -> Phase:
 def from_msccl(coll: str) -> Collective | None:
     """The collective whose MSCCL ``coll`` attribute is ``coll`` (None for one forestcoll does not know)."""
     return next((c for c in COLLECTIVES.values() if c.msccl == coll), None)
+
+
+def from_mscclpp(name: str) -> Collective | None:
+    """The collective whose MSCCL++ plan ``collective`` is ``name`` (None for one forestcoll does not know)."""
+    return next((c for c in COLLECTIVES.values() if c.mscclpp == name), None)
 
 
 def bus_factor(collective: str | Collective, ranks: int) -> Fraction:

@@ -11,7 +11,8 @@ from typing import Any
 
 from forestcoll.errors import ForestCollError
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "dump_json", "load_json", "read_text"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "check_output", "dump_json", "ensure_directory", "is_plan", "load_json",
+           "read_text", "sniff"]
 
 
 def _umask() -> int:
@@ -25,23 +26,67 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and rename, so no partial file is ever left."""
+def check_output(path: str | os.PathLike[str], inputs: tuple[str | os.PathLike[str] | None, ...] = ()) -> Path:
+    """Refuse, before any work, an output path that cannot take a whole file: an existing directory, a missing or
+    unwritable directory, or one of the command's ``inputs`` (the same file under another name included)."""
     target = Path(path)
+    if not str(path).strip():
+        raise ForestCollError("the output file name is empty")
+    if target.is_dir():
+        raise ForestCollError(f"{target}: is a directory; give a file name to write")
     directory = target.parent if str(target.parent) else Path(".")
-    if not directory.is_dir():
+    if not directory.exists():
         raise ForestCollError(f"{target}: directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    if not directory.is_dir():
+        raise ForestCollError(f"{target}: {directory} is not a directory")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ForestCollError(f"{target}: cannot write into directory {directory} (permission denied)")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise ForestCollError(f"{target}: the file is read-only; not replacing it")
+    for source in inputs:
+        if source is None or not os.path.exists(source):
+            continue
+        if target.exists() and os.path.samefile(source, target):
+            raise ForestCollError(f"{target}: is also an input of this command; not overwriting it (choose another -o)")
+    return target
+
+
+def ensure_directory(path: str | os.PathLike[str]) -> Path:
+    """Create the output directory ``path`` (and its parents) if needed; one ForestCollError when it cannot be."""
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise ForestCollError(f"{target}: exists and is not a directory")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ForestCollError(f"{target}: cannot create the directory ({exc.strerror or exc})") from None
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise ForestCollError(f"{target}: cannot write into the directory (permission denied)")
+    return target
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file and rename, so no partial file is ever left; every OS
+    failure (directory missing or read-only, disk full, target a directory) is one ForestCollError and leaves
+    an existing file untouched."""
+    target = check_output(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise ForestCollError(f"{target}: cannot write into directory {directory} ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise ForestCollError(f"{target}: cannot write ({exc.strerror or exc})") from None
         raise
 
 
@@ -66,8 +111,31 @@ def load_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
         return json.loads(text, parse_float=Decimal)
     except json.JSONDecodeError as exc:
         raise ForestCollError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except ValueError:  # an integer beyond Python's 4300-digit conversion limit
+        raise ForestCollError(f"{path}: a number has too many digits (see docs/limits.md)") from None
     except RecursionError:
         raise ForestCollError(f"{path}: JSON nested too deeply") from None
+
+
+def sniff(path: str | os.PathLike[str], what: str = "file") -> tuple[str, Any]:
+    """What a file holds, by content: ``("xml", text)`` for XML, ``("json", value)`` for JSON (read exactly, as
+    :func:`load_json` does); anything else is a one-line ForestCollError."""
+    text = read_text(path, what)
+    if text.lstrip().startswith("<"):
+        return "xml", text
+    try:
+        return "json", json.loads(text, parse_float=Decimal)
+    except json.JSONDecodeError as exc:
+        raise ForestCollError(f"{path}: neither JSON nor XML (invalid JSON at line {exc.lineno} column {exc.colno}: "
+                              f"{exc.msg})") from None
+    except RecursionError:
+        raise ForestCollError(f"{path}: JSON nested too deeply") from None
+
+
+def is_plan(value: Any) -> bool:
+    """Whether parsed JSON is an MSCCL++ execution plan (``gpus`` and ``protocol`` at the top level) rather than a
+    forestcoll schedule."""
+    return isinstance(value, dict) and "gpus" in value and "protocol" in value
 
 
 def _compact(obj: Any) -> str:

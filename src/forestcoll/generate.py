@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from forestcoll import collectives
-from forestcoll.bound.fixed_k import floor_caps
+from forestcoll.bound.fixed_k import floor_caps, min_scale_for_k
 from forestcoll.bound.optimal import prepare_phase, root_weights
-from forestcoll.schedule import Edge, PhaseInfo, Schedule, ScheduleTree
-from forestcoll.topology.model import Topology
+from forestcoll.schedule import Edge, PhaseInfo, Schedule, ScheduleTree, TopologyRecord
+from forestcoll.topology.model import Topology, fingerprint
 from forestcoll.trees.capacities import DEFAULT_MAX_K, invariant_symmetries, phase_capacities
 from forestcoll.trees.packing import pack_trees, pack_trees_symmetric
 from forestcoll.trees.routing import map_back
-from forestcoll.trees.splitting import split_switches
+from forestcoll.trees.splitting import split_switches, trim_switch_excess
 
-__all__ = ["PhaseResult", "generate", "solve_phase"]
+__all__ = ["PhaseResult", "fixed_k_reach", "generate", "solve_phase"]
 
 
 @dataclass
@@ -132,6 +132,32 @@ def _reverse_phase(phase: PhaseResult, name: str) -> PhaseResult:
     )
 
 
+def fixed_k_reach(topo: Topology, collective: str, k: int, root: str | None = None,
+                  symmetry: bool = True) -> tuple[Fraction, str | None]:
+    """(an algbw :func:`generate` with ``k`` always reaches, the switch that keeps it below the k-tree cut bound
+    :func:`~forestcoll.bound.fixed_k.fixed_k_algbw`, or None when it reaches that bound).
+
+    Per phase the generator uses the smallest time scale U >= the cut bound's at which every switch, after
+    rounding capacities down, can still pass on what it may send (:func:`phase_capacities`); its trees load no
+    link beyond U, so algbw >= D / sum(U/k)."""
+    coll = collectives.tree_collective(collective)
+    weights = root_weights(topo, coll, root)
+    total_time = Fraction(0)
+    stuck: str | None = None
+    for ph in coll.phases:
+        prep = prepare_phase(topo, weights, ph.reversed, symmetry)
+        low = min_scale_for_k(prep.oracle, k, prep.rate.rate)
+        _k, scale, _arcs = phase_capacities(prep, weights, k)
+        if scale != low and stuck is None:
+            fabric = prep.fabric
+            floors = floor_caps(prep.oracle, low)
+            _none, at = trim_switch_excess(len(fabric.nodes), [(u, v, c) for (u, v, _), c in zip(fabric.arcs, floors)],
+                                           fabric.is_compute, [k * w for w in weights], k * sum(weights))
+            stuck = fabric.nodes[at].name if at is not None else "a switch"
+        total_time += scale / k
+    return sum(weights) / total_time, stuck
+
+
 def generate(
     topo: Topology,
     collective: str = "allgather",
@@ -195,4 +221,5 @@ def _generate(topo: Topology, coll: collectives.Collective, weights: Sequence[in
         trees=tuple(trees),
         root=root_name,
         stats=stats,
+        record=TopologyRecord(topo.name, topo.name, None, fingerprint(topo)),
     )

@@ -92,6 +92,12 @@ def shape_trees(sched: Schedule) -> list[TreeShape]:
         counters[ph] += 1
     if coll.rooted and len({t.root for t in trees}) != 1:
         raise ScheduleError(f"a {sched.collective} schedule must have one root")
+    for name, ph in phase_index.items():  # every phase has trees, from every rank unless one root serves all
+        roots = {t.root for t in trees if t.phase == ph}
+        missing = [] if coll.rooted and roots else [r for r in sched.ranks if index[r] not in roots]
+        if missing:
+            raise ScheduleError(f"the {name} phase has no trees rooted at {missing[0]} ({len(missing)} of "
+                                f"{len(index)} ranks without trees)")
     return trees
 
 

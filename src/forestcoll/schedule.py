@@ -4,7 +4,10 @@ Schedule JSON, version 1 (``"format": "forestcoll-schedule"``)::
 
     {"format": "forestcoll-schedule", "version": 1,
      "collective": "allgather" | "reduce_scatter" | "allreduce" | "broadcast" | "reduce",
-     "topology": "dgx-a100:nodes=2",          # the spec or file it was made for
+     "topology": {"spec": "dgx-a100:nodes=2",  # what it was made for: a spec, or a file's absolute path
+                  "name": "dgx-a100:nodes=2",  # the topology's own name
+                  "path": null,                # the file's absolute path, when it came from a file
+                  "fingerprint": "sha256:..."},  # forestcoll.topology.fingerprint of the fabric
      "k": 13,                                 # chunks per root shard in every phase
      "algbw_gbps": "1040/3",                  # what the schedule reaches (nccl-tests algbw)
      "bound_algbw_gbps": "1040/3",            # the exact optimum for the collective
@@ -28,6 +31,11 @@ in between).
   rank that ends with the reduced shard; each edge sends the partial sum of
   ``src``'s subtree to ``dst``, one step nearer the root; edges are listed
   leaves first (a node's incoming edges come before its outgoing one).
+* ``topology`` makes the file self-contained: verify and simulate load the
+  topology from ``spec`` (or take ``--topology``) and refuse one whose
+  fingerprint differs.  Files written before the record carry a plain string
+  (the name); they still load, from that name, without the fingerprint check.
+  The record is its own object so that later schedule versions keep it as is.
 * ``allreduce`` holds a ``reduce_scatter`` phase then an ``allgather`` phase;
   the second starts on a chunk once the first has finished it.
 
@@ -46,15 +54,15 @@ from typing import TYPE_CHECKING, Any
 
 from forestcoll.collectives import COLLECTIVES, PHASES
 from forestcoll.errors import ForestCollError, ScheduleError
-from forestcoll.fileio import atomic_write_text, dump_json, load_json
+from forestcoll.fileio import atomic_write_text, dump_json, load_json, read_text
 from forestcoll.rational import format_rational, parse_rational
 
 if TYPE_CHECKING:
     from forestcoll.alltoall.schedule import AlltoallSchedule
 
 __all__ = [
-    "FORMAT", "VERSION", "Edge", "PhaseInfo", "Schedule", "ScheduleTree", "read_schedule", "schedule_from_dict",
-    "schedule_to_dict", "schedule_topology", "write_schedule",
+    "FORMAT", "VERSION", "Edge", "PhaseInfo", "Schedule", "ScheduleTree", "TopologyRecord", "read_schedule",
+    "schedule_from_dict", "schedule_to_dict", "schedule_topology", "write_schedule",
 ]
 
 FORMAT = "forestcoll-schedule"
@@ -118,6 +126,20 @@ class PhaseInfo:
 
 
 @dataclass(frozen=True)
+class TopologyRecord:
+    """What a schedule was made for: a spec that reloads it from anywhere, the topology's name, the file's
+    absolute path (None for a built-in) and the fabric's fingerprint (:func:`forestcoll.topology.fingerprint`)."""
+
+    spec: str
+    name: str
+    path: str | None
+    fingerprint: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"spec": self.spec, "name": self.name, "path": self.path, "fingerprint": self.fingerprint}
+
+
+@dataclass(frozen=True)
 class Schedule:
     """A whole collective schedule (see the module docstring for the file format)."""
 
@@ -131,6 +153,7 @@ class Schedule:
     trees: tuple[ScheduleTree, ...]
     root: str | None = None
     stats: dict[str, Any] = field(default_factory=dict, compare=False)
+    record: TopologyRecord | None = None  # None: a file written before the record (name only)
 
     @property
     def optimal(self) -> bool:
@@ -168,7 +191,7 @@ def schedule_to_dict(s: Schedule) -> dict[str, Any]:
         "format": FORMAT,
         "version": VERSION,
         "collective": s.collective,
-        "topology": s.topology,
+        "topology": s.record.to_dict() if s.record else s.topology,
         "k": s.k,
         "algbw_gbps": format_rational(s.algbw),
         "bound_algbw_gbps": format_rational(s.bound_algbw),
@@ -230,6 +253,9 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule | Alltoa
     without trees (all-to-all) has its own model: :func:`forestcoll.alltoall.schedule.schedule_from_dict`."""
     if not isinstance(data, Mapping):
         raise ScheduleError(f"{source}: expected a JSON object")
+    if "gpus" in data and "protocol" in data:
+        raise ScheduleError(f"{source}: an MSCCL++ execution plan, not a forestcoll schedule "
+                            "(`forestcoll mscclpp run|lint` and `forestcoll simulate PLAN -t TOPOLOGY` read plans)")
     if data.get("format", FORMAT) != FORMAT:
         raise ScheduleError(f"{source}: not a forestcoll schedule (format {data.get('format')!r})")
     version = data.get("version", VERSION)
@@ -283,7 +309,7 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule | Alltoa
         if chunks < 1:
             raise ScheduleError(f"{where}: 'chunks' must be >= 1")
         phase = t.get("phase", phases[0].name if phases else collective)
-        if phase not in PHASES:
+        if not isinstance(phase, str) or phase not in PHASES:
             raise ScheduleError(f"{where}: unknown phase {phase!r}")
         edges = []
         for j, e in enumerate(_req(t, "edges", list, where)):
@@ -295,10 +321,26 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule | Alltoa
             path = _names(e.get("path", [src, dst]), f"{ewhere}: path")
             edges.append(Edge(src, dst, path))
         trees.append(ScheduleTree(troot, chunks, phase, tuple(edges)))
-    topology = data.get("topology", "")
-    if not isinstance(topology, str):
-        raise ScheduleError(f"{source}: 'topology' must be a string")
-    return Schedule(collective, topology, ranks, k, algbw, bound, tuple(phases), tuple(trees), root)
+    topology, record = _topology_record(data.get("topology", ""), source)
+    return Schedule(collective, topology, ranks, k, algbw, bound, tuple(phases), tuple(trees), root, record=record)
+
+
+def _topology_record(value: Any, source: str) -> tuple[str, TopologyRecord | None]:
+    """(the topology's name, the record) from the file's ``topology``: a record object, or an old file's plain name."""
+    if isinstance(value, str):
+        return value, None
+    where = f"{source}: topology"
+    if not isinstance(value, Mapping):
+        raise ScheduleError(f"{where}: expected an object with spec, name, path and fingerprint (or a name)")
+    spec = _req(value, "spec", str, where)
+    name = value.get("name", spec)
+    path = value.get("path")
+    fp = _req(value, "fingerprint", str, where)
+    if not isinstance(name, str) or (path is not None and not isinstance(path, str)):
+        raise ScheduleError(f"{where}: 'name' must be a string and 'path' a string or null")
+    if not fp.startswith("sha256:"):
+        raise ScheduleError(f"{where}: fingerprint {fp[:40]!r} is not a 'sha256:...' fingerprint")
+    return name, TopologyRecord(spec, name, path, fp)
 
 
 def write_schedule(sched: Schedule | AlltoallSchedule, path: str) -> str:
@@ -310,14 +352,29 @@ def write_schedule(sched: Schedule | AlltoallSchedule, path: str) -> str:
 
 def schedule_topology(sched: Schedule | AlltoallSchedule, topology=None, extra: Mapping[str, str] | None = None):
     """The topology to check or run ``sched`` on: ``topology`` (a spec, file or Topology) or else the one the
-    schedule names, with cluster options ``extra``; UsageError when neither is known."""
-    from forestcoll.errors import UsageError
-    from forestcoll.topology import load_topology
+    schedule was made for, with cluster options ``extra``.  When the schedule records a fingerprint, a topology
+    with another fabric is refused (UsageError), so a schedule is never checked against a look-alike."""
+    import os
 
-    spec = topology or sched.topology
+    from forestcoll.errors import UsageError
+    from forestcoll.topology import fingerprint, load_topology
+
+    record = getattr(sched, "record", None)  # all-to-all schedules record no fingerprint yet
+    spec = topology or (record.spec if record else sched.topology)
     if not spec:
         raise UsageError("the schedule names no topology; pass --topology")
-    return load_topology(spec, extra)
+    if topology is None and record is not None and record.path is not None and not os.path.isfile(record.path):
+        raise UsageError(f"the schedule was made from {record.path}, which does not exist (moved, or made on another "
+                         "machine); pass --topology with that topology")
+    topo = load_topology(spec, extra)
+    if record is not None:
+        found = fingerprint(topo)
+        if found != record.fingerprint:
+            given = spec if isinstance(spec, str) else "the topology given"
+            raise UsageError(f"{given} is not the fabric this schedule was made for ({record.name}): its fingerprint "
+                             f"{found[:19]}... differs from the recorded {record.fingerprint[:19]}...; pass --topology "
+                             "with the topology the schedule was generated from")
+    return topo
 
 
 def read_schedule(path: str) -> Schedule | AlltoallSchedule:
@@ -325,5 +382,7 @@ def read_schedule(path: str) -> Schedule | AlltoallSchedule:
     try:
         data = load_json(path, "schedule file")
     except ForestCollError as exc:
+        if read_text(path, "schedule file").lstrip().startswith("<"):
+            raise ScheduleError(f"{path}: an XML file (an MSCCL algorithm?), not a forestcoll schedule (JSON)") from None
         raise ScheduleError(str(exc)) from None
     return schedule_from_dict(data, str(path))

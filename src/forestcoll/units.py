@@ -22,6 +22,7 @@ import re
 from fractions import Fraction
 
 from forestcoll.errors import ForestCollError, UsageError
+from forestcoll.limits import MAX_LATENCY_US, MAX_SIZE, MAX_SIZES
 from forestcoll.rational import format_rational, parse_rational
 
 __all__ = [
@@ -102,6 +103,8 @@ def parse_latency(value: object, what: str = "latency") -> Fraction:
         lat = parse_rational(value, what)
     if lat < 0:
         raise ForestCollError(f"{what}: must be >= 0, got {format_rational(lat)}")
+    if lat > MAX_LATENCY_US:
+        raise ForestCollError(f"{what}: {format_rational(lat)} us is above forestcoll's limit of 1 s (see docs/limits.md)")
     return lat
 
 
@@ -114,11 +117,15 @@ def parse_class_latencies(text: str | None, what: str = "--latency") -> dict[str
         if "=" not in item:
             raise UsageError(f"{what} expects CLASS=MICROSECONDS,..., got {item!r}")
         cls, value = item.split("=", 1)
+        if not cls.strip():
+            raise UsageError(f"{what} {item!r}: the link class before '=' is empty (e.g. nvlink=0.5)")
         try:
             lat = parse_latency(value.strip(), what)
         except ForestCollError as exc:
             if "must be >= 0" in str(exc):
                 raise UsageError(f"{what} {item!r}: must be >= 0") from None
+            if "outside the numbers" in str(exc) or "limit of 1 s" in str(exc):
+                raise UsageError(f"{what} {item!r}: {str(exc).split(': ', 1)[1]}") from None
             raise UsageError(f"{what} {item!r}: {value!r} is not a number") from None
         out[cls.strip()] = float(lat)
     return out
@@ -141,6 +148,8 @@ def parse_size(text: str) -> int:
         raise UsageError(f"bad size {text!r}: expected a number of bytes such as 1GiB, 256MB or 4096") from None
     if value < 1 or value.denominator != 1:
         raise UsageError(f"bad size {text!r}: must be a whole number of bytes >= 1")
+    if value > MAX_SIZE:
+        raise UsageError(f"bad size {text!r}: above forestcoll's limit of 2^50 bytes (1024 TiB; see docs/limits.md)")
     return int(value)
 
 
@@ -153,6 +162,8 @@ def parse_sizes(text: str) -> list[int]:
             raise UsageError(f"bad size range {text!r}: the end is below the start")
         sizes = []
         s = lo
+        if hi // lo >= 2**MAX_SIZES:
+            raise UsageError(f"bad size range {text!r}: more than {MAX_SIZES} sizes")
         while s <= hi:
             sizes.append(s)
             s *= 2
@@ -160,6 +171,8 @@ def parse_sizes(text: str) -> list[int]:
     sizes = sorted({parse_size(t) for t in text.split(",") if t.strip()})
     if not sizes:
         raise UsageError("no sizes given")
+    if len(sizes) > MAX_SIZES:
+        raise UsageError(f"{len(sizes)} sizes given; at most {MAX_SIZES}")
     return sizes
 
 

@@ -12,6 +12,7 @@ import xml.parsers.expat
 from dataclasses import dataclass, field
 
 from forestcoll.errors import ForestCollError
+from forestcoll.limits import MAX_XML_ATTRIBUTE, MAX_XML_DEPTH
 
 __all__ = ["Elem", "parse_tree"]
 
@@ -41,6 +42,13 @@ def parse_tree(text: str, source: str, error: type[ForestCollError], top: str,
     comments: list[str] = []
 
     def start(tag: str, attrs: dict[str, str]) -> None:
+        if len(stack) > MAX_XML_DEPTH:
+            raise error(f"{source}:{parser.CurrentLineNumber}: elements nested more than {MAX_XML_DEPTH} deep "
+                        "(forestcoll's limit; see docs/limits.md)")
+        long = next((k for k, v in attrs.items() if len(v) > MAX_XML_ATTRIBUTE), None)
+        if long is not None:
+            raise error(f"{source}:{parser.CurrentLineNumber}: <{tag}> attribute {long} holds {len(attrs[long]):,} "
+                        f"characters, above forestcoll's limit of {MAX_XML_ATTRIBUTE:,} (see docs/limits.md)")
         elem = Elem(tag, dict(attrs), parser.CurrentLineNumber, parent=stack[-1])
         stack[-1].children.append(elem)
         stack.append(elem)

@@ -34,6 +34,10 @@ class BoundReport:
     companions: dict[str, Bound]
     k: int | None = None
     fixed_k_algbw: Fraction | None = None
+    # when switches that send more than they receive keep k-tree schedules below fixed_k_algbw: what forestcoll's
+    # k trees reach at least (generate --k K reaches this or more) and why (set by forestcoll.generate.fixed_k_reach)
+    fixed_k_reached: Fraction | None = None
+    fixed_k_warning: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -70,6 +74,14 @@ class BoundReport:
         if self.fixed_k_algbw is not None:
             data["k"] = self.k
             data["fixed_k_algbw_gbps"] = fr(self.fixed_k_algbw)
+            data["fixed_k_achievable"] = self.fixed_k_warning is None
+            if self.fixed_k_reached is not None:
+                data["fixed_k_reached_gbps"] = fr(self.fixed_k_reached)
+            if self.fixed_k_warning is not None:
+                data["fixed_k_warning"] = self.fixed_k_warning
+        warnings = sorted({s for p in self.bound.phases for s in p.unbalanced})
+        if warnings:
+            data["unbalanced_switches"] = warnings
         return data
 
 

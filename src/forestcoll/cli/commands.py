@@ -10,11 +10,13 @@ whose results print through :mod:`.render` or, with ``--json``, as their
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from forestcoll.cli import render
 from forestcoll.collectives import ALLTOALL
-from forestcoll.errors import UsageError
+from forestcoll.errors import ForestCollError, UsageError
+from forestcoll.limits import MAX_JOBS, check_count
 from forestcoll.rational import format_rational
 
 EXIT_USAGE = 2
@@ -35,32 +37,116 @@ def cluster_options(args: argparse.Namespace) -> dict[str, str]:
     return extra
 
 
-def topology(args: argparse.Namespace):
-    from forestcoll.topology import load_topology
+def check_output(args: argparse.Namespace, *inputs: str | None) -> None:
+    """Refuse a bad ``-o`` (a directory, an unwritable place, one of the command's inputs) before any work."""
+    from forestcoll.fileio import check_output as check
+    from forestcoll.topology.spec import split_file_spec
 
-    return load_topology(args.topology, cluster_options(args))
+    if not getattr(args, "output", None):
+        return
+    paths = list(inputs)
+    spec = getattr(args, "topology", None)
+    if isinstance(spec, str):
+        found = split_file_spec(spec)
+        paths.append(found[0] if found else None)
+    check(args.output, tuple(paths))
+
+
+def topology(args: argparse.Namespace):
+    from forestcoll.topology import import_topology
+
+    imported = import_topology(args.topology, cluster_options(args))
+    warn(imported.warnings)
+    return imported.topology
+
+
+def warn(warnings) -> None:
+    """An importer's doubts about a file, one line each on stderr (the command still runs)."""
+    for w in warnings:
+        print(f"forestcoll: warning: {w}", file=sys.stderr)
+
+
+def _size_flag(text: str | None, flag: str, zero: bool = False) -> int | None:
+    """A size flag (``4096``, ``1MiB``); ``zero`` lets "0" through."""
+    from forestcoll.units import parse_size
+
+    if text is None:
+        return None
+    if zero and str(text).strip() == "0":
+        return 0
+    try:
+        return parse_size(text)
+    except UsageError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+
+
+def _refuse(args: argparse.Namespace, flags: tuple[str, ...], fmt: str) -> None:
+    for flag in flags:
+        if getattr(args, flag, None) is not None:
+            raise UsageError(f"--{flag.replace('_', '-')} applies to --format {fmt} only")
 
 
 def export_options(args: argparse.Namespace):
+    """The MSCCL XML export flags as :class:`forestcoll.msccl.export.ExportOptions`."""
     from forestcoll.msccl.export import ExportOptions
 
-    for flag in ("instances", "min_bytes", "max_bytes", "channels"):
+    _refuse(args, ("design_size", "max_threadblocks", "layout"), "mscclpp")
+    for flag in ("instances", "channels"):
         value = getattr(args, flag)
-        if value is not None and value < (1 if flag in ("instances", "channels") else 0):
-            raise UsageError(f"--{flag.replace('_', '-')} must be >= {1 if flag in ('instances', 'channels') else 0}, got {value}")
+        if value is not None and value < 1:
+            raise UsageError(f"--{flag} must be >= 1, got {value}")
+    mode = args.mode or "both"
     opts = ExportOptions(
         proto=args.proto,
-        instances=args.instances,
-        inplace=args.mode in ("both", "in-place"),
-        outofplace=args.mode in ("both", "out-of-place"),
-        min_bytes=args.min_bytes,
-        max_bytes=args.max_bytes,
-        runtime=args.runtime,
+        instances=args.instances or 1,
+        inplace=mode in ("both", "in-place"),
+        outofplace=mode in ("both", "out-of-place"),
+        min_bytes=_size_flag(args.min_bytes, "--min-bytes", zero=True),
+        max_bytes=_size_flag(args.max_bytes, "--max-bytes", zero=True) or 0,
+        runtime=args.runtime or "msccl-executor-nccl",
         channels=args.channels,
         name=args.name,
     )
     opts.check()
     return opts
+
+
+def mscclpp_options(args: argparse.Namespace):
+    """The MSCCL++ export flags as :class:`forestcoll.mscclpp.export.ExportOptions`."""
+    from forestcoll.mscclpp.export import ExportOptions
+
+    _refuse(args, ("instances", "channels", "runtime"), "msccl")
+    if args.proto == "LL128":
+        raise UsageError("--proto LL128 is an MSCCL protocol; MSCCL++ plans are Simple or LL")
+    if args.mode == "both":
+        raise UsageError("an MSCCL++ plan serves one buffer mode: --mode in-place or --mode out-of-place "
+                         "(export one plan per mode)")
+    if args.max_threadblocks is not None and args.max_threadblocks < 1:
+        raise UsageError(f"--max-threadblocks must be >= 1, got {args.max_threadblocks}")
+    opts = ExportOptions(
+        protocol=args.proto,
+        inplace=(args.mode or "in-place") == "in-place",
+        min_message_size=_size_flag(args.min_bytes, "--min-bytes", zero=True),
+        max_message_size=_size_flag(args.max_bytes, "--max-bytes"),
+        design_size=_size_flag(args.design_size, "--design-size"),
+        name=args.name,
+        check=not args.no_check,
+        layout=args.layout or "auto",
+        max_threadblocks=args.max_threadblocks or 104,
+    )
+    opts.validate()
+    return opts
+
+
+def export_format(args: argparse.Namespace) -> str:
+    """--format, or the -o file's extension (.json: an MSCCL++ plan, .xml: MSCCL XML)."""
+    if args.format:
+        return args.format
+    ext = os.path.splitext(args.output)[1].lower()
+    if ext not in (".json", ".xml"):
+        raise UsageError(f"cannot tell the format from {args.output!r}: add --format mscclpp (a plan, .json) or "
+                         "--format msccl (MSCCL XML, .xml)")
+    return "mscclpp" if ext == ".json" else "msccl"
 
 
 def sim_options(args: argparse.Namespace) -> dict[str, object]:
@@ -113,7 +199,25 @@ def cmd_bound(args: argparse.Namespace) -> int:
     if flow_collective(args):
         return bound_alltoall(args)
     topo = topology(args)
+    if args.k is not None and args.k < 1:
+        raise UsageError(f"--k must be >= 1, got {args.k}")
     report = bound_report(topo, args.collective, args.root, args.k, not args.no_symmetry)
+    if args.k is not None:
+        from dataclasses import replace
+
+        from forestcoll.generate import fixed_k_reach
+        from forestcoll.rational import format_rational as fr
+
+        try:
+            reached, switch = fixed_k_reach(topo, args.collective, args.k, args.root, not args.no_symmetry)
+        except ForestCollError as exc:
+            report = replace(report, fixed_k_warning=f"not achievable: generate --k {args.k} finds no schedule ({exc})")
+        else:
+            if switch is not None and reached < report.fixed_k_algbw:
+                report = replace(report, fixed_k_reached=reached, fixed_k_warning=(
+                    f"not achievable with trees: with k={args.k} switch {switch!r} could send more than it receives "
+                    f"and a switch cannot copy; forestcoll's k={args.k} trees reach at least {fr(reached)} GB/s "
+                    f"(generate --k {args.k} gives the exact figure)"))
     if args.json:
         render.print_json(report)
     else:
@@ -136,21 +240,50 @@ def bound_alltoall(args: argparse.Namespace) -> int:
     return 0
 
 
+def with_source(sched, args: argparse.Namespace):
+    """The schedule with its topology record pointing at what the user named: a file by its absolute path (so
+    the schedule verifies from any directory), with --nodes / --fabric merged into the spec."""
+    from dataclasses import replace
+
+    from forestcoll.topology import resolve_spec
+
+    if sched.record is None:
+        return sched
+    spec, path = resolve_spec(args.topology, cluster_options(args))
+    return replace(sched, record=replace(sched.record, spec=spec, path=path))
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from forestcoll.generate import generate
 
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
+    if args.max_k < 1:
+        raise UsageError(f"--max-k must be >= 1, got {args.max_k}")
     if flow_collective(args):
         return generate_alltoall(args)
     if args.sizes:
         return generate_by_size(args)
-    if args.format == "msccl":
+    check_output(args)
+    args.format = args.format or "json"
+    if args.format in ("msccl", "mscclpp"):
         if not args.output:
-            raise UsageError("--format msccl needs -o FILE.xml")
-        options = export_options(args)
+            raise UsageError(f"--format {args.format} needs -o FILE.{'xml' if args.format == 'msccl' else 'json'}")
+        options = export_options(args) if args.format == "msccl" else mscclpp_options(args)
     topo = topology(args)
+    if args.format == "mscclpp":
+        from forestcoll.mscclpp.export import write_generated_plan
+
+        sched, result = write_generated_plan(topo, args.collective, args.output, k=args.k, root=args.root,
+                                             symmetry=not args.no_symmetry, max_k=args.max_k, options=options)
+        if args.json:
+            render.print_json(result)
+            return 0
+        render.print_schedule_line(sched, topo)
+        render.print_mscclpp_export(result)
+        return 0
     sched = generate(topo, args.collective, k=args.k, root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k)
+    sched = with_source(sched, args)
     if args.format == "msccl":
         render.print_schedule_line(sched, topo)
         return write_msccl(sched, options, args)
@@ -170,6 +303,9 @@ def generate_alltoall(args: argparse.Namespace) -> int:
     from forestcoll.alltoall.generate import generate_alltoall as generate
 
     refuse_flags(args, "root")
+    if args.format == "mscclpp":
+        raise UsageError("MSCCL++ plans of all-to-all schedules are not built yet: use --format msccl (MSCCL XML) "
+                         "or the schedule JSON")
     if args.sizes:
         raise UsageError("--sizes chooses among tree schedules; an alltoall schedule serves every size "
                          "(generate it with --format msccl)")
@@ -197,18 +333,27 @@ def generate_alltoall(args: argparse.Namespace) -> int:
 
 
 def generate_by_size(args: argparse.Namespace) -> int:
-    """generate --sizes: the best schedule per size range, one MSCCL file per range."""
+    """generate --sizes: the best schedule per size range, one MSCCL++ plan (or MSCCL file) per range."""
     from forestcoll.simulate.select import export_by_size
     from forestcoll.units import parse_sizes
 
+    if args.format == "json":
+        raise UsageError("--sizes writes a file per size range: --format mscclpp (plans) or --format msccl (XML)")
+    args.format = args.format or "msccl"  # what --sizes wrote before MSCCL++ plans existed
     if not args.output:
-        raise UsageError("--sizes needs -o DIRECTORY for the MSCCL files")
+        raise UsageError(f"--sizes needs -o DIRECTORY for the {'plans' if args.format == 'mscclpp' else 'MSCCL files'}")
     if args.k is not None:
         raise UsageError("--sizes chooses k itself; leave out --k")
     sizes = parse_sizes(args.sizes)
-    options = export_options(args)
+    if args.format == "mscclpp":
+        if args.design_size is not None:
+            raise UsageError("--sizes cuts every plan for the sizes of its range; leave out --design-size")
+        if args.proto != "Simple":
+            raise UsageError("--sizes picks Simple or LL per size range; leave out --proto")
+    options = export_options(args) if args.format == "msccl" else mscclpp_options(args)
     out = export_by_size(args.topology, args.collective, sizes, args.output, extra=cluster_options(args), root=args.root,
-                         options=options, fairness=args.fairness, check=not args.no_check, latency_us=latency(args))
+                         options=options, fairness=args.fairness, check=not args.no_check, latency_us=latency(args),
+                         format=args.format)
     render.print_size_export(out)
     return 0
 
@@ -230,6 +375,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     elif sched.collective == ALLTOALL.name:
         render.print_alltoall_verify(report, sched, args.schedule, topo)
     else:
+        if sched.record is None and not args.topology:
+            print(f"note       {args.schedule} records no topology fingerprint (written before forestcoll kept one): "
+                  f"checked against {sched.topology!r} by name")
         render.print_verify(report, sched, args.schedule, topo)
     if not report.ok:
         print(f"forestcoll: error: {args.schedule}: {report.message}", file=sys.stderr)
@@ -254,11 +402,71 @@ def write_msccl(sched, options, args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from forestcoll.schedule import read_schedule
 
-    options = export_options(args)
+    check_output(args, args.schedule, args.topology)
+    fmt = export_format(args)
+    if fmt == "msccl" and args.topology:
+        raise UsageError("--topology applies to --format mscclpp only (an MSCCL file does not depend on it)")
+    options = export_options(args) if fmt == "msccl" else mscclpp_options(args)
     sched = read_schedule(args.schedule)
     parts = f"{len(sched.flows)} flows" if sched.collective == ALLTOALL.name else f"{len(sched.trees)} trees"
     print(f"schedule   {args.schedule}: {sched.collective}, k={sched.k}, {parts}, {len(sched.ranks)} ranks")
+    if fmt == "mscclpp":
+        if sched.collective == ALLTOALL.name:
+            raise UsageError("MSCCL++ plans of all-to-all schedules are not built yet: use --format msccl (MSCCL XML)")
+        return write_mscclpp(sched, args.topology, options, args)
     return write_msccl(sched, options, args)
+
+
+# ----- MSCCL++ ---------------------------------------------------------------------------------
+
+
+def write_mscclpp(sched, topo, options, args: argparse.Namespace) -> int:
+    from forestcoll.mscclpp.export import write_mscclpp as write
+
+    result = write(sched, args.output, topo, options)
+    if getattr(args, "json", False):
+        render.print_json(result)
+    else:
+        render.print_mscclpp_export(result)
+    return 0
+
+
+def cmd_mscclpp_run(args: argparse.Namespace) -> int:
+    from forestcoll.mscclpp.interpreter import run_file
+
+    if args.launches < 1:
+        raise UsageError(f"--launches must be >= 1, got {args.launches}")
+    if args.show < 0:
+        raise UsageError(f"--show must be >= 0, got {args.show}")
+    result = run_file(args.plan, size=_size_flag(args.size, "--size"), mode=None if args.mode == "declared" else args.mode,
+                      dtype=args.dtype, launches=args.launches, race_check=not args.no_race_check, packet=args.packet,
+                      seed=args.seed, root=args.root)
+    if args.json:
+        render.print_json(result)
+    else:
+        render.print_mscclpp_run(result, args.show if args.verbose else 0)
+    if not result.ok:
+        print(f"forestcoll: error: {args.plan}: {result.message}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+def cmd_mscclpp_lint(args: argparse.Namespace) -> int:
+    from forestcoll.mscclpp.lint import lint_file
+
+    for flag in ("ranks_per_node", "max_threadblocks"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} must be >= 1, got {value}")
+    report = lint_file(args.plan, _size_flag(args.size, "--size"), args.ranks_per_node, args.max_threadblocks)
+    if args.json:
+        render.print_json(report)
+    else:
+        render.print_mscclpp_lint(report)
+    if not report.ok:
+        print(f"forestcoll: error: {report.message}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
 
 
 def cmd_msccl_lint(args: argparse.Namespace) -> int:
@@ -304,9 +512,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     size = parse_size(args.size)
     opts = sim_options(args)
     net, res = simulate_spec(args.what, args.topology, extra=cluster_options(args), collective=args.collective,
-                             root=args.root, size=size, latency_us=latency(args), **opts)
+                             root=args.root, size=size, latency_us=latency(args), trees=args.trees,
+                             port_transport=args.port_transport, **opts)
     if args.json:
         render.print_json(res)
+    elif hasattr(res, "plan"):
+        render.print_plan_simulation(net, res, size, args.fairness)
     else:
         render.print_simulation(net, res, size, **opts)
     return 0
@@ -321,9 +532,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     sizes = parse_sizes(args.sizes)
     opts = sim_options(args)
     chosen = [a.strip() for a in args.algorithms.split(",") if a.strip()] if args.algorithms else None
-    workers = args.jobs or default_workers()
-    if workers < 1:
-        raise UsageError(f"--jobs must be >= 1, got {workers}")
+    workers = default_workers() if args.jobs is None else check_count(args.jobs, "--jobs", MAX_JOBS, lo=1)
+    check_output(args)
     status = None if args.json else Console(stderr=True).status
     comp = compare_topology(args.topology, args.collective, sizes, extra=cluster_options(args), algorithms=chosen,
                             root=args.root, latency_us=latency(args), workers=workers, plot=args.output, status=status,
@@ -342,6 +552,7 @@ def cmd_topo_export(args: argparse.Namespace) -> int:
     from forestcoll.fileio import dump_json
     from forestcoll.topology import topology_to_dict, write_topology
 
+    check_output(args)
     topo = topology(args)
     if args.output:
         text = write_topology(topo, args.output, symmetries=not args.no_symmetries)
@@ -358,7 +569,9 @@ def cmd_topo_import(args: argparse.Namespace) -> int:
     from forestcoll.topology import import_topology, topology_to_dict, write_topology
     from forestcoll.topology.show import summarize
 
+    check_output(args)
     imported = import_topology(args.topology, cluster_options(args))
+    warn(imported.warnings)
     topo = imported.topology
     text = write_topology(topo, args.output) if args.output else dump_json(topology_to_dict(topo))
     if args.json:
@@ -384,6 +597,7 @@ def cmd_topo_show(args: argparse.Namespace) -> int:
 def cmd_topo_draw(args: argparse.Namespace) -> int:
     from forestcoll.topology.draw import draw
 
+    check_output(args)
     topo = topology(args)
     cut: tuple[str, ...] = ()
     title = topo.name

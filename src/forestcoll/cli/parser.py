@@ -14,7 +14,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (exit 2) instead of a usage dump."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message} (see --help)")
+        where = self.prog.removeprefix("forestcoll").strip()  # main() adds the "forestcoll: error:" prefix
+        raise UsageError(f"{where + ': ' if where else ''}{message} (see --help)")
 
 
 TOPOLOGY_HELP = (
@@ -46,18 +47,28 @@ def _runtimes() -> tuple[str, ...]:
 
 
 def _export_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("MSCCL export")
-    g.add_argument("--proto", default="Simple", choices=("Simple", "LL", "LL128"), help="protocol (default Simple)")
-    g.add_argument("--instances", type=int, default=1, help="copies of the algorithm on separate channels (default 1)")
+    g = p.add_argument_group("export (MSCCL++ plans and MSCCL XML)")
+    g.add_argument("--proto", "--protocol", dest="proto", default="Simple", choices=("Simple", "LL", "LL128"),
+                   help="protocol (default Simple; LL: packets, for small calls; LL128: MSCCL only)")
+    g.add_argument("--mode", choices=("both", "in-place", "out-of-place"),
+                   help="calls it serves (MSCCL default both; an MSCCL++ plan serves one, default in-place)")
+    g.add_argument("--min-bytes", "--min-message-size", dest="min_bytes", default="0",
+                   help="smallest call size to use it for, e.g. 0 (default), 4096, 1MiB")
+    g.add_argument("--max-bytes", "--max-message-size", dest="max_bytes",
+                   help="largest call size (MSCCL default 0: no limit; MSCCL++ default 4GiB-1, LL 1MiB)")
+    g.add_argument("--name", help="algorithm (MSCCL) or plan (MSCCL++) name in the file")
+    g.add_argument("--no-check", action="store_true", help="skip the self-check (lint + interpreter) before writing")
+    g = p.add_argument_group("MSCCL++ plans only")
+    g.add_argument("--design-size", help="call size the pipelines are cut for (default: the max size, at most 1GiB)")
+    g.add_argument("--max-threadblocks", type=int,
+                   help="thread blocks a GPU runs at once (default 104: an MI250 GCD's CUs; A100 108, H100 132)")
+    g.add_argument("--layout", choices=("auto", "edge", "source", "level"),
+                   help="thread blocks per tree edge, per source GPUs or per tree level (default auto: the finest "
+                        "within --max-threadblocks)")
+    g = p.add_argument_group("MSCCL XML only")
+    g.add_argument("--instances", type=int, help="copies of the algorithm on separate channels (default 1)")
     g.add_argument("--channels", type=int, help="channels per instance (default: the fewest within the step limit)")
-    g.add_argument("--mode", choices=("both", "in-place", "out-of-place"), default="both",
-                   help="calls the algorithm serves (default both)")
-    g.add_argument("--min-bytes", type=int, default=0, help="smallest call size to use it for (default 0)")
-    g.add_argument("--max-bytes", type=int, default=0, help="largest call size (default 0: no limit)")
-    g.add_argument("--runtime", default="msccl-executor-nccl", choices=_runtimes(),
-                   help="whose limits to keep to (default msccl-executor-nccl)")
-    g.add_argument("--name", help="algorithm name in the file")
-    g.add_argument("--no-check", action="store_true", help="skip running the file in the interpreter before writing it")
+    g.add_argument("--runtime", choices=_runtimes(), help="whose limits to keep to (default msccl-executor-nccl)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,25 +95,34 @@ def build_parser() -> argparse.ArgumentParser:
                                          "(alltoall: K chunks per pair; default: the fewest that keep the optimum)")
     p.add_argument("--root", help="root rank name for broadcast / reduce (default: the first rank)")
     p.add_argument("--max-k", type=int, default=100_000, help="refuse optimal schedules needing more than this k")
-    p.add_argument("-o", "--output", help="write the schedule JSON (or, with --format msccl, the MSCCL XML) here")
+    p.add_argument("-o", "--output", help="write the schedule JSON (or the MSCCL++ plan / MSCCL XML, with --format) here")
     p.add_argument("--json", action="store_true", help="print the schedule JSON on stdout")
     p.add_argument("--no-symmetry", action="store_true", help="do not exploit automorphisms")
-    p.add_argument("--format", choices=("json", "msccl"), default="json", help="json (default): schedule JSON; msccl: MSCCL XML")
+    p.add_argument("--format", choices=("json", "mscclpp", "msccl"),
+                   help="json (default): schedule JSON; mscclpp: MSCCL++ execution plan; msccl: MSCCL XML (legacy; "
+                        "the default with --sizes)")
     p.add_argument("--sizes", help="pick the fastest schedule (simulated) per size range, e.g. 1MiB..1GiB, and write one "
-                                   "MSCCL file per range into the -o directory")
+                                   "file per range (--format mscclpp: plans, LL where it wins; msccl: XML) into the "
+                                   "-o directory")
     p.add_argument("--fairness", default="max-min", choices=("max-min", "link"), help=argparse.SUPPRESS)
     _export_flags(p)
     p.set_defaults(func=commands.cmd_generate)
 
-    p = sub.add_parser("simulate", help="simulated time, algbw and busbw of a schedule, an MSCCL file or a baseline")
-    p.add_argument("what", help="schedule JSON, MSCCL .xml, or a baseline: ring, double-binary-tree, hierarchical, direct "
-                                "(alltoall: direct, hierarchical)")
+    p = sub.add_parser("simulate", help="simulated time, algbw and busbw of a schedule, an MSCCL++ plan, an MSCCL file "
+                                        "or a baseline")
+    p.add_argument("what", help="a schedule, an MSCCL++ plan or an MSCCL XML file (told by content), or a baseline: "
+                                "ring, double-binary-tree, hierarchical, direct (alltoall: direct, hierarchical)")
     p.add_argument("--topology", "-t", help=TOPOLOGY_HELP + " (default for a schedule: the one it names)")
     _cluster_flags(p)
     p.add_argument("--collective", "-c", default="allreduce", help="for baselines (default allreduce)")
     p.add_argument("--root", help="root rank for broadcast / reduce baselines")
     p.add_argument("--size", default="1GiB", help="call size, nccl-tests convention (default 1GiB)")
     _sim_flags(p)
+    g = p.add_argument_group("MSCCL++ plans")
+    g.add_argument("--trees", help="also simulate this schedule (the one the plan was exported from) and compare")
+    g.add_argument("--port-transport", choices=("executor", "nic"), default="executor",
+                   help="executor (default): port channels inside a box go over CUDA IPC, as MSCCL++ picks; nic: "
+                        "every port channel goes through the network")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=commands.cmd_simulate)
 
@@ -119,10 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=commands.cmd_compare)
 
-    p = sub.add_parser("export", help="lower a schedule to an MSCCL algorithm XML (MSCCL-on-NCCL, RCCL)")
+    p = sub.add_parser("export", help="lower a schedule to an MSCCL++ execution plan (or a legacy MSCCL algorithm XML)")
     p.add_argument("schedule", help="schedule JSON file (from `forestcoll generate`)")
-    p.add_argument("--format", choices=("msccl",), default="msccl", help="output format (msccl)")
-    p.add_argument("-o", "--output", required=True, help="the XML file to write")
+    p.add_argument("--format", choices=("mscclpp", "msccl"),
+                   help="mscclpp: MSCCL++ execution plan (JSON); msccl: MSCCL XML (legacy) (default: from the -o "
+                        "extension, .json or .xml)")
+    p.add_argument("-o", "--output", required=True, help="the file to write")
+    p.add_argument("--topology", "-t", help=TOPOLOGY_HELP + " (MSCCL++: boxes and paths; default: the one the schedule "
+                                                            "names)")
     p.add_argument("--json", action="store_true", help="print the layout figures as JSON")
     _export_flags(p)
     p.set_defaults(func=commands.cmd_export)
@@ -153,6 +177,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime", default="msccl-executor-nccl", choices=_runtimes(), help="whose limits (default msccl-executor-nccl)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=commands.cmd_msccl_lint)
+
+    mp = sub.add_parser("mscclpp", help="MSCCL++ execution plans: run in the interpreter, lint")
+    mpsub = mp.add_subparsers(dest="mscclpp_command", metavar="ACTION", parser_class=_Parser)
+    mpsub.required = True
+    p = mpsub.add_parser("run", help="execute an MSCCL++ plan as the executor would and check the result and races")
+    p.add_argument("plan", help="MSCCL++ execution plan (JSON)")
+    p.add_argument("--size", help="call size, the executor's (allgather: the output; else the input), e.g. 1MiB "
+                                  "(default: a small size every GPU accepts)")
+    p.add_argument("--mode", choices=("declared", "in-place", "out-of-place"), default="declared",
+                   help="buffer mode (default: the one the plan declares)")
+    p.add_argument("--dtype", default="float32", choices=("float32", "float16", "int32", "uint32", "uint8"),
+                   help="element type of the data (default float32)")
+    p.add_argument("--launches", type=int, default=2, help="calls back to back (default 2)")
+    p.add_argument("--packet", default="LL16", choices=("LL16", "LL8"), help="packet type of LL plans (default LL16)")
+    p.add_argument("--root", type=int, help="root rank of broadcast / reduce (default: found by trying each)")
+    p.add_argument("--no-race-check", action="store_true", help="skip the data-race detector (faster)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random input data")
+    p.add_argument("--verbose", "-v", action="store_true", help="list every error, race, relaxed access and stuck block")
+    p.add_argument("--show", type=int, default=10, help="with --verbose: entries to list per kind (default 10)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=commands.cmd_mscclpp_run)
+    p = mpsub.add_parser("lint", help="check an MSCCL++ plan against the executor's parser rules and limits")
+    p.add_argument("plan", help="MSCCL++ execution plan (JSON)")
+    p.add_argument("--size", help="check the size-dependent rules for this call size (default: the smallest accepted)")
+    p.add_argument("--ranks-per-node", type=int, help="GPUs per host: memory channels must stay inside one")
+    p.add_argument("--max-threadblocks", type=int, default=104,
+                   help="thread blocks a GPU runs at once (default 104; A100 108, H100 132)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=commands.cmd_mscclpp_lint)
 
     p = sub.add_parser("verify", help="check a schedule against its topology, independently of the generator")
     p.add_argument("schedule", help="schedule JSON file")

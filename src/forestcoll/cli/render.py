@@ -52,6 +52,8 @@ def print_bound(report, topo) -> None:
     if report.fixed_k_algbw is not None:
         fixed = report.fixed_k_algbw
         print(f"with k={report.k:<8}  {fr(fixed)} GB/s  (~{approx(fixed)}, {approx(fixed / main.algbw * 100)}% of optimal)")
+        if report.fixed_k_warning:
+            print(f"warning k={report.k:<6} {report.fixed_k_warning}")
     for p in main.phases:
         side = "into" if p.reversed else "out of"
         ranks = "rank" if p.cut_weight == 1 else "ranks"
@@ -221,7 +223,78 @@ def print_runs(report, show: int) -> None:
             print(f"error      ... and {len(r.errors) - show} more")
 
 
+# ----- MSCCL++ ---------------------------------------------------------------------------------
+
+
+def _bytes_range(lo: int | None, hi: int | None) -> str:
+    return f"{lo or 0}..{hi if hi is not None else 'any'} bytes"
+
+
+def print_mscclpp_export(result) -> None:
+    from forestcoll.mscclpp.semantics import MAX_OPERATION
+
+    plan, s = result.plan, result.stats
+    mode = "in-place" if plan.inplace else "out-of-place"
+    print(f"plan       {plan.name}: {plan.collective}, {s.gpus} GPUs, {result.chunks_per_root} chunk(s) per shard, "
+          f"{plan.protocol}, {mode}, "
+          f"{_bytes_range(plan.setting('min_message_size'), plan.setting('max_message_size'))}")
+    print(f"layout     {result.layout}: {s.threadblocks_per_gpu} thread blocks per GPU (most), {s.ops_per_threadblock} "
+          f"operations per thread block (most; the executor allows {MAX_OPERATION}), {s.memory_channels} memory + "
+          f"{s.port_channels} port channels per GPU (most), {s.scratch_chunks} scratch chunks")
+    for line in result.checks:
+        print(f"checked    {line}")
+    if not result.checks:
+        print("checked    no (--no-check)")
+    for note in result.notes:
+        print(f"note       {note}")
+    print(f"wrote      {result.output}")
+
+
+def print_mscclpp_run(result, show: int) -> None:
+    calls = f"{result.launches} back-to-back call(s)"
+    races = "race detection on" if result.race_checked else "no race detection"
+    print(f"plan       {result.source}: {result.collective}, {result.ngpus} GPUs, {result.threadblocks} thread blocks")
+    print(f"run        {result.mode} call of {result.size} bytes ({result.dtype}; input {result.input_size}, output "
+          f"{result.output_size} bytes), {calls}, {races}: {result.ops_executed} operations, {result.bytes_moved} bytes "
+          f"moved, {result.seconds:.2f} s")
+    print(f"result     {result.message}")
+    for note in result.notes:
+        print(f"note       {note}")
+    if not show:
+        return
+    for label, items in (("stuck", [x.format() for x in result.stuck]), ("error", result.errors),
+                         ("race", result.races), ("relaxed", result.relaxed)):
+        for item in items[:show]:
+            print(f"{label:<10} {item}")
+        if len(items) > show:
+            print(f"{label:<10} ... and {len(items) - show} more")
+
+
+def print_mscclpp_lint(report) -> None:
+    for f in report.findings:
+        print(f.format(report.source))
+    print(report.message)
+
+
 # ----- simulation ------------------------------------------------------------------------------
+
+
+def print_plan_simulation(net, sim, size: int, fairness: str) -> None:
+    p = sim.plan
+    print(f"plan       {sim.source}: {p.collective} on {net.topology.name} ({p.ranks} ranks), "
+          f"{p.extra.get('threadblocks', 0)} thread blocks")
+    print(f"size       {format_size(size)} ({size} bytes)")
+    print(f"time       {p.time_s * 1e3:.4f} ms")
+    print(f"algbw      {p.algbw_gbps:.2f} GB/s")
+    print(f"busbw      {p.busbw_gbps:.2f} GB/s")
+    if sim.trees is not None:
+        print(f"trees      {sim.trees.algbw_gbps:.2f} GB/s algbw: the plan reaches {sim.ratio:.1%} of its trees")
+    print(f"model      {p.transfers} transfers, {p.events} events, {fairness} sharing, port channels inside a box "
+          f"over {'CUDA IPC (as the executor picks)' if p.extra.get('port_transport') == 'executor' else 'the NICs'}; "
+          f"{p.wall_s:.2f} s")
+    for note in sim.notes:
+        print(f"note       {note}")
+
 
 
 def print_simulation(net, res, size: int, fairness: str, slice_bytes: int, max_slices: int) -> None:
@@ -266,6 +339,8 @@ def print_comparison(comp) -> None:
 
 def print_size_export(out) -> None:
     print(f"topology   {out.topology} ({out.ranks} ranks), {out.collective}; candidates: {', '.join(out.candidates)}")
+    for note in getattr(out, "notes", ()):
+        print(f"note       {note}")
     for r in out.ranges:
         rng = r.range
         if r.path is None:
@@ -274,7 +349,9 @@ def print_size_export(out) -> None:
             continue
         upper = f"{rng.max_bytes}" if rng.max_bytes else "any"
         shown = ", ".join(f"{format_size(s)} {v:.1f}" for s, v in sorted(rng.measured.items()))
-        print(f"range      {rng.min_bytes}..{upper} bytes: {rng.name} (k={rng.schedule.k}; GB/s at {shown})")
+        plan = getattr(r.result, "plan", None)
+        how = f"{plan.protocol} plan, " if plan is not None else ""
+        print(f"range      {rng.min_bytes}..{upper} bytes: {rng.name} ({how}k={rng.schedule.k}; GB/s at {shown})")
         for note in r.result.notes:
             print(f"note       {note}")
         print(f"wrote      {r.path}")

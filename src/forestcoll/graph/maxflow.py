@@ -27,8 +27,9 @@ def check_capacities(caps: Sequence[int] | np.ndarray) -> None:
     total = float(np.sum(caps, dtype=np.float64)) if isinstance(caps, np.ndarray) else float(sum(caps))
     if total >= EXACT_LIMIT:
         raise ForestCollError(
-            "bandwidths need too many significant digits for exact max-flow arithmetic "
-            f"(scaled total {int(total)} >= 2^62); round them to fewer digits or pass a smaller --k"
+            "the bandwidths need too many digits for exact max-flow arithmetic: over their common denominator "
+            f"(times k) they sum to {total:.3g} units, above the 2^62 (4.6e18) that 64-bit max-flow holds; "
+            "round them to fewer digits (e.g. 0.001 GB/s steps) or pass a smaller --k"
         )
 
 

@@ -38,12 +38,14 @@ from typing import Any
 import numpy as np
 
 from forestcoll.errors import UsageError
+from forestcoll.limits import MAX_ITERATIONS, MAX_MSCCL_ELEMENTS, MAX_SEED
 from forestcoll.msccl.ir import READS, RECVS, SENDS, WRITES, Algo, MscclError, ThreadBlock, read_algo
 from forestcoll.msccl.run_result import RunReport, RunResult, Stuck
 from forestcoll.msccl.semantics import (
     DEFAULT_SLOTS,
     Transmission,
     buffer_sizes,
+    by_rank,
     compile_tb,
     default_bytes,
     regime,
@@ -477,8 +479,8 @@ def run_algo(
         raise UsageError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
     if op not in OPS:
         raise UsageError(f"unknown reduction op {op!r}; choose from {', '.join(OPS)}")
-    if iterations < 1:
-        raise UsageError(f"iterations must be >= 1, got {iterations}")
+    if not 1 <= iterations <= MAX_ITERATIONS:
+        raise UsageError(f"iterations must be in 1..{MAX_ITERATIONS}, got {iterations}")
     if slots is None:
         slots = DEFAULT_SLOTS.get(algo.proto, 2)
     if slots < 1:
@@ -495,11 +497,14 @@ def run_algo(
         mode = "out-of-place" if algo.outofplace else "in-place"
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; choose in-place or out-of-place")
+    algo = by_rank(algo, source)
     g, n = algo.ngpus, algo.nchunksperloop
-    if g != len(algo.gpus) or g < 1:
-        raise MscclError(f"{source}: ngpus={algo.ngpus} but the file lists {len(algo.gpus)} <gpu> elements")
-    if n < 1:
-        raise MscclError(f"{source}: nchunksperloop must be >= 1")
+    if not 0 <= seed <= MAX_SEED:
+        raise UsageError(f"seed must be in 0..{MAX_SEED}, got {seed}")
+    if root is not None and algo.coll not in ("broadcast", "reduce"):
+        raise UsageError(f"--root is for broadcast and reduce files; {source} is {algo.coll}")
+    if root is not None and not 0 <= root < g:
+        raise UsageError(f"root {root} is not a gpu of this {g}-gpu algorithm")
     if algo.coll in ("allgather", "reducescatter", "alltoall") and n % g:
         raise MscclError(f"{source}: nchunksperloop={n} is not a multiple of ngpus={g}, which {algo.coll} needs")
     mult = size_multiplier(algo.coll, algo.ngpus)
@@ -510,6 +515,12 @@ def run_algo(
         raise UsageError(f"count {count} does not split into {n} equal chunks (count x {mult} must be a multiple of "
                          f"nchunksperloop={n}); the runtime would not use this algorithm")
     chunk = count * mult // n
+    n_in, n_out = buffer_sizes(algo)
+    elements = sum(n_in + n_out + gpu.s_chunks for gpu in algo.gpus) * chunk * (2 if race_check else 1)
+    if elements > MAX_MSCCL_ELEMENTS:
+        raise UsageError(f"{source}: running it needs {elements:,} elements ({g} gpus x (input + output + scratch "
+                         f"chunks) x {chunk} per chunk), above forestcoll's limit of {MAX_MSCCL_ELEMENTS:,}; "
+                         "pass a smaller --count (see docs/limits.md)")
     iterations = min(iterations, chunk)
     result = RunResult(source, algo.coll, mode, g, count, chunk, dtype, op, iterations, slots,
                        nbytes=reg.nbytes, max_count=max_count, race_checked=race_check)
@@ -639,6 +650,11 @@ def run_modes(algo: Algo, mode: str | None = None, **kwargs: Any) -> list[RunRes
         declared = {"in-place": algo.inplace, "out-of-place": algo.outofplace}
         if mode not in declared:
             raise UsageError(f"unknown mode {mode!r}; choose in-place or out-of-place")
+        if not declared[mode]:
+            source = kwargs.get("source", "the file")
+            other = [m for m, on in declared.items() if on]
+            raise UsageError(f"{source} does not declare {mode} calls ({mode.replace('-', '')}=0; it declares "
+                             f"{', '.join(other) or 'no mode'}), so the runtime never runs it {mode}")
         return [run_algo(algo, mode=mode, **kwargs)]
     modes = [m for m, on in (("in-place", algo.inplace), ("out-of-place", algo.outofplace)) if on] or ["out-of-place"]
     return [run_algo(algo, mode=m, **kwargs) for m in modes]

@@ -187,9 +187,16 @@ def read_algo(path: str) -> tuple[Algo, str]:
 # ----- writing -----------------------------------------------------------------------------------
 
 
+def _comment_safe(text: str) -> str:
+    """XML comments may not hold ``--`` (nor end in ``-``): names such as ``gpu--0`` are written ``gpu-~-0``."""
+    while "--" in text:
+        text = text.replace("--", "-~-")
+    return text + " " if text.endswith("-") else text
+
+
 def write_algo(algo: Algo) -> str:
     """XML text of ``algo`` in the layout the runtimes' parser expects."""
-    out = [f"<!-- {c} -->" for c in algo.comments]
+    out = [f"<!-- {_comment_safe(c)} -->" for c in algo.comments]
     head = {
         "name": algo.name,
         "proto": algo.proto,

@@ -153,9 +153,15 @@ def lint_algo(algo: Algo, limits: RuntimeLimits) -> list[Finding]:
         err(algo.line, f"byte range minBytes={algo.min_bytes} maxBytes={algo.max_bytes} is empty or negative")
     if algo.ngpus != len(algo.gpus):
         err(algo.line, f"ngpus={algo.ngpus} but the file lists {len(algo.gpus)} <gpu> elements")
-    for gi, gpu in enumerate(algo.gpus):
-        if gpu.id != gi:
-            err(gpu.line, f"gpu ids must run 0..{algo.ngpus - 1} in order; found id {gpu.id} at position {gi}")
+    first_line: dict[int, int] = {}
+    for gpu in algo.gpus:  # the runtime picks each rank's <gpu> by id, so element order does not matter
+        if not 0 <= gpu.id < algo.ngpus:
+            err(gpu.line, f"gpu id {gpu.id} is outside 0..{algo.ngpus - 1}")
+        elif gpu.id in first_line:
+            err(gpu.line, f"a second <gpu id=\"{gpu.id}\"> (the first is on line {first_line[gpu.id]})")
+        else:
+            first_line[gpu.id] = gpu.line
+    for gpu in algo.gpus:
         if min(gpu.i_chunks, gpu.o_chunks, gpu.s_chunks) < 0:
             err(gpu.line, f"gpu {gpu.id}: chunk counts must be >= 0")
         if len(gpu.tbs) > limits.tbs_per_gpu:
@@ -228,7 +234,7 @@ def lint_algo(algo: Algo, limits: RuntimeLimits) -> list[Finding]:
                         if label in checked and not -1 <= off < declared[buf]:
                             err(st.line, f"{sw}: {label}off {off} is outside the {declared[buf]} chunk(s) gpu {gpu.id} declares "
                                          f"for buffer {buf} (the runtime refuses the file)")
-                        size = memory_chunks(algo, gi, buf)
+                        size = memory_chunks(algo, algo.gpus.index(gpu), buf)
                         if off < 0 or off + st.cnt > size:
                             err(st.line, f"{sw}: {label} chunks {off}..{off + st.cnt - 1} are outside buffer {buf} "
                                          f"({size} chunk(s) in a {algo.coll} call)")

@@ -11,6 +11,9 @@ file before and while it runs it, independent of how it is then executed:
 * :func:`regime`: how a call of some size is cut: chunks per primitive call
   (``maxAllowedCount``, from NCCL's connection buffer sizes) and pipeline
   iterations; :data:`DEFAULT_SLOTS`: calls a connection buffers per protocol.
+* :func:`by_rank`: the runtime selects each rank's ``<gpu>`` by its ``id``
+  attribute, not by the element's position; the file with its gpus in rank
+  order, checked against the sizes forestcoll can hold (:mod:`forestcoll.limits`).
 * :func:`size_multiplier` and :func:`buffer_sizes`: the call's element count
   and buffers per ``coll`` attribute, as the runtime reads them (keyed by the
   runtime's own names, which include collectives forestcoll does not generate).
@@ -18,15 +21,58 @@ file before and while it runs it, independent of how it is then executed:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from forestcoll.msccl.ir import STEP_TYPES, Algo, MscclError, ThreadBlock
+from forestcoll.limits import MAX_MSCCL_CHANNELS, MAX_MSCCL_CHUNKS, MAX_MSCCL_GPUS
+from forestcoll.msccl.ir import PROTOCOLS, RECVS, SENDS, STEP_TYPES, Algo, MscclError, ThreadBlock
 
-__all__ = ["DEFAULT_SLOTS", "MAX_COUNT", "MAX_REDUCE_FUSION", "Regime", "Transmission", "buffer_sizes", "compile_tb",
-           "default_bytes", "regime", "size_multiplier"]
+__all__ = ["DEFAULT_SLOTS", "MAX_COUNT", "MAX_REDUCE_FUSION", "Regime", "Transmission", "buffer_sizes", "by_rank",
+           "compile_tb", "default_bytes", "regime", "size_multiplier"]
 
 # collectives whose API count is per rank while the algorithm's chunks cover all ranks' data
 _COUNT_PER_RANK = ("allgather", "reducescatter", "alltoall")
+
+
+def _limit(value: int, lo: int, hi: int, what: str, source: str, line: int) -> None:
+    if not lo <= value <= hi:
+        beyond = " (forestcoll's limit; see docs/limits.md)" if value > hi else ""
+        raise MscclError(f"{source}:{line}: {what}={value} is outside {lo}..{hi:,}{beyond}")
+
+
+def by_rank(algo: Algo, source: str = "algo.xml") -> Algo:
+    """``algo`` with ``gpus[r]`` the ``<gpu id="r">`` (the runtime picks a rank's gpu by id, in any element order),
+    after checking what running it needs: a known protocol, gpu ids 0..ngpus-1 once each, peers and channels in
+    range, and chunk, channel and gpu counts within :mod:`forestcoll.limits`.  MscclError names the line."""
+    if algo.proto not in PROTOCOLS:
+        raise MscclError(f"{source}:{algo.line}: unknown proto {algo.proto!r} (the runtime knows {', '.join(PROTOCOLS)})")
+    _limit(algo.ngpus, 1, MAX_MSCCL_GPUS, "ngpus", source, algo.line)
+    _limit(algo.nchunksperloop, 1, MAX_MSCCL_CHUNKS, "nchunksperloop", source, algo.line)
+    _limit(algo.nchannels, 1, MAX_MSCCL_CHANNELS, "nchannels", source, algo.line)
+    if algo.ngpus != len(algo.gpus):
+        raise MscclError(f"{source}: ngpus={algo.ngpus} but the file lists {len(algo.gpus)} <gpu> elements")
+    slots: list = [None] * algo.ngpus
+    for gpu in algo.gpus:
+        _limit(gpu.id, 0, algo.ngpus - 1, "gpu id", source, gpu.line)
+        if slots[gpu.id] is not None:
+            raise MscclError(f"{source}:{gpu.line}: a second <gpu id=\"{gpu.id}\"> (the first is on line {slots[gpu.id].line})")
+        slots[gpu.id] = gpu
+        for name in ("i_chunks", "o_chunks", "s_chunks"):
+            _limit(getattr(gpu, name), 0, MAX_MSCCL_CHUNKS, f"gpu {gpu.id} {name}", source, gpu.line)
+        for tb in gpu.tbs:
+            _limit(tb.chan, 0, algo.nchannels - 1, f"gpu {gpu.id} tb {tb.id} chan", source, tb.line)
+            for peer, kind in ((tb.send, "send"), (tb.recv, "recv")):
+                if peer != -1 and (not 0 <= peer < algo.ngpus or peer == gpu.id):
+                    raise MscclError(f"{source}:{tb.line}: gpu {gpu.id} tb {tb.id}: {kind} peer {peer} is not another gpu "
+                                     f"(ids 0..{algo.ngpus - 1}, or -1 for none)")
+            for st in tb.steps:
+                for types, peer, kind in ((SENDS, tb.send, "sends"), (RECVS, tb.recv, "receives")):
+                    if st.type in types and peer == -1:
+                        raise MscclError(f"{source}:{st.line}: gpu {gpu.id} tb {tb.id} step {st.s} ({st.type}) {kind}, "
+                                         f"but the tb has {kind[:4].replace('rece', 'recv')}=-1")
+                if st.cnt < 0 or st.cnt > MAX_MSCCL_CHUNKS:
+                    raise MscclError(f"{source}:{st.line}: gpu {gpu.id} tb {tb.id} step {st.s}: cnt={st.cnt} is outside "
+                                     f"0..{MAX_MSCCL_CHUNKS:,}")
+    return replace(algo, gpus=slots)
 
 
 def size_multiplier(coll: str, ngpus: int) -> int:

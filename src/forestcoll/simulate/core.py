@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -81,10 +80,13 @@ def simulate_program(prog: ProgramBuilder, net: Network, name: str, collective: 
     """Run a built program and package the result (``bus_factor``: busbw / algbw, default the collective's)."""
     t0 = time.perf_counter()
     program = prog.build(sharing)
+    if program.size == 0:
+        raise UsageError(f"{name}: moves no data between ranks (no transfers), so it has no time or rate to simulate")
     res = run(program, net.capacity, fairness)
     unfinished = int(np.isnan(res.delivered).sum())
     if unfinished:
-        raise RuntimeError(f"{name}: {unfinished} of {program.size} transfers never ran (their dependencies never happened)")
+        raise UsageError(f"{name}: {unfinished} of {program.size} transfers never run (their dependencies never happen); "
+                         "`forestcoll msccl run` shows where a file waits")
     wall = time.perf_counter() - t0
     ranks = len(net.ranks)
     t = res.time
@@ -159,10 +161,13 @@ def _root_rank(net: Network, root: int | str | None) -> int:
 def simulate_spec(what: str, topology=None, *, extra: Mapping[str, str] | None = None, collective: str = "allreduce",
                   root: str | None = None, size: int = 1 << 30, latency_us: Mapping[str, float] | None = None,
                   slice_bytes: int = DEFAULT_SLICE, max_slices: int = DEFAULT_MAX_SLICES,
-                  fairness: str = "max-min") -> tuple[Network, SimResult]:
-    """Simulate what ``forestcoll simulate`` takes: a baseline name (on ``topology``), an MSCCL ``.xml`` file
-    (on ``topology``) or a schedule JSON file (on ``topology`` or the one it names); ``extra`` are cluster
-    options (nodes, fabric), ``latency_us`` per link class overrides.  Returns the network and the result."""
+                  fairness: str = "max-min", trees: str | None = None, port_transport: str = "executor"):
+    """Simulate what ``forestcoll simulate`` takes: a baseline name (on ``topology``), or a file told by its
+    content: an MSCCL XML file or an MSCCL++ execution plan (on ``topology``; a plan against the schedule file
+    ``trees`` when given, its port channels by ``port_transport``) or a schedule JSON file (on ``topology`` or
+    the one it names); ``extra`` are cluster options (nodes, fabric), ``latency_us`` per link class overrides.
+    Returns the network and the result (a :class:`~forestcoll.simulate.mscclpp.PlanSimulation` for a plan)."""
+    from forestcoll.fileio import is_plan, sniff
     from forestcoll.simulate.network import load_network
 
     opts = {"slice_bytes": slice_bytes, "max_slices": max_slices, "fairness": fairness}
@@ -171,7 +176,10 @@ def simulate_spec(what: str, topology=None, *, extra: Mapping[str, str] | None =
             raise UsageError(f"simulating {what} needs --topology")
         net = load_network(topology, extra, latency_us)
         return net, simulate(net, what, collective, size, root=root, **opts)
-    if what.lower().endswith(".xml"):
+    kind, data = sniff(what, "schedule, MSCCL or MSCCL++ file")
+    if trees is not None and not (kind == "json" and is_plan(data)):
+        raise UsageError("--trees compares an MSCCL++ plan with its schedule; give a plan to simulate")
+    if kind == "xml":
         from forestcoll.msccl.ir import read_algo
         from forestcoll.simulate.msccl import msccl_collective, simulate_msccl
 
@@ -181,9 +189,19 @@ def simulate_spec(what: str, topology=None, *, extra: Mapping[str, str] | None =
         msccl_collective(algo, what)
         net = load_network(topology, extra, latency_us)
         return net, simulate_msccl(algo, net, size, source=what, **opts)
-    from forestcoll.schedule import read_schedule, schedule_topology
+    from forestcoll.schedule import read_schedule, schedule_from_dict, schedule_topology
 
-    sched = read_schedule(os.fspath(what))
+    if is_plan(data):
+        from forestcoll.mscclpp.plan import plan_from_json
+        from forestcoll.simulate.mscclpp import plan_simulation
+
+        if not topology:
+            raise UsageError("simulating an MSCCL++ plan needs --topology (a plan does not name its fabric)")
+        plan = plan_from_json(data, what)
+        net = load_network(topology, extra, latency_us)
+        sched = read_schedule(trees) if trees is not None else None
+        return net, plan_simulation(net, plan, size, sched, source=what, fairness=fairness,
+                                    port_transport=port_transport)
+    sched = schedule_from_dict(data, what)
     net = load_network(schedule_topology(sched, topology, extra), None, latency_us)
     return net, simulate(net, sched, size=size, **opts)
-

@@ -28,7 +28,7 @@ from fractions import Fraction
 from forestcoll import collectives
 from forestcoll.errors import UsageError
 from forestcoll.msccl.ir import RECVS, SENDS, Algo, MscclError
-from forestcoll.msccl.semantics import compile_tb
+from forestcoll.msccl.semantics import by_rank, compile_tb
 from forestcoll.pieces import slices_for
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
@@ -58,6 +58,7 @@ def simulate_msccl(algo: Algo, net: Network, size: int, *, slice_bytes: int | No
 def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max_slices: int,
                   source: str = "algo.xml") -> ProgramBuilder:
     """The transfers of ``algo`` for a call of ``size`` bytes (nccl-tests size)."""
+    algo = by_rank(algo, source)
     if algo.ngpus != len(net.ranks):
         raise UsageError(f"{source} is for {algo.ngpus} GPUs but the topology has {len(net.ranks)} compute nodes")
     chunk = size / algo.nchunksperloop  # nccl-tests size = count x sizeMultiplier x element size

@@ -20,6 +20,7 @@ from fractions import Fraction
 import numpy as np
 
 from forestcoll.errors import UsageError
+from forestcoll.limits import MAX_SIM_BANDWIDTH_RATIO
 from forestcoll.topology import Topology
 
 __all__ = ["CLASS_LATENCY_US", "GB", "Network", "build_network", "load_network"]
@@ -184,7 +185,11 @@ class Network:
 def build_network(topo: Topology, latency_us: Mapping[str, float] | None = None) -> Network:
     """The simulator's network for ``topo``; ``latency_us`` overrides class defaults (class -> microseconds)."""
     defaults = dict(CLASS_LATENCY_US)
+    classes = sorted({lk.cls for lk in topo.links})
     for cls, value in (latency_us or {}).items():
+        if cls not in classes and cls not in CLASS_LATENCY_US:
+            raise UsageError(f"--latency: {cls!r} is not a link class of {topo.name or 'this topology'} "
+                             f"(its classes: {', '.join(c or 'unnamed' for c in classes)})")
         if not value >= 0:
             raise UsageError(f"latency of class {cls!r} must be >= 0 microseconds, got {value}")
         defaults[cls] = float(value)
@@ -197,6 +202,11 @@ def build_network(topo: Topology, latency_us: Mapping[str, float] | None = None)
         this = float(lk.latency_us) if lk.latency_us is not None else defaults.get(lk.cls, defaults[""])
         lat[key] = min(lat.get(key, this), this)
     ends = sorted(bw)
+    if bw and max(bw.values()) > MAX_SIM_BANDWIDTH_RATIO * min(bw.values()):
+        lo, hi = min(bw.values()), max(bw.values())
+        raise UsageError(f"{topo.name or 'the topology'}: link bandwidths from {float(lo):.6g} to {float(hi):.6g} GB/s span "
+                         f"more than the 10^6 ratio the simulator's floating-point rates handle (see docs/limits.md); "
+                         "bound, generate and verify are exact and take it")
     link_of = {e: i for i, e in enumerate(ends)}
     capacity = np.array([float(bw[e]) * GB for e in ends])
     latency = np.array([lat[e] * 1e-6 for e in ends])

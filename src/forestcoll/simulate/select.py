@@ -1,4 +1,4 @@
-"""The best schedule per range of call sizes, and one MSCCL file per range.
+"""The best schedule per range of call sizes, and one MSCCL file (or MSCCL++ plan) per range.
 
 :func:`candidate_schedules` builds forestcoll's schedule at the optimal k and
 at powers of two below it, and the ring written as a schedule (when it
@@ -97,12 +97,12 @@ def usable(sched: Schedule, size: int, element_bytes: int = 4) -> bool:
 
 def select_schedules(topo: Topology, net: Network, collective: str, sizes: Sequence[int],
                      candidates: dict[str, Schedule], *, fairness: str = "max-min", workers: int = 1,
-                     margin: float = 0.02, runtime_sizes: bool = True,
+                     margin: float = 0.02, runtime_sizes: bool = True, element_bytes: int = 4,
                      progress: Callable[[SimResult], None] | None = None) -> Selection:
     """The candidate with the highest simulated algbw at each size, merged into size ranges.
 
     With ``runtime_sizes`` a candidate competes at a size only if the runtimes can use its file there
-    (:func:`usable`, 4-byte elements).  The previous size's winner is kept while it is within ``margin``
+    (:func:`usable`, ``element_bytes``-byte elements; 16 for MSCCL++, whose chunks are whole 16-byte units).  The previous size's winner is kept while it is within ``margin``
     of the best, so near-ties do not split the ranges."""
     jobs = [(sched, collective, size, {"fairness": fairness, "name": name})
             for size in sizes for name, sched in candidates.items()]
@@ -110,7 +110,7 @@ def select_schedules(topo: Topology, net: Network, collective: str, sizes: Seque
     winners: list[tuple[int, str]] = []
     for size in sorted(sizes):
         rows = [r for r in table if r.size_bytes == size
-                and (not runtime_sizes or usable(candidates[r.algorithm], size))]
+                and (not runtime_sizes or usable(candidates[r.algorithm], size, element_bytes))]
         if not rows:
             raise UsageError(f"no candidate schedule can run a {format_size(size)} call (its chunking does not divide it)")
         best = max(rows, key=lambda r: (r.algbw_gbps, -list(candidates).index(r.algorithm)))
@@ -156,6 +156,7 @@ class SizeExport:
     candidates: list[str]
     selection: Selection
     ranges: list[ExportedRange] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # candidates left out (e.g. over a runtime's limits) and why
 
     @property
     def ok(self) -> bool:
@@ -176,22 +177,36 @@ class SizeExport:
 def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str, *,
                    extra: Mapping[str, str] | None = None, root: str | None = None, options=None,
                    fairness: str = "max-min", check: bool = True, latency_us: Mapping[str, float] | None = None,
-                   workers: int | None = None, progress: Callable[[SimResult], None] | None = None) -> SizeExport:
+                   workers: int | None = None, progress: Callable[[SimResult], None] | None = None,
+                   format: str = "msccl") -> SizeExport:
     """Select the best schedule per size range on ``topology`` and write one MSCCL file per range into
     ``outdir`` (``options``: :class:`~forestcoll.msccl.export.ExportOptions`, whose size range and name each
-    file replaces), self-checked unless ``check`` is False."""
+    file replaces), self-checked unless ``check`` is False.  ``format="mscclpp"`` writes MSCCL++ plans instead
+    (:func:`forestcoll.simulate.mscclpp.export_plans_by_size`: candidates that fit the executor, LL where it wins,
+    each plan cut for its sizes; ``options`` a :class:`forestcoll.mscclpp.export.ExportOptions`)."""
+    from forestcoll.fileio import ensure_directory
     from forestcoll.msccl.export import ExportError, ExportOptions, write_msccl
     from forestcoll.simulate.network import load_network
 
-    base = options or ExportOptions()
-    os.makedirs(outdir, exist_ok=True)
+    if format not in ("msccl", "mscclpp"):
+        raise UsageError(f"unknown format {format!r}; choose msccl or mscclpp")
+    ensure_directory(outdir)
     net = load_network(topology, extra, latency_us)
     topo = net.topology
     collective = collectives.canonical(collective)
     cands = candidate_schedules(topo, net, collective, root)
+    notes: list[str] = []
+    if format == "mscclpp":
+        from forestcoll.simulate.mscclpp import export_plans_by_size, fitting_candidates
+
+        cands, notes = fitting_candidates(cands, topo, options)
     sel = select_schedules(topo, net, collective, sizes, cands, workers=workers or default_workers(), fairness=fairness,
-                           progress=progress)
-    out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel)
+                           element_bytes=16 if format == "mscclpp" else 4, progress=progress)
+    out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel, notes=notes)
+    if format == "mscclpp":
+        out.ranges = export_plans_by_size(net, sel, outdir, collective, options, check, fairness)
+        return out
+    base = options or ExportOptions()
     for i, rng in enumerate(sel.ranges):
         opts = replace(base, min_bytes=rng.min_bytes, max_bytes=rng.max_bytes,
                        name=f"{rng.name}_{collective}_{i}".replace("-", "_"))

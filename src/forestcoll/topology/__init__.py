@@ -11,12 +11,13 @@ from forestcoll.topology.model import (
     Node,
     Topology,
     TopologyBuilder,
+    fingerprint,
     from_networkx,
     make_topology,
     to_networkx,
 )
 from forestcoll.topology.nccl_xml import import_nccl_xml
-from forestcoll.topology.spec import Imported, import_topology, load_topology, parse_spec
+from forestcoll.topology.spec import Imported, import_topology, load_topology, parse_spec, resolve_spec
 
 __all__ = [
     "BOX_FAMILIES",
@@ -35,10 +36,12 @@ __all__ = [
     "Topology",
     "TopologyBuilder",
     "build_builtin",
+    "fingerprint",
     "from_networkx",
     "load_topology",
     "make_topology",
     "parse_spec",
+    "resolve_spec",
     "read_topology_document",
     "to_networkx",
     "topology_from_dict",

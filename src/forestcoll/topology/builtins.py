@@ -12,11 +12,13 @@ figure: docs/catalog.md.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
 from forestcoll.errors import ForestCollError, TopologyError
+from forestcoll.limits import MAX_RANKS, check_count
 from forestcoll.rational import format_rational, parse_rational
 from forestcoll.topology.cluster import FABRICS, Box, Fabric, Port, build_cluster
 from forestcoll.topology.model import Topology, TopologyBuilder
@@ -83,7 +85,7 @@ def _count(lo: int) -> Callable[[str, str], int]:
             raise TopologyError(f"{what}: expected an integer, got {text!r}") from None
         if value < lo:
             raise TopologyError(f"{what}: must be >= {lo}, got {value}")
-        return value
+        return check_count(value, what, MAX_RANKS)
 
     return parse
 
@@ -103,6 +105,7 @@ def _dims(text: str, what: str) -> tuple[int, ...]:
         raise TopologyError(f"{what}: expected sizes like 4x4 or 2x2x2, got {text!r}") from None
     if not dims or any(d < 1 for d in dims):
         raise TopologyError(f"{what}: sizes must be >= 1, got {text!r}")
+    check_count(math.prod(dims), f"{what} (product of the sizes)", MAX_RANKS)
     return dims
 
 

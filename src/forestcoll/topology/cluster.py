@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from forestcoll.errors import TopologyError
+from forestcoll.limits import MAX_NODES, MAX_RANKS, check_count
 from forestcoll.topology.model import Link, Node, Topology, make_topology
 
 __all__ = ["FABRICS", "Box", "Fabric", "Port", "build_cluster"]
@@ -53,6 +54,7 @@ class Box:
     topology: Topology
     ports: tuple[Port, ...] = ()
     kind: str = "box"
+    warnings: tuple[str, ...] = field(default=(), compare=False)  # what an importer found implausible
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,8 @@ def build_cluster(
     """
     if not boxes:
         raise TopologyError("a cluster needs at least one box")
+    check_count(sum(box.topology.num_compute for box in boxes), "compute nodes of the cluster", MAX_RANKS)
+    check_count(sum(len(box.topology.nodes) for box in boxes), "nodes of the cluster", MAX_NODES)
     fabric = fabric or Fabric()
     nodes: list[Node] = []
     links: list[Link] = []

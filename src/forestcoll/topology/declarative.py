@@ -32,13 +32,14 @@ import fnmatch
 import json
 import os
 from collections.abc import Mapping
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import yaml
 
 from forestcoll.errors import ForestCollError, TopologyError
 from forestcoll.fileio import read_text
+from forestcoll.limits import MAX_RANKS
 from forestcoll.topology.cluster import FABRICS, Box, Fabric, Port, build_cluster
 from forestcoll.topology.model import COMPUTE, Link, Node, make_topology
 from forestcoll.units import parse_bandwidth, parse_latency
@@ -91,7 +92,12 @@ def _seq(loader: _Loader, node: yaml.SequenceNode) -> LocList:
 
 
 def _float(loader: _Loader, node: yaml.ScalarNode) -> Decimal:
-    return Decimal(node.value.replace("_", ""))  # exact: 20.6 stays 20.6
+    text = node.value.replace("_", "")
+    special = {".nan": "NaN", ".inf": "Infinity", "+.inf": "Infinity", "-.inf": "-Infinity"}
+    try:
+        return Decimal(special.get(text.lower(), text))  # exact: 20.6 stays 20.6; .nan is refused as not finite
+    except InvalidOperation:
+        return text  # type: ignore[return-value]  # the number parser refuses it by name
 
 
 _Loader.add_constructor("tag:yaml.org,2002:map", _map)
@@ -112,9 +118,13 @@ def parse_document(text: str, source: str) -> Any:
                 return json.loads(text, parse_float=Decimal)
             except json.JSONDecodeError as jexc:
                 raise TopologyError(f"{source}:{jexc.lineno}: invalid JSON: {jexc.msg}") from None
+            except ValueError:
+                raise TopologyError(f"{source}: a number has too many digits (see docs/limits.md)") from None
         raise TopologyError(f"{source}{line}: invalid YAML: {problem}") from None
     except yaml.YAMLError as exc:
         raise TopologyError(f"{source}: invalid YAML: {exc}") from None
+    except ValueError:  # an integer beyond Python's 4300-digit conversion limit
+        raise TopologyError(f"{source}: a number has too many digits (see docs/limits.md)") from None
     except RecursionError:
         raise TopologyError(f"{source}: nested too deeply") from None
 
@@ -165,6 +175,8 @@ class _Ctx:
             raise self.fail(parent, key, label, f"expected an integer, got {value!r}")
         if value < lo:
             raise self.fail(parent, key, label, f"must be >= {lo}, got {value}")
+        if value > MAX_RANKS:
+            raise self.fail(parent, key, label, f"{value} is above forestcoll's limit of {MAX_RANKS:,} (see docs/limits.md)")
         return value
 
     def bandwidth(self, parent: Mapping, key: str, where: str):
@@ -419,7 +431,12 @@ def _pairs(ctx: _Ctx, item: Mapping, key: str, where: str, names: list[str], a: 
             raise ctx.fail(item, key, where, f"no node matches {pattern!r}")
         return found
 
-    return [(x, y) for x in match(a) for y in match(b) if x != y]
+    if a == b and not any(c in a for c in "*?["):
+        raise ctx.fail(item, key, where, f"links {a!r} to itself; a link joins two different nodes")
+    pairs = [(x, y) for x in match(a) for y in match(b) if x != y]  # patterns: every pair of different nodes
+    if not pairs:
+        raise ctx.fail(item, key, where, f"{a!r} and {b!r} match only the same node; a link joins two different nodes")
+    return pairs
 
 
 def read_topology_document(path: str, overrides: Mapping[str, str] | None = None):
@@ -435,6 +452,8 @@ def read_topology_document(path: str, overrides: Mapping[str, str] | None = None
             data = json.loads(text, parse_float=Decimal)
         except json.JSONDecodeError as exc:
             raise TopologyError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+        except ValueError:  # an integer beyond Python's 4300-digit conversion limit
+            raise TopologyError(f"{path}: a number has too many digits (see docs/limits.md)") from None
         except RecursionError:
             raise TopologyError(f"{path}: nested too deeply") from None
         if is_declarative(data):

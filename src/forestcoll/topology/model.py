@@ -25,10 +25,11 @@ from fractions import Fraction
 from functools import cached_property
 
 from forestcoll.errors import ForestCollError, TopologyError
+from forestcoll.limits import MAX_NODES, MAX_RANKS, check_count
 from forestcoll.units import parse_bandwidth, parse_latency
 
 __all__ = [
-    "COMPUTE", "NODE_KINDS", "SWITCH", "Link", "Node", "Topology", "TopologyBuilder", "from_networkx",
+    "COMPUTE", "NODE_KINDS", "SWITCH", "Link", "Node", "Topology", "TopologyBuilder", "fingerprint", "from_networkx",
     "make_topology", "to_networkx",
 ]
 
@@ -238,6 +239,7 @@ def make_topology(
 
 
 def _check_nodes(nodes: tuple[Node, ...]) -> None:
+    check_count(len(nodes), "nodes of the topology", MAX_NODES)
     seen: set[str] = set()
     for i, node in enumerate(nodes):
         if not isinstance(node.name, str) or not node.name.strip():
@@ -249,7 +251,7 @@ def _check_nodes(nodes: tuple[Node, ...]) -> None:
         if node.name in seen:
             raise TopologyError(f"node {node.name!r} is defined twice")
         seen.add(node.name)
-    ncomp = sum(n.kind == COMPUTE for n in nodes)
+    ncomp = check_count(sum(n.kind == COMPUTE for n in nodes), "compute nodes of the topology", MAX_RANKS)
     if ncomp < 2:
         raise TopologyError(f"the topology has {ncomp} compute node(s); at least 2 are needed")
 
@@ -358,3 +360,18 @@ def from_networkx(graph, name: str | None = None) -> Topology:
         if not graph.is_directed():
             links.append(Link(str(b), str(a), bw, cls))
     return make_topology(nodes, links, name if name is not None else str(graph.graph.get("name", "")))
+
+
+def fingerprint(topo: Topology) -> str:
+    """``"sha256:<hex>"`` of the fabric a schedule depends on: the nodes (name, kind) and the exact bandwidth
+    from each node to each other (parallel links summed), in a canonical order; names of the topology, boxes,
+    link classes, latencies and declared symmetries do not count."""
+    import hashlib
+
+    bandwidth: dict[tuple[str, str], Fraction] = {}
+    for lk in topo.links:
+        bandwidth[(lk.src, lk.dst)] = bandwidth.get((lk.src, lk.dst), Fraction(0)) + lk.bandwidth
+    lines = ["forestcoll-fabric 1"]
+    lines += [f"node {n.name!r} {n.kind}" for n in sorted(topo.nodes, key=lambda n: n.name)]
+    lines += [f"link {a!r} {b!r} {bw.numerator}/{bw.denominator}" for (a, b), bw in sorted(bandwidth.items())]
+    return "sha256:" + hashlib.sha256("\n".join(lines).encode()).hexdigest()

@@ -254,15 +254,41 @@ def import_nccl_xml(path: str, text: str | None = None) -> Box:
         cpu = g
         while cpu is not None and cpu.tag != "cpu":
             cpu = cpu.parent
-        if cpu is None:
-            raise rd.fail(g, "a <gpu> must sit under a <cpu>")
+        if cpu is None or "_node" not in cpu.attrs:
+            raise rd.fail(g, "a <gpu> must sit under a <cpu> element of <system>")
         _gpu_links(rd, b, g, gpu_of_pci, cpu.attrs["_node"], has_nvswitch)
     b.name = source
     try:
         topo = b.build()
     except TopologyError as exc:
         raise XmlError(f"{source}: {exc}") from None
-    return Box(topo, tuple(ports), kind=source)
+    return Box(topo, tuple(ports), kind=source, warnings=tuple(plausibility(rd, gpus)))
+
+
+# NVLinks per GPU by generation (sm): V100 6, A100 12, H100 / H200 18, B200 18 (NVLink 5)
+NVLINKS_PER_GPU = ((100, 18), (90, 18), (80, 12), (70, 6))
+
+
+def plausibility(rd: _Reader, gpus: list[Elem]) -> list[str]:
+    """Warnings about a dump that parses but is unlikely to describe the machine: sm90+ GPUs without any
+    <nvlink> (a dump taken where NVLink was hidden), or more NVLinks per GPU than its generation has."""
+    out: list[str] = []
+    gpus = [g for g in gpus if "gcn" not in g.attrs and not any(c.tag == "xgmi" for c in g.children)]  # NVIDIA only
+    sms = sorted({int(g.attrs["sm"]) for g in gpus if g.attrs.get("sm", "").strip().isdigit()})
+    links = {g.attrs["_node"]: sum(int(c.attrs.get("count", "0")) for c in g.children
+                                   if c.tag == "nvlink" and c.attrs.get("count", "").strip().isdigit()) for g in gpus}
+    if sms and sms[-1] >= 90 and not any(links.values()):
+        out.append(f"{rd.source}: the dump lists no <nvlink> for its sm{sms[-1]} GPUs, so they import as PCIe-only; "
+                   "SXM boxes of this generation have NVLink: take the dump (NCCL_TOPO_DUMP_FILE) from a job that "
+                   "sees NVLink (nvidia-smi nvlink --status) and import it again")
+    for g in gpus:
+        sm = g.attrs.get("sm", "").strip()
+        most = next((n for lo, n in NVLINKS_PER_GPU if sm.isdigit() and int(sm) >= lo), None)
+        if most is not None and links[g.attrs["_node"]] > most:
+            out.append(f"{rd.source}:{g.line}: {g.attrs['_node']} lists {links[g.attrs['_node']]} NVLinks but an "
+                       f"sm{sm} GPU has {most}; the dump may count links twice (imported as written)")
+            break
+    return out
 
 
 def _walk(elem: Elem):

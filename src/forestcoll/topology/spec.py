@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from forestcoll.errors import TopologyError
 from forestcoll.topology.model import Topology
 
-__all__ = ["Imported", "import_topology", "load_topology", "parse_options", "parse_spec", "split_file_spec"]
+__all__ = ["Imported", "import_topology", "load_topology", "parse_options", "parse_spec", "resolve_spec", "split_file_spec"]
 
 FILE_SUFFIXES = (".json", ".yaml", ".yml", ".xml")
 
@@ -69,6 +69,21 @@ def _merge(spec: str, options: dict[str, str], extra: Mapping[str, str] | None) 
     return merged
 
 
+def resolve_spec(spec: str, extra: Mapping[str, str] | None = None) -> tuple[str, str | None]:
+    """(a spec that loads the same topology from any directory, the file's absolute path or None): a file's path
+    made absolute, and ``extra`` options (``--nodes``) merged into the spec's."""
+    text = os.fspath(spec)
+    found = split_file_spec(text)
+    if found is None:
+        name, options = parse_spec(text)
+        path = None
+    else:
+        name, options = found
+        name = path = os.path.abspath(name)
+    options = _merge(text, options, extra)
+    return name + (":" + ",".join(f"{k}={v}" for k, v in options.items()) if options else ""), path
+
+
 def load_topology(spec, extra: Mapping[str, str] | None = None) -> Topology:
     """A Topology from a Topology, a file (with options) or a built-in spec; ``extra`` adds options."""
     return import_topology(spec, extra).topology
@@ -80,6 +95,7 @@ class Imported:
 
     topology: Topology
     ports: tuple | None = None  # of forestcoll.topology.cluster.Port
+    warnings: tuple[str, ...] = ()  # implausible parts of an imported dump (the CLI prints them on stderr)
 
 
 def import_topology(spec, extra: Mapping[str, str] | None = None) -> Imported:
@@ -117,4 +133,5 @@ def _load_xml(path: str, options: dict[str, str]) -> Imported:
     box = import_nccl_xml(path)
     nodes = int(parsed.get("nodes", 1))
     label = os.path.basename(path) + ("" if not options else ":" + ",".join(f"{k}={v}" for k, v in options.items()))
-    return Imported(build_cluster([box] * nodes, fabric_from_options(parsed, Fabric("switch")), label), box.ports)
+    return Imported(build_cluster([box] * nodes, fabric_from_options(parsed, Fabric("switch")), label), box.ports,
+                    box.warnings)

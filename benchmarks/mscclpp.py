@@ -1,0 +1,151 @@
+"""Benchmark: MSCCL++ plans exported from tree schedules, their simulated rate against their trees, the interpreter.
+
+Table 1 (export): for dgx-a100 nodes=2 and mi250 nodes=2, allgather, reduce-scatter and allreduce, the optimal k
+and k = 1: the layout the exporter chose, thread blocks per GPU, operations per thread block (the executor allows
+64), memory / port channels per GPU, export time (in process, without and with the self-check), and the simulated
+algbw of one call at 1 GiB and at 16 MiB of the plan (exported for that size: pipeline slices are cut for it)
+against its own trees, both on the same network model.  An optimal k whose plan needs more thread blocks than a GPU
+runs at once (104) is refused; the row after it measures the schedule `generate --format mscclpp` exports then
+(`fitting_schedule`: the largest power of two below it whose plan fits, a thread block per tree edge if it can).  "trees (runtime routes)" runs the trees on the routes a GPU-to-GPU
+transfer takes inside a box (CUDA IPC): where it differs from "trees", the schedule uses paths the runtime does not
+take by itself (PCIe instead of NVLink, the network between two GPUs of one box).  "plan" simulates port channels
+as the executor sets them up (CUDA IPC inside a host), "plan (NIC ports)" with every port channel through the
+network, as the trees' paths say ("=": the plan has no port channel inside a box).
+
+Table 2 (interpreter): run time of every real plan in ../shared/data/mscclpp-plans and of exported plans, with the
+race detector (the default) and, as the baseline measured in the same run, without.
+
+    python benchmarks/mscclpp.py             # both tables
+    python benchmarks/mscclpp.py --quick     # skips the mi250 nodes=2 optimal-k rows (minutes of simulation each)
+    python benchmarks/mscclpp.py --markdown  # tables to paste into the README
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from rich.console import Console
+from tables import show
+
+from forestcoll.generate import generate
+from forestcoll.mscclpp.export import ExportError, export_mscclpp, fitting_schedule
+from forestcoll.mscclpp.interpreter import run_plan
+from forestcoll.mscclpp.plan import read_plan
+from forestcoll.schedule import Schedule
+from forestcoll.simulate import build_network, simulate
+from forestcoll.simulate.mscclpp import simulate_plan
+from forestcoll.topology import load_topology
+
+ROOT = Path(__file__).resolve().parents[1]
+REAL = ROOT.parent / "shared" / "data" / "mscclpp-plans"
+SIZES = (1 << 30, 16 << 20)
+
+
+def on_runtime_routes(sched: Schedule, net) -> Schedule:
+    """The schedule with every edge's path replaced by the model's route between its two GPUs."""
+    idx = {r: i for i, r in enumerate(net.ranks)}
+
+    def path(e):
+        links, _lat = net.route(idx[e.src], idx[e.dst])
+        return (net.names[net.ends[links[0]][0]], *(net.names[net.ends[x][1]] for x in links))
+
+    trees = tuple(replace(t, edges=tuple(replace(e, path=path(e)) for e in t.edges)) for t in sched.trees)
+    return replace(sched, trees=trees)
+
+
+def export_table(console: Console, markdown: bool, quick: bool) -> list:
+    columns = ("topology", "collective", "k", "layout", "tbs/GPU", "ops/tb", "channels/GPU (mem+port)", "export s",
+               "self-check s", "1 GiB: trees GB/s", "trees (runtime routes)", "plan", "plan/trees",
+               "plan (NIC ports)", "/trees", "16 MiB: trees", "plan", "plan/trees", "plan (NIC ports)", "/trees",
+               "sim s")
+    rows: list[list[str]] = []
+    exported = []
+    for spec in ("dgx-a100:nodes=2", "mi250:nodes=2"):
+        topo = load_topology(spec)
+        net = build_network(topo)
+        for coll in ("allgather", "reduce_scatter", "allreduce"):
+            for k in (None, 1):
+                sched = generate(topo, coll, k=k)
+                label = f"{sched.k}" + (" (opt)" if k is None else "")
+                try:
+                    export_mscclpp(sched, topo, check=False)
+                except ExportError as exc:
+                    # over the thread-block limit: say so, and measure the way out (generate --format mscclpp picks it)
+                    rows.append([spec, coll, label, "refused: " + str(exc).split(" (--max-threadblocks")[0]]
+                                + ["-"] * (len(columns) - 4))
+                    sched = fitting_schedule(topo, coll, sched)[0]
+                    label = f"{sched.k} (fallback)"
+                if quick and spec == "mi250:nodes=2" and k is None:
+                    rows.append([spec, coll, label] + ["skipped (--quick)"] + ["-"] * (len(columns) - 4))
+                    continue
+                t0 = time.perf_counter()
+                res = export_mscclpp(sched, topo, check=False)
+                t_export = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                res_checked = export_mscclpp(sched, topo)
+                t_check = time.perf_counter() - t0 - t_export
+                s = res.stats
+                cells = [spec, coll, label, res.layout, str(s.threadblocks_per_gpu), str(s.ops_per_threadblock),
+                         f"{s.memory_channels}+{s.port_channels}", f"{t_export:.2f}", f"{t_check:.1f}"]
+                t_sim = time.perf_counter()
+                rerouted = on_runtime_routes(sched, net)
+                for size in SIZES:
+                    plan = export_mscclpp(sched, topo, check=False, design_size=size).plan
+                    t = simulate(net, sched, size=size).algbw_gbps
+                    p = simulate_plan(net, plan, size).algbw_gbps
+                    nic = simulate_plan(net, plan, size, port_transport="nic").algbw_gbps if res.inbox_port_edges \
+                        else p
+                    if size == SIZES[0]:
+                        r = simulate(net, rerouted, size=size).algbw_gbps
+                        cells += [f"{t:.1f}", f"{r:.1f}"]
+                    else:
+                        cells += [f"{t:.1f}"]
+                    cells += [f"{p:.1f}", f"{p / t:.3f}", f"{nic:.1f}" if res.inbox_port_edges else "=",
+                              f"{nic / t:.3f}"]
+                cells.append(f"{time.perf_counter() - t_sim:.0f}")
+                rows.append(cells)
+                exported.append((f"{spec} {coll} k={sched.k}", res_checked.plan))
+                console.log(" ".join(cells)) if not markdown else None
+    show(console, "MSCCL++ export: layout, limits, simulated algbw against the trees", columns, rows, markdown, 4)
+    return exported
+
+
+def interpreter_table(console: Console, markdown: bool, exported: list) -> None:
+    columns = ("plan", "GPUs", "thread blocks", "size (bytes)", "calls", "ops executed", "race check s",
+               "without s", "verdict")
+    rows: list[list[str]] = []
+    plans = [(p.name, read_plan(p)) for p in sorted(REAL.glob("*.json"))] if REAL.is_dir() else []
+    nreal = len(plans)
+    plans += exported
+    for i, (name, plan) in enumerate(plans):
+        reps = 3 if i < nreal else 1
+        for launches in (1, 2):
+            best = min((run_plan(plan, source=name, launches=launches) for _ in range(reps)), key=lambda r: r.seconds)
+            fast = min((run_plan(plan, source=name, launches=launches, race_check=False) for _ in range(reps)),
+                       key=lambda r: r.seconds)
+            verdict = best.message.split(":")[0] if best.ok else best.message.split(":")[0] + " (" + (
+                best.races + best.errors + [s.format() for s in best.stuck])[0][:60] + "...)"
+            rows.append([name, str(plan.ngpus), str(best.threadblocks), str(best.size), str(launches),
+                         str(best.ops_executed), f"{best.seconds:.3f}", f"{fast.seconds:.3f}", verdict])
+    show(console, "MSCCL++ interpreter: run time (real plans best of 3) with and without race detection", columns, rows,
+         markdown, 1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--markdown", action="store_true", help="print markdown tables")
+    ap.add_argument("--quick", action="store_true", help="skip the slowest simulations (mi250 nodes=2 at the optimal k)")
+    args = ap.parse_args()
+    console = Console()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"load average {load:.2f} ({os.cpu_count()} cores)")
+    exported = export_table(console, args.markdown, args.quick)
+    interpreter_table(console, args.markdown, exported)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""The limits a user can hit, in one place (docs/limits.md lists them with their messages).
+
+Each limit keeps forestcoll inside what it can hold and compute exactly on one
+machine; inputs beyond one are refused with a one-line :class:`UsageError`
+naming the quantity, the value and the limit, before anything large is built.
+
+* Numbers (bandwidths, latencies, sizes written in files or on the command
+  line): at most :data:`MAX_DIGITS` significant digits in a numerator or a
+  denominator, magnitude between 10^-:data:`MAX_EXPONENT` and 10^:data:`MAX_EXPONENT`.
+* Topologies: at most :data:`MAX_RANKS` compute nodes, :data:`MAX_NODES` nodes
+  in all, and any one count (``nodes=``, ``count:``, ``n=``) at most :data:`MAX_RANKS`.
+* XML files: elements nested at most :data:`MAX_XML_DEPTH` deep.
+* MSCCL files run or simulated: at most :data:`MAX_MSCCL_CHUNKS` chunks in one
+  buffer or loop, :data:`MAX_MSCCL_CHANNELS` channels, :data:`MAX_MSCCL_GPUS`
+  gpus, and the interpreter allocates at most :data:`MAX_MSCCL_ELEMENTS` elements.
+"""
+
+from __future__ import annotations
+
+from forestcoll.errors import UsageError
+
+__all__ = [
+    "MAX_DIGITS", "MAX_EXPONENT", "MAX_ITERATIONS", "MAX_JOBS", "MAX_LATENCY_US", "MAX_MSCCL_CHANNELS", "MAX_MSCCL_CHUNKS", "MAX_MSCCL_ELEMENTS", "MAX_MSCCL_GPUS",
+    "MAX_NODES", "MAX_RANKS", "MAX_SEED", "MAX_SIM_BANDWIDTH_RATIO", "MAX_SIZE", "MAX_SIZES", "MAX_XML_ATTRIBUTE", "MAX_XML_DEPTH", "check_count",
+]
+
+MAX_DIGITS = 40  # significant digits of a numerator or denominator
+MAX_EXPONENT = 30  # numbers lie within 1e-30 .. 1e30 in magnitude (or are 0)
+MAX_RANKS = 16_384  # compute nodes (GPUs) of one topology: 4x the largest fabrics we target
+MAX_NODES = 262_144  # nodes of one topology (GPUs, NICs, switches), and any single count option
+MAX_MSCCL_CHUNKS = 1 << 20  # nchunksperloop and i_chunks / o_chunks / s_chunks of a file we run
+MAX_MSCCL_CHANNELS = 1 << 10  # nchannels of a file we run (runtimes allow 32 to 128)
+MAX_MSCCL_GPUS = 4_096  # gpus of a file we run
+MAX_MSCCL_ELEMENTS = 1 << 27  # elements the interpreter allocates over every buffer of every gpu (~1 GiB float64)
+MAX_SEED = 2**32 - 1  # --seed of msccl run: 0 .. 2^32-1
+MAX_SIM_BANDWIDTH_RATIO = 10**6  # largest / smallest link bandwidth the (floating-point) simulator takes
+MAX_LATENCY_US = 10**6  # one link's latency: at most one second
+MAX_SIZE = 2**50  # bytes of one call (--size, --sizes): 1 PiB
+MAX_SIZES = 64  # sizes of one sweep (--sizes)
+MAX_JOBS = 256  # worker processes of compare / generate --sizes
+MAX_ITERATIONS = 1024  # pipeline iterations of msccl run
+MAX_XML_ATTRIBUTE = 4_096  # characters in one XML attribute value
+MAX_XML_DEPTH = 100  # nesting of elements in an XML file (NCCL topology dumps nest about 10 deep)
+
+
+def check_count(value: int, what: str, limit: int = MAX_NODES, lo: int = 0) -> int:
+    """``value`` when ``lo <= value <= limit``; else a one-line UsageError that states the limit."""
+    if value < lo:
+        raise UsageError(f"{what} must be >= {lo}, got {value}")
+    if value > limit:
+        raise UsageError(f"{what}: {value:,} is above forestcoll's limit of {limit:,} (see docs/limits.md)")
+    return value

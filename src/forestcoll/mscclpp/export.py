@@ -1,0 +1,414 @@
+"""Lower a tree schedule to an MSCCL++ execution plan: schedule -> actions (:mod:`.lower`) -> thread blocks and
+operations (:mod:`.emit`; LL: :mod:`.export_ll`) -> :class:`Plan`, checked by lint and the interpreter.
+
+Chunks.  Every root's shard is ``k`` chunks; root r's chunk j is plan chunk
+``r*k + j`` of a buffer that holds every shard (allgather output, reduce-scatter
+input, allreduce) and chunk ``j`` of one that holds only the rank's own
+(allgather input, reduce-scatter output); broadcast and reduce use chunks
+``0..k-1`` of the whole buffer.  :func:`forestcoll.pieces.cut_pieces` cuts each
+root's chunks into pieces that lie in one tree of every phase.
+
+Pipelines.  At ``design_size`` every piece moves in slices as the trees
+simulator cuts them (about ``slice_bytes``, at least ``min_slices`` while slices
+stay >= 64 KiB, at most ``max_slices``), never more than 65,535 iterations at
+the largest size (the kernel's 16-bit count).
+
+Limits.  The layout (blocks per tree edge, per source GPUs, per tree level) is
+the finest whose thread blocks per GPU stay within ``max_threadblocks`` (every
+block of the executor's kernel must be resident, since blocks wait on each
+other); a schedule that fits no layout, or needs more than 64 operations or 16
+channels in a block, is refused with one line naming the limit and the way out.
+
+The LL protocol (packets; for small sizes) uses the same trees without
+signals: puts are ``ppkt`` / ``rppkt`` into scratch slots, partial sums travel
+as packets, arrivals are unpacked; the packets' flags order everything.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from forestcoll import collectives
+from forestcoll.errors import ScheduleError, UsageError
+from forestcoll.mscclpp.emit import ALIGN, Emitter, group
+from forestcoll.mscclpp.lower import Act, Lowering, Ref
+from forestcoll.mscclpp.plan import Plan, PlanStats, plan_stats
+from forestcoll.mscclpp.semantics import MAX_CHANNEL, MAX_OPERATION, U32
+from forestcoll.schedule import Schedule, schedule_topology
+from forestcoll.topology import Topology
+
+__all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "chunk_bytes", "export_mscclpp", "self_check",
+           "fitting_schedule", "write_generated_plan", "write_mscclpp"]
+
+DEFAULT_MAX_MESSAGE = U32 - 1  # the executor's offsets are 32-bit
+DEFAULT_LL_MAX_MESSAGE = 1 << 20
+LAYOUTS = ("auto", "edge", "source", "level")
+_BUG = "the exported plan fails its self-check (a forestcoll bug; please report it with the schedule)"
+
+
+class ExportError(ScheduleError):
+    """The schedule cannot become a plan within the executor's limits (the message says which and what to do)."""
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """Knobs of :func:`export_mscclpp`."""
+
+    protocol: str = "Simple"  # or "LL" (packets, for small messages)
+    inplace: bool = True  # the plan serves in-place calls (False: out-of-place)
+    min_message_size: int = 0
+    max_message_size: int | None = None  # default: 4 GiB - 1 (Simple), 1 MiB (LL)
+    design_size: int | None = None  # message size the pipelines are cut for (default: min(max_message_size, 1 GiB))
+    slice_bytes: int = 1 << 20  # at design_size a piece moves in slices of about this size ...
+    max_slices: int = 16  # ... at most this many ...
+    min_slices: int = 8  # ... and at least this many while slices stay >= 64 KiB (pieces.slices_for)
+    unit_bytes: int | None = None  # bytes of every chunk moved per iteration (overrides the above)
+    name: str | None = None
+    check: bool = True  # lint + interpret before returning (self_check)
+    check_launches: int = 2  # back-to-back calls interpreted by the self-check
+    # thread blocks: "edge" one per tree edge and piece; "source" one per (level, peer, piece size, GPUs the data
+    # comes from); "level" one per (level, peer, piece size); "auto": the finest that keeps within max_threadblocks
+    layout: str = "auto"
+    lanes: int | None = None  # every piece cut in this many, each moved on its own (default 1; LL: 4, which pipelines)
+    max_threadblocks: int = 104  # blocks a GPU runs at once (MI250 GCD: 104 CUs; A100: 108 SMs; H100: 132)
+
+    def resolved_max(self) -> int:
+        if self.max_message_size is not None:
+            return self.max_message_size
+        return DEFAULT_LL_MAX_MESSAGE if self.protocol == "LL" else DEFAULT_MAX_MESSAGE
+
+    def validate(self) -> None:
+        if self.protocol not in ("Simple", "LL"):
+            raise UsageError(f"unknown protocol {self.protocol!r}; choose Simple or LL")
+        hi = self.resolved_max()
+        if self.min_message_size < 0 or hi < self.min_message_size:
+            raise UsageError(f"bad size range {self.min_message_size}..{hi}")
+        if hi >= U32:
+            raise UsageError(f"max_message_size {hi}: the executor's offsets are 32-bit; stay below 4 GiB")
+        if self.max_slices < 1 or self.slice_bytes < 1:
+            raise UsageError("max_slices and slice_bytes must be >= 1")
+        if self.unit_bytes is not None and (self.unit_bytes < ALIGN or self.unit_bytes % ALIGN):
+            raise UsageError(f"unit_bytes must be a positive multiple of {ALIGN}, got {self.unit_bytes}")
+        if self.check_launches < 1:
+            raise UsageError("check_launches must be >= 1")
+        if self.lanes is not None and self.lanes < 1:
+            raise UsageError(f"lanes must be >= 1, got {self.lanes}")
+        if self.layout not in LAYOUTS:
+            raise UsageError(f"unknown layout {self.layout!r}; choose {', '.join(LAYOUTS)}")
+
+
+@dataclass
+class ExportResult:
+    """The plan, the figures a user checks against the executor's limits, and the self-check's verdicts."""
+
+    plan: Plan
+    stats: PlanStats
+    chunks_per_root: int
+    units: dict[int, int]  # pipeline unit (bytes per iteration) of the blocks moving pieces of each chunk count
+    seconds: float
+    layout: str = ""
+    checks: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    output: str | None = None  # the file written (write_mscclpp)
+    inbox_port_edges: int = 0  # tree edges between GPUs of one box whose path leaves the box: port channels
+
+    @property
+    def ok(self) -> bool:
+        return True  # an export that fails raises ExportError
+
+    @property
+    def message(self) -> str:
+        s = self.stats
+        checked = "; self-checked: lint clean, interpreter OK" if self.checks else "; not self-checked"
+        return (f"{self.plan.name}: {self.plan.collective} on {s.gpus} GPUs, {self.plan.protocol}, "
+                f"{'in-place' if self.plan.inplace else 'out-of-place'}; {s.threadblocks_per_gpu} thread blocks/GPU, "
+                f"<= {s.ops_per_threadblock} ops/thread block, {s.memory_channels} memory + {s.port_channels} port "
+                f"channels/GPU{checked}")
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.stats
+        return {"ok": self.ok, "message": self.message, "name": self.plan.name, "collective": self.plan.collective,
+                "protocol": self.plan.protocol, "inplace": self.plan.inplace, "gpus": s.gpus,
+                "threadblocks_per_gpu": s.threadblocks_per_gpu, "ops_per_threadblock": s.ops_per_threadblock,
+                "memory_channels": s.memory_channels, "port_channels": s.port_channels,
+                "scratch_chunks": s.scratch_chunks, "chunks_per_root": self.chunks_per_root,
+                "layout": self.layout, "pipeline_units": {str(c): u for c, u in sorted(self.units.items())},
+                "min_message_size": self.plan.setting("min_message_size"),
+                "max_message_size": self.plan.setting("max_message_size"), "seconds": round(self.seconds, 4),
+                "inbox_port_edges": self.inbox_port_edges, "checks": self.checks, "notes": self.notes,
+                "output": self.output}
+
+
+# ----- the export ---------------------------------------------------------------------------------------
+
+
+def chunk_bytes(collective: str, size: int, n: int, k: int) -> float:
+    """Bytes of one plan chunk in a call of ``size`` bytes (the executor's size: allgather's output, others' input)."""
+    return size / collectives.get(collective).chunks_per_loop(n, k)
+
+
+def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, options: ExportOptions | None = None,
+                   **kwargs: Any) -> ExportResult:
+    """The MSCCL++ execution plan of ``sched`` on ``topology`` (default: the one the schedule names), see the
+    module docstring; raises :class:`ExportError` with a one-line message when it cannot fit the executor's
+    limits.  With ``check`` (default) the plan is linted and interpreted (its declared mode, ``check_launches``
+    calls back to back, race detection) first."""
+    t0 = time.perf_counter()
+    opts = options or ExportOptions(**kwargs)
+    opts.validate()
+    coll = collectives.get(sched.collective)
+    if coll.mscclpp is None:
+        raise ExportError(f"{coll.name} has no MSCCL++ execution plan form; export it as MSCCL XML (--format msccl)")
+    n = len(sched.ranks)
+    if n < 2:
+        raise ExportError("a plan needs at least 2 ranks")
+    topo = topology if isinstance(topology, Topology) else schedule_topology(sched, topology)
+    lanes = opts.lanes or (4 if opts.protocol == "LL" else 1)
+    low = Lowering(sched, topo, outofplace=not opts.inplace, lanes=lanes)
+    hi = opts.resolved_max()
+    design = opts.design_size or min(hi, 1 << 30)
+    k = low.k
+    units = _units(sched.collective, n, k, sorted({pc.cnt for pc in low.pieces}), design, hi, opts)
+    name = opts.name or f"forestcoll_{coll.mscclpp}_n{n}_k{sched.k}" + ("_ll" if opts.protocol == "LL" else "")
+    name = re.sub(r"[^A-Za-z0-9_.:-]", "_", name)[:200]
+    if opts.protocol == "LL":
+        from forestcoll.mscclpp.export_ll import lower_ll
+
+        if coll.rooted:
+            raise ExportError(f"LL plans are made for allgather, reducescatter and allreduce; in a {coll.name} a GPU "
+                              "that waits for no one can run two calls ahead and overwrite packets a peer has not read "
+                              "yet (the interpreter shows it with 3 back-to-back calls): use protocol Simple")
+        plan = lower_ll(low, name, opts.inplace, opts.min_message_size, hi)
+        units = {}
+        layout = "ll"
+    else:
+        tried = []
+        for layout in (("edge", "source", "level") if opts.layout == "auto" else (opts.layout,)):
+            low = Lowering(sched, topo, outofplace=not opts.inplace, lanes=lanes)
+            acts = low.build()
+            for a in acts:
+                if a.reduce_srcs:
+                    a.input_ref = _input_ref(low, a)
+                if layout == "edge" and a.key[2] != "sink":
+                    a.key = (*a.key[:4], a.order)
+                elif layout == "source" and a.key[2] != "sink":
+                    a.key = (*a.key[:4], tuple(sorted({p.gpu for p, _k in a.producers})))
+            plan = _layout_and_emit(low, acts, units, name, opts, hi)
+            tbs = max(len(g.threadblocks) for g in plan.gpus)
+            tried.append((tbs, layout))
+            if tbs <= opts.max_threadblocks:
+                break
+        else:
+            tbs, layout = min(reversed(tried), key=lambda x: x[0])  # the coarsest of the fewest
+            raise ExportError(
+                f"{coll.name} k={sched.k} needs {tbs} thread blocks per GPU even at the '{layout}' layout, more than the "
+                f"{opts.max_threadblocks} a GPU runs at once (--max-threadblocks: its SMs or CUs; every block of the "
+                "executor's kernel must be resident, as they wait on each other): "
+                + ("generate with a smaller k (fewer trees; a power of two such as --k 4 also lets the executor take "
+                   "power-of-two sizes)" if sched.k > 1 else
+                   "no smaller k exists; raise --max-threadblocks only if the GPU runs that many blocks at once"))
+    stats = plan_stats(plan)
+    result = ExportResult(plan, stats, k, units, 0.0, layout=layout,
+                          inbox_port_edges=sum(1 for edges in low.ports.values() for u, v in edges
+                                               if low.boxes[u] == low.boxes[v]))
+    if result.inbox_port_edges:
+        result.notes.append(f"{result.inbox_port_edges} tree edge(s) join two GPUs of one box through the network: "
+                            "they take port channels, which the executor (1f5f065) carries over CUDA IPC inside a "
+                            "host, not the NIC (docs/mscclpp.md)")
+    step = coll.chunks_per_loop(n, k)
+    if step & (step - 1):
+        result.notes.append(f"the executor takes calls whose size is a multiple of {step * ALIGN} bytes ({step} chunks "
+                            f"of whole {ALIGN}-byte units); power-of-two sizes are not: a power-of-two k avoids this")
+    ranks = set(sched.ranks)
+    if all(node.box is None for node in topo.nodes if node.name in ranks):
+        result.notes.append("the topology records no boxes: every GPU is taken to share one host (memory channels "
+                            "only); give its nodes a box if it spans hosts")
+    if opts.check:
+        # packets are double-buffered: a GPU two calls ahead reuses a slot, so LL plans are checked over 3 calls
+        result.checks = self_check(plan, launches=max(opts.check_launches, 3 if plan.packet else 1))
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def write_mscclpp(sched: Schedule, path: str, topology: Topology | str | None = None,
+                  options: ExportOptions | None = None, **kwargs: Any) -> ExportResult:
+    """:func:`export_mscclpp` (self-checked unless ``check=False``) and write the plan to ``path`` whole (temporary
+    file, then rename): what ``forestcoll export --format mscclpp`` does."""
+    from forestcoll.fileio import atomic_write_text
+    from forestcoll.mscclpp.plan import write_plan
+
+    result = export_mscclpp(sched, topology, options, **kwargs)
+    atomic_write_text(path, write_plan(result.plan))
+    result.output = str(path)
+    return result
+
+
+def fitting_schedule(topology: Topology, collective: str, sched: Schedule, options: ExportOptions | None = None,
+                     **generate_kwargs: Any) -> tuple[Schedule, str] | None:
+    """The schedule to export when ``sched``'s plan needs more thread blocks than ``options.max_threadblocks``: the
+    largest power of two k below its k whose plan fits with one thread block per tree edge (the finest layout:
+    coarser blocks couple trees that reach them at different times, which costs 10-20% on deep trees), or failing
+    that with any layout; with a phrase saying which.  None when no power of two fits."""
+    from dataclasses import replace
+
+    from forestcoll.generate import generate
+
+    base = options or ExportOptions()
+    cache: dict[int, Schedule] = {}
+
+    def fits(kk: int, layout: str) -> bool:
+        if kk not in cache:
+            cache[kk] = generate(topology, collective, k=kk, **generate_kwargs)
+        try:
+            export_mscclpp(cache[kk], topology, replace(base, layout=layout, check=False))
+        except ExportError as exc:
+            if "thread blocks per GPU" in str(exc):
+                return False
+            raise
+        return True
+
+    smaller = sorted((2**i for i in range(20) if 2**i < sched.k), reverse=True)
+    chosen = next((kk for kk in smaller if fits(kk, "edge")), None)
+    if chosen is not None:
+        return cache[chosen], "whose plan fits with a thread block per tree edge"
+    chosen = next((kk for kk in smaller if fits(kk, "auto")), None)
+    return (cache[chosen], "whose plan fits") if chosen is not None else None
+
+
+def write_generated_plan(topology: Topology, collective: str, path: str, *, k: int | None = None,
+                         root: str | None = None, symmetry: bool = True, max_k: int | None = None,
+                         options: ExportOptions | None = None) -> tuple[Schedule, ExportResult]:
+    """Generate the schedule and write its plan (what ``forestcoll generate --format mscclpp`` does).  Without ``k``
+    the optimal schedule is used when its plan fits the executor's thread blocks, else :func:`fitting_schedule`'s,
+    with a note saying so.  A given ``k`` is used as it is (or refused)."""
+    from forestcoll.generate import generate
+
+    kwargs: dict[str, Any] = {"root": root, "symmetry": symmetry}
+    if max_k is not None:
+        kwargs["max_k"] = max_k
+    sched = generate(topology, collective, k=k, **kwargs)
+    try:
+        return sched, write_mscclpp(sched, path, topology, options)
+    except ExportError as exc:
+        if k is not None or "thread blocks per GPU" not in str(exc):
+            raise
+        first = exc
+    found = fitting_schedule(topology, collective, sched, options, **kwargs)
+    if found is None:
+        raise first
+    fallback, how = found
+    result = write_mscclpp(fallback, path, topology, options)
+    result.notes.insert(0, f"the optimal k={sched.k} does not fit: " + str(first).split(" (--max-threadblocks")[0]
+                        + f"; exported k={fallback.k}, the largest power of two below it {how}; its trees reach "
+                        + f"{float(fallback.algbw / sched.bound_algbw):.1%} of the bound")
+    return fallback, result
+
+
+def _input_ref(low: Lowering, a: Act) -> Ref:
+    """The reducing node's own contribution: its input at the piece."""
+    coll = low.coll
+    p = a.partial
+    if coll == "allreduce":
+        return Ref("i", p.index, a.cnt)
+    # reduce-scatter / reduce: the piece's full-buffer index (order key holds root and start)
+    _order, root, start = a.order
+    return Ref("i", root * low.k + start if low.per_root else start, a.cnt)
+
+
+def _units(coll: str, n: int, k: int, cnts: list[int], design: int, hi: int, opts: ExportOptions) -> dict[int, int]:
+    """Pipeline unit of each piece size: slices of about ``slice_bytes`` at the design size (as the simulator cuts
+    the trees), never more than 65,535 iterations at the largest size (the kernel's 16-bit count)."""
+    from forestcoll.pieces import slices_for
+
+    chunk = chunk_bytes(coll, design, n, k)
+    chunk_max = chunk_bytes(coll, hi, n, k)
+    units = {}
+    for c in cnts:
+        if opts.unit_bytes is not None:
+            unit = c * opts.unit_bytes
+        else:
+            piece = c * chunk
+            unit = math.ceil(piece / slices_for(piece, opts.slice_bytes, opts.max_slices, opts.min_slices) / ALIGN) * ALIGN
+        units[c] = max(ALIGN, unit, math.ceil(c * chunk_max / 65535 / ALIGN) * ALIGN)
+    return units
+
+
+def _layout_and_emit(low: Lowering, acts: list[Act], units: dict[int, int], name: str, opts: ExportOptions,
+                     hi: int) -> Plan:
+    budget, partners = 40, 6
+    for _attempt in range(8):
+        per_gpu = group(acts, low.n, budget, partners)
+        em = Emitter(per_gpu, units)
+        plan = em.emit(low.entry, name, opts.inplace, low.k, low.scratch, opts.min_message_size, hi)
+        worst = _worst(plan)
+        if worst is None:
+            return plan
+        what, g, t = worst
+        if budget <= 1 and partners <= 1:
+            break
+        budget, partners = max(1, budget // 2), max(1, partners // 2)
+    raise ExportError(f"the schedule does not fit the executor: gpu {g} thread block {t} needs {what}: use a smaller k "
+                      "(fewer pieces per tree level) or a schedule with fewer trees per GPU pair")
+
+
+def _worst(plan: Plan) -> tuple[str, int, int] | None:
+    from forestcoll.mscclpp.plan import executor_ops
+    from forestcoll.mscclpp.semantics import wire
+
+    w = wire(plan)
+    for g, gp in enumerate(plan.gpus):
+        for t, tb in enumerate(gp.threadblocks):
+            nops = executor_ops(tb)
+            if nops > MAX_OPERATION:
+                return f"{nops} operations (the executor allows {MAX_OPERATION})", g, t
+            for ctype, ids in w.tb_channels[(g, t)].items():
+                if len(ids) > MAX_CHANNEL:
+                    return f"{len(ids)} {ctype} channels (at most {MAX_CHANNEL})", g, t
+            for ctype, ids in w.tb_remote[(g, t)].items():
+                if len(ids) > MAX_CHANNEL:
+                    return f"{len(ids)} remote buffers through {ctype} channels (at most {MAX_CHANNEL})", g, t
+    return None
+
+
+def self_check(plan: Plan, launches: int = 2) -> list[str]:
+    """Lint the plan and run it in the interpreter (its declared mode, ``launches`` calls back to back, race
+    detection) at a small size with one pipeline iteration and, with a smaller unit, with several (the last one
+    partial); returns a line per run and raises :class:`ExportError` on any problem (a bug in the exporter)."""
+    from dataclasses import replace
+
+    from forestcoll.mscclpp.interpreter import run_plan
+    from forestcoll.mscclpp.lint import lint_plan
+    from forestcoll.mscclpp.plan import parse_plan, write_plan
+
+    text = write_plan(plan)
+    parsed = parse_plan(text, plan.name)
+    report = lint_plan(parsed, plan.name)
+    if report.errors:
+        raise ExportError(f"{_BUG}: it fails lint: {report.errors[0].format(plan.name)}")
+    lines = []
+    n = len(parsed.gpus)
+    g0 = parsed.gpus[0]
+    nchunks = g0.output_chunks if parsed.collective == "allgather" else g0.input_chunks
+    variants = [("one iteration", parsed, 2 * ALIGN)]
+    if any(op.name == "pipeline" for g in parsed.gpus for tb in g.threadblocks for op in tb.ops):
+        # chunks of 3 units moved 2 units per iteration: two iterations, the last one partial
+        small = replace(parsed, gpus=tuple(replace(g, threadblocks=tuple(
+            replace(tb, ops=tuple(replace(op, iter_context=(op.iter_context[1] * 2 * ALIGN, op.iter_context[1]))
+                                  if op.name == "pipeline" else op for op in tb.ops)) for tb in g.threadblocks))
+            for g in parsed.gpus))
+        variants.append(("two iterations", small, 3 * ALIGN))
+    del n
+    for label, p, chunk in variants:
+        size = chunk * nchunks
+        run = run_plan(p, source=plan.name, size=size, launches=launches)
+        if not run.ok:
+            problem = run.stuck[0].format() if run.stuck else (run.errors + run.races)[0]
+            raise ExportError(f"{_BUG}: it fails in the interpreter ({label}, {size} bytes): {problem}")
+        if run.relaxed:
+            raise ExportError(f"{_BUG}: it relies on relaxed ordering ({label}): {run.relaxed[0]}")
+        lines.append(f"{label}: {run.message} ({run.ops_executed} operations, {run.seconds:.2f} s)")
+    return lines

@@ -1,0 +1,651 @@
+"""MSCCL++ execution plans as simulator programs: thread blocks run their operations in order.
+
+Every thread block is sequential: an operation starts when the previous one of
+its block is done (a pipeline repeats its inner operations once per iteration,
+each moving its share of the iteration's bytes).  What an operation costs:
+
+* memory-channel ``put`` (and the remote writes of ``res`` / ``rres``, packet
+  puts): the block's threads push each destination in turn over the route
+  between the two GPUs; the block goes on when the last byte has left;
+* port-channel ``put``: handed to the proxy; transfers of one channel go one
+  after the other, the block goes on at once (``pwsf`` / ``flush`` wait for them);
+* ``get``, ``rre`` / ``rres`` (remote reads): transfers from each peer at once;
+  the block waits for the data;
+* ``signal``: a latency-only message; a memory-channel signal leaves after the
+  block's earlier puts have landed (release order), a port-channel signal after
+  the channel's earlier puts; ``wait`` completes when its signal (the k-th wait
+  on a channel meets the k-th signal) has arrived; semaphores and barriers order
+  blocks of one GPU the same way;
+* packet reads (``upkt``, ``rppkt``, ``respkt``, ...) wait for the packets they
+  read to have landed; local copies and reductions take no time (the model
+  charges links only).
+
+Rank i of the plan is the topology's i-th compute node.  Routes follow the
+channel's transport as the executor picks it (1f5f065, ``executor.cc``): a
+memory channel is CUDA IPC (:meth:`Network.route`, which stays inside the box),
+a port channel between boxes (IPC domains) goes through the NICs, and a port
+channel inside a box is CUDA IPC too, unless ``port_transport="nic"``: then
+every port channel takes the shortest route that leaves the box (what an
+executor with one IPC domain per GPU would do; docs/mscclpp.md).  A call of
+``size`` bytes is the executor's size (the output for allgather, the input
+otherwise: the nccl-tests size).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from forestcoll import collectives
+from forestcoll.errors import UsageError
+from forestcoll.mscclpp.plan import BufRef, Op, Plan, PlanError
+from forestcoll.mscclpp.semantics import PIPELINED, buffer_sizes, check_message_size, wire
+from forestcoll.schedule import Schedule
+from forestcoll.simulate.core import SimResult, simulate_program
+from forestcoll.simulate.engine import ProgramBuilder
+from forestcoll.simulate.network import Network
+
+PORT_TRANSPORTS = ("executor", "nic")
+
+
+def mscclpp_collective(plan: Plan, source: str = "plan") -> tuple[str, Fraction]:
+    """The collective a plan runs (forestcoll's name) and its nccl-tests bus factor; UsageError when unknown."""
+    n = len(plan.gpus)
+    coll = collectives.from_mscclpp(plan.collective)
+    if coll is not None:
+        return coll.name, coll.bus_factor(n)
+    if plan.collective == "alltoall":  # not in forestcoll's vocabulary yet; nccl-tests counts (N-1)/N of it
+        return "alltoall", Fraction(n - 1, n)
+    raise UsageError(f"{source}: no simulator model for collective {plan.collective!r}")
+
+
+class _Block:
+    __slots__ = ("gpu", "pos", "prog", "pc", "frames", "prev", "pending", "done", "seq")
+
+    def __init__(self, gpu: int, pos: int, prog: list) -> None:
+        self.gpu, self.pos, self.prog = gpu, pos, prog
+        self.pc = 0
+        self.frames: list[list] = []
+        self.prev: int | None = None
+        self.pending: list[int] = []  # memory-channel writes a release (signal) must wait for
+        self.done = False
+        self.seq = 0
+
+
+class _Builder:
+    def __init__(self, plan: Plan, net: Network, size: float, source: str, port_transport: str = "executor") -> None:
+        self.plan, self.net, self.source = plan, net, source
+        if port_transport not in PORT_TRANSPORTS:
+            raise UsageError(f"unknown port transport {port_transport!r}; choose {' or '.join(PORT_TRANSPORTS)}")
+        self.port_nic = port_transport == "nic"
+        n = len(plan.gpus)
+        if n != len(net.ranks):
+            raise UsageError(f"{source} is for {n} GPUs but the topology has {len(net.ranks)} compute nodes")
+        self.w = wire(plan)
+        ins, outs = buffer_sizes(plan, int(size))
+        g0 = plan.gpus[0]
+        if plan.collective == "allgather":
+            ins, outs = size / n, size
+        elif plan.collective == "reducescatter":
+            ins, outs = size, size / n
+        else:
+            ins = outs = size
+        self.chunk = ins / g0.input_chunks if g0.input_chunks else outs / max(g0.output_chunks, 1)
+        self.prog = ProgramBuilder()
+        self.blocks: list[_Block] = []
+        for g, gp in enumerate(plan.gpus):
+            for t, tb in enumerate(gp.threadblocks):
+                self.blocks.append(_Block(g, t, self._compile(tb.ops)))
+        self.tokens: dict[tuple[int, str, int], list[int]] = defaultdict(list)
+        self.consumed: dict[tuple[int, str, int], int] = defaultdict(int)
+        self.port_last: dict[tuple[int, int], int] = {}
+        self.sem_rel: dict[tuple[int, int], list[int]] = defaultdict(list)
+        self.sem_acq: dict[tuple[int, int], int] = defaultdict(int)
+        self.sem_init = {(g, s): v for g, gp in enumerate(plan.gpus) for s, v in enumerate(gp.semaphores or ())}
+        self.barrier: dict[tuple[int, int], list[int]] = defaultdict(list)
+        self.packets: dict[int, list[tuple[float, float, int]]] = defaultdict(list)  # gpu -> (lo, hi, transfer)
+        self.routes: dict[tuple[int, int, bool], tuple[tuple[int, ...], float]] = {}
+        self.transfers = 0
+
+    # -- programs -------------------------------------------------------------------------------------
+
+    def _compile(self, ops: tuple[Op, ...]) -> list:
+        out: list = []
+        for op in ops:
+            if op.name == "pipeline":
+                unit, nchunks = op.iter_context or (0, 0)
+                iters = math.ceil(nchunks * self.chunk / unit) if unit else 0
+                inner = op.ops or ()
+                out.append(("pipe", iters, unit, len(inner)))
+                out.extend(("op", x, True) for x in inner)
+                out.append(("end",))
+            else:
+                out.append(("op", op, False))
+        return out
+
+    def route(self, a: int, b: int, ctype: str | None = None) -> tuple[tuple[int, ...], float]:
+        """Links and latency between ranks a and b for a transfer on a ``ctype`` channel (see the module docstring)."""
+        nic = ctype == "port" and self.port_nic
+        key = (a, b, nic)
+        if key not in self.routes:
+            self.routes[key] = _leaving_route(self.net, a, b) if nic else self.net.route(a, b)
+        return self.routes[key]
+
+    def send(self, a: int, b: int, nbytes: float, sent: list, delivered: list, stream: Any,
+             ctype: str | None = None) -> int:
+        links, lat = self.route(a, b, ctype)
+        self.transfers += 1
+        return self.prog.transfer(links, max(nbytes, 0.0), lat, after_sent=sent, after_delivered=delivered, stream=stream)
+
+    def marker(self, sent: list = (), delivered: list = ()) -> int:
+        """An event after the given ones (the one event itself when there is a single delivered one)."""
+        delivered = list(dict.fromkeys(delivered))
+        if not sent and len(delivered) == 1:
+            return delivered[0]
+        return self.prog.marker(after_sent=list(sent), after_delivered=delivered)
+
+    # -- references -----------------------------------------------------------------------------------
+
+    def nbytes(self, ref: BufRef, op: Op, off: float | None, unit: float | None) -> float:
+        b = ref.size * self.chunk
+        if op.tbg is not None and op.tbg[1] > 0:
+            b /= op.tbg[1]
+        if off is None or op.name not in PIPELINED:
+            return b
+        return max(0.0, min(b - off, unit))
+
+    def remote_gpu(self, b: _Block, ref: BufRef, ctype: str | None) -> int:
+        ids = self.w.tb_remote[(b.gpu, b.pos)].get(ctype or "", [])
+        if ref.buffer_id is None or ref.buffer_id >= len(ids):
+            raise PlanError(f"{self.source}: gpu {b.gpu} tb {b.pos}: remote buffer {ref.buffer_id} is not in its list")
+        return self.plan.gpus[b.gpu].remote_buffers[ids[ref.buffer_id]].rank
+
+    def channel_end(self, b: _Block, ctype: str, cid: int):
+        table = self.w.tb_channels[(b.gpu, b.pos)][ctype]
+        return self.w.channels[(b.gpu, ctype)][table[cid]]
+
+    def span(self, ref: BufRef, op: Op) -> tuple[float, float]:
+        lo = ref.index * self.chunk
+        hi = (ref.index + ref.size) * self.chunk
+        if op.tbg is not None and op.tbg[1] > 0:
+            step = (hi - lo) / op.tbg[1]
+            lo, hi = lo + op.tbg[0] * step, lo + (op.tbg[0] + 1) * step
+        return lo, hi
+
+    # -- building -------------------------------------------------------------------------------------
+
+    def build(self) -> ProgramBuilder:
+        remaining = True
+        while remaining:
+            remaining = False
+            progress = False
+            for b in self.blocks:
+                while not b.done:
+                    if not self._advance(b):
+                        break
+                    progress = True
+                if not b.done:
+                    remaining = True
+            if remaining and not progress:
+                stuck = next(x for x in self.blocks if not x.done)
+                raise PlanError(f"{self.source}: the plan's thread blocks wait on each other in a cycle (first: gpu "
+                                f"{stuck.gpu} tb {stuck.pos}); run the interpreter to see where")
+        return self.prog
+
+    def _advance(self, b: _Block) -> bool:
+        """Build the block's next operation; False if it must wait for another block's to be built first."""
+        while True:
+            if b.pc >= len(b.prog):
+                b.done = True
+                return True
+            ins = b.prog[b.pc]
+            if ins[0] == "pipe":
+                if ins[1] == 0:
+                    b.pc += ins[3] + 2
+                    continue
+                b.frames.append([b.pc + 1, 0, ins[1], ins[2]])
+                b.pc += 1
+                continue
+            if ins[0] == "end":
+                fr = b.frames[-1]
+                fr[1] += 1
+                if fr[1] < fr[2]:
+                    b.pc = fr[0]
+                else:
+                    b.frames.pop()
+                    b.pc += 1
+                continue
+            op, inner = ins[1], ins[2]
+            off = unit = None
+            if inner and b.frames:
+                fr = b.frames[-1]
+                off, unit = fr[1] * fr[3], fr[3]
+            done = self._op(b, op, off, unit)
+            if done is None:
+                return False
+            b.prev = done
+            b.pc += 1
+            return True
+
+    def _op(self, b: _Block, op: Op, off: float | None, unit: float | None) -> int | None:
+        name = op.name
+        prev = [b.prev] if b.prev is not None else []
+        g = b.gpu
+        stream = (g, b.pos, id(op))
+        if name == "nop":
+            return self.marker(delivered=prev)
+        if name in ("signal", "rlxsignal"):
+            ctype = op.channel_type
+            if ctype not in ("memory", "port"):
+                return self.marker(delivered=prev)
+            if ctype == "memory" and name == "signal":
+                # release: the block's earlier writes land before the signal leaves (the block waits for them)
+                fence = self.marker(delivered=prev + b.pending)
+                b.pending = []
+            else:
+                fence = self.marker(delivered=prev)
+            for cid in op.channel_ids or ():
+                end = self.channel_end(b, ctype, cid)
+                after = [fence]
+                if ctype == "port":
+                    q = self.port_last.get((g, end.index))
+                    if q is not None:
+                        after.append(q)  # behind the channel's puts (one queue per channel)
+                tok = self.send(g, end.peer, 0.0, [], after, None, ctype)
+                if end.partner is not None:
+                    self.tokens[(end.peer, ctype, end.partner)].append(tok)
+            return fence
+        if name in ("wait", "rlxwait"):
+            ctype = op.channel_type
+            if ctype not in ("memory", "port"):
+                return self.marker(delivered=prev)
+            need: dict[tuple, int] = defaultdict(int)
+            for cid in op.channel_ids or ():
+                end = self.channel_end(b, ctype, cid)
+                need[(g, ctype, end.index)] += 1
+            toks = []
+            for key, k in need.items():
+                have = self.tokens.get(key, [])
+                if len(have) < self.consumed[key] + k:
+                    return None
+                toks.extend(have[self.consumed[key]:self.consumed[key] + k])
+            for key, k in need.items():
+                self.consumed[key] += k
+            return self.marker(delivered=prev + toks)
+        if name == "flush":
+            lasts = []
+            for cid in (op.channel_ids or ())[:len(op.dst or ())]:
+                end = self.channel_end(b, "port", cid)
+                q = self.port_last.get((g, end.index))
+                if q is not None:
+                    lasts.append(q)
+            return self.marker(delivered=prev + lasts)
+        if name == "sem_release":
+            m = self.marker(delivered=prev)
+            for s in op.semaphore_ids or ():
+                self.sem_rel[(g, s)].append(m)
+            return m
+        if name == "sem_acquire":
+            deps = []
+            for s in op.semaphore_ids or ():
+                key = (g, s)
+                needed = self.sem_acq[key] + 1 - self.sem_init.get(key, 0)
+                if needed >= 1:
+                    if len(self.sem_rel[key]) < needed:
+                        return None
+                    deps.append(self.sem_rel[key][needed - 1])
+            for s in op.semaphore_ids or ():
+                self.sem_acq[(g, s)] += 1
+            return self.marker(delivered=prev + deps)
+        if name == "barrier":
+            key = (g, op.barrier_id or 0)
+            nb = op.num_threadblocks or 1
+            arr = self.barrier[key]
+            mine = [i for i, x in enumerate(arr) if x[0] is b and x[1] == b.seq]
+            if not mine:
+                arr.append((b, b.seq, self.marker(delivered=prev)))
+                mine = [len(arr) - 1]
+            gen = mine[0] // nb
+            group = arr[gen * nb:(gen + 1) * nb]
+            if len(group) < nb:
+                return None
+            b.seq += 1
+            return self.marker(delivered=[x[2] for x in group])
+        return self._data(b, op, off, unit, prev, stream)
+
+    def _packet_deps(self, gpu: int, lo: float, hi: float) -> list[int] | None:
+        """Transfers that wrote packets covering [lo, hi) of ``gpu``'s scratch, or None if not all are built."""
+        if hi <= lo:
+            return []
+        parts = sorted((a, c, t) for a, c, t in self.packets.get(gpu, []) if c > lo and a < hi)
+        covered, deps = lo, []
+        for a, c, t in parts:
+            if a > covered + 1e-9:
+                return None
+            covered = max(covered, c)
+            deps.append(t)
+        return deps if covered >= hi - 1e-9 else None
+
+    def _data(self, b: _Block, op: Op, off, unit, prev: list[int], stream: Any) -> int | None:
+        name = op.name
+        g = b.gpu
+        src, dst = op.src or (), op.dst or ()
+        ctype = op.channel_type
+        # packet reads first: the operation waits for the packets it reads
+        pkt_deps: list[int] = []
+        if name in ("upkt", "rppkt"):
+            refs = src[:1]
+        elif name in ("respkt", "repkt", "recpkt", "recspkt"):
+            refs = src[1:]
+        else:
+            refs = ()
+        for ref in refs:
+            lo, hi = self.span(ref, op)
+            deps = self._packet_deps(g, lo, hi)
+            if deps is None:
+                return None
+            pkt_deps.extend(deps)
+        if name in ("put", "pws", "pwsf", "ppkt", "rppkt"):
+            factor = 2.0 if name in ("ppkt", "rppkt") else 1.0
+            start = prev + pkt_deps
+            if ctype == "memory":
+                # the threads write one destination after the other; consecutive ones to the same GPU make one
+                # transfer (same route, back to back)
+                runs: list[list] = []
+                for i, d in enumerate(dst):
+                    peer = self.remote_gpu(b, d, "memory")
+                    s = src[i] if i < len(src) else src[0]
+                    nb = self.nbytes(d if name != "ppkt" else s, op, off, unit) * factor
+                    if runs and runs[-1][0] == peer:
+                        runs[-1][1] += nb
+                        runs[-1][2].append(d)
+                    else:
+                        runs.append([peer, nb, [d], i])
+                last_sent: list[int] = []
+                after = start
+                for peer, nb, refs, i in runs:
+                    t = self.send(g, peer, nb, last_sent, after, (stream, i))
+                    b.pending.append(t)
+                    if factor == 2.0:
+                        for d in refs:
+                            self.packets[peer].append((*self.span(d, op), t))
+                    last_sent, after = [t], []
+                return self.marker(sent=last_sent, delivered=start)
+            issued = []
+            for i, d in enumerate(dst):
+                cids = op.channel_ids or ()
+                end = self.channel_end(b, "port", cids[i]) if i < len(cids) else None
+                peer = self.remote_gpu(b, d, "port")
+                nb = self.nbytes(d if name != "ppkt" else src[min(i, len(src) - 1)], op, off, unit) * factor
+                q = self.port_last.get((g, end.index)) if end is not None else None
+                t = self.send(g, peer, nb, [q] if q is not None else [], start, (stream, i), "port")
+                if end is not None:
+                    self.port_last[(g, end.index)] = t
+                    if name in ("pws", "pwsf") and end.partner is not None:
+                        self.tokens[(end.peer, "port", end.partner)].append(self.send(g, peer, 0.0, [], [t], None, "port"))
+                if factor == 2.0:
+                    self.packets[peer].append((*self.span(d, op), t))
+                issued.append(t)
+            if name == "pwsf":
+                return self.marker(delivered=start + issued)
+            return self.marker(delivered=start)
+        if name in ("get", "rre", "rres"):
+            reads = src if name == "get" else src[1:]
+            ts = []
+            for i, r in enumerate(reads):
+                peer = self.remote_gpu(b, r, "memory" if name == "get" else ctype)
+                nb = self.nbytes(r if name == "get" else src[0], op, off, unit)
+                ts.append(self.send(peer, g, nb, [], prev, (stream, "r", i)))
+            done = self.marker(delivered=prev + ts)
+            if name == "rres":
+                return self._remote_writes(b, op, dst[1:], src[0], off, unit, [done], stream)
+            return done
+        if name == "res":
+            return self._remote_writes(b, op, dst[1:], src[0], off, unit, prev, stream)
+        if name in ("respkt", "recspkt"):
+            first = 1 if name == "respkt" else 2
+            start = prev + pkt_deps
+            last_sent: list[int] = []
+            after = start
+            for i, d in enumerate(dst[first:]):
+                peer = self.remote_gpu(b, d, ctype)
+                t = self.send(g, peer, 2.0 * self.nbytes(src[0], op, None, None), last_sent, after, (stream, i), ctype)
+                self.packets[peer].append((*self.span(d, op), t))
+                last_sent, after = [t], []
+            done = self.marker(sent=last_sent, delivered=start)
+            if name == "recspkt" and len(dst) > 1:
+                self.packets[g].append((*self.span(dst[1], op), done))
+            return done
+        if name in ("cpkt", "recpkt"):
+            done = self.marker(delivered=prev + pkt_deps)
+            target = dst[0] if name == "cpkt" else (dst[1] if len(dst) > 1 else None)
+            if target is not None and target.type == "s":
+                self.packets[g].append((*self.span(target, op), done))
+            return done
+        if name in ("glres", "gstore", "gstorepkt"):
+            groups = self.w.switches.get(g, [])
+            nv = self.w.tb_channels[(g, b.pos)]["switch"]
+            ranks: tuple[int, ...] = ()
+            if dst and dst[0].switch_channel_id is not None and dst[0].switch_channel_id < len(nv):
+                ranks = groups[nv[dst[0].switch_channel_id]].ranks
+            nb = self.nbytes(src[0] if src else dst[0], op, off, unit)
+            reads = [self.send(r, g, nb, [], prev + pkt_deps, (stream, "r", r)) for r in ranks if r != g] \
+                if name == "glres" else []
+            mid = self.marker(delivered=prev + pkt_deps + reads)
+            writes = [self.send(g, r, nb, [], [mid], (stream, "w", r)) for r in ranks if r != g]
+            return self.marker(delivered=[mid] + writes)
+        # local operations (copy, re, upkt, repkt, ...): no link time
+        return self.marker(delivered=prev + pkt_deps)
+
+    def _remote_writes(self, b: _Block, op: Op, dsts, src0: BufRef, off, unit, after: list[int], stream: Any) -> int:
+        last_sent: list[int] = []
+        first = after
+        for i, d in enumerate(dsts):
+            peer = self.remote_gpu(b, d, op.channel_type)
+            t = self.send(b.gpu, peer, self.nbytes(src0, op, off, unit), last_sent, first, (stream, "w", i),
+                          op.channel_type)
+            b.pending.append(t)
+            last_sent, first = [t], []
+        return self.marker(sent=last_sent, delivered=after)
+
+
+def _leaving_route(net: Network, src: int, dst: int) -> tuple[tuple[int, ...], float]:
+    """The route from rank ``src`` to rank ``dst`` through switches only that leaves ``src``'s box (fewest hops,
+    then widest, then smallest node ids): a port channel over the NICs; the box route when there is none."""
+    a, b = net.index[net.ranks[src]], net.index[net.ranks[dst]]
+    box, is_compute, out = net.box, net.topology.is_compute, net.out
+    start = (a, box[a] != box[a])
+    best: dict[tuple[int, bool], tuple[int, float, tuple[int, ...]]] = {start: (0, math.inf, (a,))}
+    frontier = [start]
+    while frontier and not any(s == (b, True) for s in frontier):
+        nxt: dict[tuple[int, bool], tuple[int, float, tuple[int, ...]]] = {}
+        for state in frontier:
+            u, left = state
+            hops, width, path = best[state]
+            if u != a and is_compute[u]:
+                continue
+            for v in out.get(u, []):
+                s2 = (v, left or box[v] != box[a])
+                if s2 in best or (is_compute[v] and v != b):
+                    continue
+                cand = (hops + 1, min(width, float(net.capacity[net.link_of[(u, v)]])), path + (v,))
+                cur = nxt.get(s2)
+                if cur is None or (-cand[1], cand[2]) < (-cur[1], cur[2]):
+                    nxt[s2] = cand
+        best.update(nxt)
+        frontier = sorted(nxt)
+    if (b, True) not in best:
+        return net.route(src, dst)
+    path = best[(b, True)][2]
+    ids = tuple(net.link_of[(u, v)] for u, v in zip(path, path[1:]))
+    return ids, float(sum(net.latency[i] for i in ids))
+
+
+def mscclpp_program(plan: Plan, net: Network, size: float, source: str = "plan",
+                    port_transport: str = "executor") -> ProgramBuilder:
+    """The transfers of one call of ``size`` bytes of ``plan`` on ``net``."""
+    return _Builder(plan, net, size, source, port_transport).build()
+
+
+def simulate_plan(net: Network, plan: Plan, size: int = 1 << 30, *, name: str | None = None, sharing: str = "weighted",
+                  fairness: str = "max-min", source: str = "plan", port_transport: str = "executor") -> SimResult:
+    """Simulate one call of ``plan`` (nccl-tests size: allgather's output, the input otherwise); ``port_transport``
+    "nic" sends port channels inside a box through the network (see the module docstring)."""
+    if size < 1:
+        raise UsageError(f"size must be >= 1 byte, got {size}")
+    coll, bus = mscclpp_collective(plan, source)
+    builder = _Builder(plan, net, float(size), source, port_transport)
+    prog = builder.build()
+    return simulate_program(prog, net, name or plan.name, coll, size, {"threadblocks": len(builder.blocks),
+                            "port_transport": port_transport}, sharing, fairness, bus_factor=bus)
+
+
+@dataclass
+class PlanSimulation:
+    """A simulated call of a plan, and (given the schedule it came from) the same call of its trees."""
+
+    plan: SimResult
+    trees: SimResult | None = None
+    source: str = "plan"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return True
+
+    @property
+    def ratio(self) -> float | None:
+        if self.trees is None or not self.trees.algbw_gbps:
+            return None
+        return self.plan.algbw_gbps / self.trees.algbw_gbps
+
+    @property
+    def message(self) -> str:
+        p = self.plan
+        line = (f"{self.source}: {p.collective} of {p.size_bytes} bytes on {p.ranks} GPUs: {p.time_s * 1e6:.1f} us, "
+                f"algbw {p.algbw_gbps:.1f} GB/s, busbw {p.busbw_gbps:.1f} GB/s")
+        if self.ratio is not None:
+            line += f"; its trees {self.trees.algbw_gbps:.1f} GB/s ({self.ratio:.1%})"
+        return line
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"ok": self.ok, "message": self.message, "plan": self.plan.to_dict()}
+        if self.trees is not None:
+            out["trees"] = self.trees.to_dict()
+            out["ratio"] = self.ratio
+        out["notes"] = self.notes
+        return out
+
+
+def plan_simulation(net: Network, plan: Plan, size: int = 1 << 30, schedule: Schedule | None = None, *,
+                    source: str | None = None, sharing: str = "weighted", fairness: str = "max-min",
+                    port_transport: str = "executor") -> PlanSimulation:
+    """Simulate ``plan`` for one call of ``size`` bytes and, when ``schedule`` (the trees it was exported from) is
+    given, the trees too, on the same network."""
+    source = source or plan.name
+    res = simulate_plan(net, plan, size, sharing=sharing, fairness=fairness, source=source,
+                        port_transport=port_transport)
+    trees = None
+    if schedule is not None:
+        from forestcoll.simulate.core import simulate
+
+        trees = simulate(net, schedule, size=size, sharing=sharing, fairness=fairness)
+    out = PlanSimulation(res, trees, source)
+    ins, outs = buffer_sizes(plan, size)
+    why = next((w for g in plan.gpus if (w := check_message_size(plan, g, ins, outs))), None)
+    if why:
+        out.notes.append(f"the executor would refuse a call of {size} bytes with this plan ({why}); the model "
+                         "simulates it anyway")
+    return out
+
+
+# ----- one plan per size range (generate --sizes --format mscclpp) --------------------------------------
+
+
+def fitting_candidates(candidates: dict[str, Schedule], topo, options=None) -> tuple[dict[str, Schedule], list[str]]:
+    """The candidate schedules whose plans fit the executor's limits (``options``:
+    :class:`forestcoll.mscclpp.export.ExportOptions`), and a note for each one left out."""
+    from dataclasses import replace
+
+    from forestcoll.mscclpp.export import ExportError, ExportOptions, export_mscclpp
+
+    base = replace(options or ExportOptions(), check=False, protocol="Simple", max_message_size=None, min_message_size=0)
+    kept: dict[str, Schedule] = {}
+    notes: list[str] = []
+    for name, sched in candidates.items():
+        try:
+            export_mscclpp(sched, topo, base)
+        except ExportError as exc:
+            notes.append(f"{name} (k={sched.k}) left out: " + str(exc).split(" (--max-threadblocks")[0])
+            continue
+        kept[name] = sched
+    if not kept:
+        raise UsageError("no candidate schedule fits the executor's limits: " + "; ".join(notes))
+    return kept, notes
+
+
+def export_plans_by_size(net: Network, selection, outdir: str, collective: str, options=None, check: bool = True,
+                         fairness: str = "max-min") -> list:
+    """One MSCCL++ plan per size range of ``selection`` (:class:`forestcoll.simulate.select.Selection`) into
+    ``outdir``: inside a range, sizes up to the LL cap (1 MiB) whose LL plan simulates faster than the Simple plan
+    cut for that size get an LL plan, the others a Simple plan cut for the middle size of its sizes; every plan
+    covers its sizes with ``min_message_size`` / ``max_message_size``.  Returns
+    :class:`forestcoll.simulate.select.ExportedRange` entries (a failed export carries its reason)."""
+    import os
+    from dataclasses import replace
+
+    from forestcoll.mscclpp.export import DEFAULT_LL_MAX_MESSAGE, ExportError, ExportOptions, export_mscclpp, write_mscclpp
+    from forestcoll.simulate.select import ExportedRange
+
+    base = options or ExportOptions()
+    topo = net.topology
+    coll = collectives.get(collective)
+    out: list = []
+    index = 0
+    for rng in selection.ranges:
+        sizes = sorted(rng.measured)
+        proto = {s: "Simple" for s in sizes}
+        small = [s for s in sizes if s <= DEFAULT_LL_MAX_MESSAGE]
+        if small and not coll.rooted:
+            try:
+                ll = export_mscclpp(rng.schedule, topo, replace(base, protocol="LL", check=False, min_message_size=0,
+                                                                max_message_size=None)).plan
+            except ExportError:
+                ll = None
+            for s in small if ll is not None else ():
+                simple = export_mscclpp(rng.schedule, topo, replace(base, protocol="Simple", check=False,
+                                                                    min_message_size=0, max_message_size=None,
+                                                                    design_size=s)).plan
+                if simulate_plan(net, ll, s, fairness=fairness).algbw_gbps > \
+                        simulate_plan(net, simple, s, fairness=fairness).algbw_gbps:
+                    proto[s] = "LL"
+        segments: list[tuple[str, list[int]]] = []
+        for s in sizes:
+            if segments and segments[-1][0] == proto[s]:
+                segments[-1][1].append(s)
+            else:
+                segments.append((proto[s], [s]))
+        for j, (p, seg) in enumerate(segments):
+            lo = rng.min_bytes if j == 0 else seg[0]
+            if j + 1 < len(segments):
+                hi: int | None = segments[j + 1][1][0] - 1
+            else:
+                hi = rng.max_bytes or None
+            if p == "LL" and hi is None:
+                hi = max(DEFAULT_LL_MAX_MESSAGE, seg[-1])
+            part = replace(rng, min_bytes=lo, max_bytes=hi or 0, measured={s: rng.measured[s] for s in seg})
+            name = f"{rng.name}_{coll.mscclpp}_{index}_{p.lower()}".replace("-", "_")
+            path = os.path.join(outdir, f"{coll.mscclpp}-{index:02d}-{rng.name}-{p}-{lo}-{hi if hi else 'any'}.json")
+            index += 1
+            opts = replace(base, protocol=p, min_message_size=lo, max_message_size=hi, name=name, check=check,
+                           design_size=None if p == "LL" else seg[len(seg) // 2])
+            try:
+                result = write_mscclpp(rng.schedule, path, topo, opts)
+            except ExportError as exc:
+                out.append(ExportedRange(part, None, None, str(exc)))
+                continue
+            out.append(ExportedRange(part, path, result))
+    return out
