@@ -104,17 +104,21 @@ def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
         raise ForestCollError(f"{path}: cannot read ({exc.strerror})") from None
 
 
-def load_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
-    """Parse a JSON file exactly: non-integer numbers become Decimal (never float)."""
-    text = read_text(path, what)
+def _parse_json(text: str, path: str | os.PathLike[str], invalid: str) -> Any:
+    """JSON read exactly (non-integer numbers as Decimal); every failure a one-line ForestCollError."""
     try:
         return json.loads(text, parse_float=Decimal)
     except json.JSONDecodeError as exc:
-        raise ForestCollError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise ForestCollError(f"{path}: {invalid} at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except ValueError:  # an integer beyond Python's 4300-digit conversion limit
         raise ForestCollError(f"{path}: a number has too many digits (see docs/limits.md)") from None
     except RecursionError:
         raise ForestCollError(f"{path}: JSON nested too deeply") from None
+
+
+def load_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
+    """Parse a JSON file exactly: non-integer numbers become Decimal (never float)."""
+    return _parse_json(read_text(path, what), path, "invalid JSON")
 
 
 def sniff(path: str | os.PathLike[str], what: str = "file") -> tuple[str, Any]:
@@ -123,13 +127,7 @@ def sniff(path: str | os.PathLike[str], what: str = "file") -> tuple[str, Any]:
     text = read_text(path, what)
     if text.lstrip().startswith("<"):
         return "xml", text
-    try:
-        return "json", json.loads(text, parse_float=Decimal)
-    except json.JSONDecodeError as exc:
-        raise ForestCollError(f"{path}: neither JSON nor XML (invalid JSON at line {exc.lineno} column {exc.colno}: "
-                              f"{exc.msg})") from None
-    except RecursionError:
-        raise ForestCollError(f"{path}: JSON nested too deeply") from None
+    return "json", _parse_json(text, path, "neither JSON nor XML: invalid JSON")
 
 
 def is_plan(value: Any) -> bool:

@@ -435,6 +435,8 @@ def parse_plan(text: str, source: str = "plan.json") -> Plan:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise PlanError(f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except ValueError:  # an integer beyond Python's 4300-digit conversion limit
+        raise PlanError(f"{source}: a number has too many digits (see docs/limits.md)") from None
     except RecursionError:
         raise PlanError(f"{source}: JSON nested too deeply") from None
     return plan_from_json(obj, source)
