@@ -11,14 +11,24 @@ mi250 nodes=2 is the issue's yardstick: a few seconds at most) and of the real
 files in ../shared/data/msccl-xml, with the race detector on (the default) and,
 as the baseline measured in the same run, off.
 
-    python benchmarks/msccl.py            # both tables
+Table 3 (delivered): the simulated algbw of the exported files at 1 GiB (the
+simulator's MSCCL model, ``forestcoll.simulate.msccl``) next to the schedule's
+own simulated rate and the bound, with one instance and with two (the second
+instance's connections run on other channels), on fabrics with one route per
+GPU pair (dgx-a100, mi250) and with several equal-cost routes (two spines; the
+H100 dump's two-port NICs), where the model's mapping of channels to routes
+decides what a file can deliver.
+
+    python benchmarks/msccl.py            # all tables
     python benchmarks/msccl.py --quick    # skip the real files
     python benchmarks/msccl.py --markdown # tables to paste into the README
+    python benchmarks/msccl.py --table delivered
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -88,14 +98,62 @@ def interpreter_table(console: Console, exported: list, quick: bool, markdown: b
          markdown, 2)
 
 
+H100 = ROOT.parent / "shared" / "data" / "nccl-topo" / "H100-topology.xml"
+DELIVERED = [
+    ("dgx-a100:nodes=2", None),
+    ("mi250:nodes=2", None),
+    ("dgx-h100:nodes=2,fabric=leaf-spine,leaf_ports=8,oversub=2", None),
+    ("H100-topology.xml:nodes=2,fabric=rail", (str(H100), {"nodes": "2", "fabric": "rail"})),
+]
+
+
+def delivered_table(console: Console, markdown: bool) -> None:
+    from forestcoll.msccl.export import ExportOptions
+    from forestcoll.simulate import simulate
+    from forestcoll.simulate.msccl import simulate_msccl
+    from forestcoll.simulate.network import build_network
+
+    gib = 1 << 30
+    columns = ("topology", "collective", "k", "bound GB/s", "schedule (trees) GB/s", "file, 1 instance GB/s",
+               "file, 2 instances GB/s", "channels (1 / 2 inst.)")
+    rows: list[list[str]] = []
+    for label, how in DELIVERED:
+        if how and not Path(how[0]).exists():
+            continue
+        topo = load_topology(*how) if how else load_topology(label)
+        net = build_network(topo)
+        for coll in ("allgather", "allreduce"):
+            sched = generate(topo, coll)
+            trees = simulate(net, sched, size=gib).algbw_gbps
+            cells, chans = [], []
+            for inst in (1, 2):
+                try:
+                    res = export_msccl(sched, ExportOptions(instances=inst))
+                except ExportError as exc:
+                    cells.append(f"- ({str(exc)[:30]})")
+                    chans.append("-")
+                    continue
+                cells.append(f"{simulate_msccl(res.algo, net, gib).algbw_gbps:.1f}")
+                chans.append(str(res.channels))
+            rows.append([label, coll, str(sched.k), f"{float(sched.bound_algbw):.1f}", f"{trees:.1f}", *cells,
+                         " / ".join(chans)])
+    show(console, "Delivered: simulated algbw of exported MSCCL files at 1 GiB", columns, rows, markdown, 2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="skip the real files")
     ap.add_argument("--markdown", action="store_true", help="print markdown tables")
+    ap.add_argument("--table", choices=("layout", "interpreter", "delivered", "all"), default="all")
     args = ap.parse_args()
     console = Console(width=160)
-    exported = layout_table(console, args.markdown)
-    interpreter_table(console, exported, args.quick, args.markdown)
+    print(f"load: {os.getloadavg()[0]:.2f} (1-min average)")
+    if args.table in ("layout", "interpreter", "all"):
+        exported = layout_table(console, args.markdown)
+        if args.table != "layout":
+            interpreter_table(console, exported, args.quick, args.markdown)
+    if args.table in ("delivered", "all"):
+        delivered_table(console, args.markdown)
 
 
 if __name__ == "__main__":

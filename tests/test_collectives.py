@@ -7,14 +7,14 @@ import pytest
 from conftest import SHARED
 
 from forestcoll import collectives
-from forestcoll.collectives import ALLGATHER, ALLREDUCE, BROADCAST, COLLECTIVES, REDUCE, REDUCE_SCATTER
+from forestcoll.collectives import ALLGATHER, ALLREDUCE, ALLTOALL, BROADCAST, COLLECTIVES, REDUCE, REDUCE_SCATTER
 from forestcoll.errors import UsageError
 from forestcoll.msccl.ir import COLLECTIVES as MSCCL_COLLS
 
 
 def test_names_and_aliases():
-    assert collectives.names() == ("allgather", "reduce_scatter", "allreduce", "broadcast", "reduce")
-    for alias, name in [("AllGather", "allgather"), ("all-gather", "allgather"), ("reducescatter", "reduce_scatter"),
+    assert collectives.names() == ("allgather", "reduce_scatter", "allreduce", "broadcast", "reduce", "alltoall")
+    for alias, name in [("all-to-all", "alltoall"), ("All_To_All", "alltoall"), ("AllGather", "allgather"), ("all-gather", "allgather"), ("reducescatter", "reduce_scatter"),
                         ("reduce-scatter", "reduce_scatter"), ("all_reduce", "allreduce"), (" broadcast ", "broadcast")]:
         assert collectives.canonical(alias) == name
     assert collectives.get(ALLREDUCE) is ALLREDUCE
@@ -41,13 +41,16 @@ def test_bus_factor_and_chunks_follow_nccl_tests(n):
         assert c.chunks_per_loop(n, 3) == 3 * n and c.shard_bytes(1024, n) == 1024 / n and not c.rooted
     for c in (BROADCAST, REDUCE):
         assert c.chunks_per_loop(n, 3) == 3 and c.shard_bytes(1024, n) == 1024 and c.rooted
+    # all-to-all: size/N to every rank, a buffer of N blocks of k chunks, busbw (N-1)/N of algbw (nccl-tests)
+    assert ALLTOALL.bus_factor(n) == Fraction(n - 1, n) and ALLTOALL.chunks_per_loop(n, 3) == 3 * n
+    assert ALLTOALL.shard_bytes(1024, n) == 1024 / n and not ALLTOALL.tree_based and not ALLTOALL.phases
 
 
 def test_runtime_names():
     for c in COLLECTIVES.values():
         assert c.msccl in MSCCL_COLLS and collectives.from_msccl(c.msccl) is c
-        assert c.tree_based and c.phases
-    assert collectives.from_msccl("alltoall") is None
+        assert c.tree_based == bool(c.phases)
+    assert collectives.from_msccl("alltoall") is ALLTOALL and collectives.from_msccl("gather") is None
     assert REDUCE.mscclpp == "reduce"  # not in MSCCL++'s DSL or NCCL shim; its executor runs it
     plans = sorted((SHARED / "data" / "mscclpp-plans").glob("*.json")) if SHARED.exists() else []
     known = {c.mscclpp for c in COLLECTIVES.values()}

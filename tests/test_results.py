@@ -76,3 +76,20 @@ def test_simulation_results(ring4, tmp_path):
     out = export_by_size(topo, "allgather", [1 << 20, 4 << 20], str(tmp_path / "sel"))
     _check(out)
     assert all(r.path for r in out.ranges) and out.to_dict()["ranges"][0]["output"]
+
+
+def test_alltoall_results(tmp_path):
+    from forestcoll.alltoall.bound import alltoall_bound
+    from forestcoll.alltoall.generate import generate_alltoall
+    from forestcoll.alltoall.verify import verify_alltoall
+
+    topo = load_topology("ring:n=4")
+    _check(alltoall_bound(topo))
+    made = generate_alltoall(topo)
+    _check(made)
+    _check(made.schedule)
+    assert made.schedule.to_dict()["collective"] == "alltoall" and "optimal" in made.schedule.message
+    _check(verify_alltoall(made.schedule, topo))
+    _check(export_msccl(made.schedule))
+    _check(simulate(build_network(topo), made.schedule, size=1 << 20))
+    _check(compare_topology(topo, "alltoall", [1 << 20], algorithms=["forestcoll", "direct"]))

@@ -79,6 +79,8 @@ def test_wrong_collective_is_refused():
     with pytest.raises(UsageError, match="cannot run allreduce"):
         phase_schedule(sched, "allreduce")
     with pytest.raises(UsageError, match="unknown collective"):
+        phase_schedule(sched, "gather")
+    with pytest.raises(UsageError, match="cannot run alltoall"):
         phase_schedule(sched, "alltoall")
 
 

@@ -183,3 +183,79 @@ def matmuls(rank: int, world: int, path: str) -> list[str]:
         if not torch.equal(rs, ref[rank * 6:(rank + 1) * 6]):
             bad.append(f"matmul_reduce_scatter blocks={blocks}")
     return bad
+
+
+def check_alltoall(rank: int, world: int, cases: list[dict]) -> list[str]:
+    """Each case: forestcoll's all_to_all_single equals a numpy reference (and torch's own, when ``native``)."""
+    import numpy as np
+    import torch.distributed as dist
+
+    import forestcoll.torch as fct
+
+    failures = []
+    for i, c in enumerate(cases):
+        dtype, count = getattr(torch, c["dtype"]), c["count"]
+        ins = [_data(r, world * count, torch.float64, i, "sum").numpy() + 100 * r for r in range(world)]
+        want = np.concatenate([ins[s][rank * count:(rank + 1) * count] for s in range(world)])
+        mine = torch.from_numpy(ins[rank]).to(dtype)
+        before = mine.clone()
+        if c.get("shape"):
+            mine = mine.view(*c["shape"])
+        out = torch.full_like(mine, -7)
+        if c.get("noncontig"):
+            out = torch.stack([out, out], -1)[..., 0]
+            assert not out.is_contiguous()
+        got = fct.all_to_all_single(out, mine, c["path"])
+        if got is not out:
+            failures.append(f"{c}: did not return output")
+        if not np.array_equal(got.reshape(-1).to(torch.float64).numpy(), torch.from_numpy(want).to(dtype).to(torch.float64).numpy()):
+            failures.append(f"rank {rank}: {c} differs from the numpy reference")
+        if got.dtype != dtype or not torch.equal(mine.reshape(-1), before):
+            failures.append(f"rank {rank}: {c} wrong dtype or changed its input")
+        if c.get("native"):
+            ref = torch.empty_like(before)
+            dist.all_to_all_single(ref, before)
+            if not torch.equal(ref, got.reshape(-1)):
+                failures.append(f"rank {rank}: {c} differs from torch.distributed.all_to_all_single")
+    return failures
+
+
+def check_alltoall_errors(rank: int, world: int, paths: dict) -> list[str]:
+    import forestcoll.torch as fct
+    from forestcoll.errors import ForestCollError
+
+    seen = []
+
+    def expect(fn, text):
+        try:
+            fn()
+        except ForestCollError as exc:
+            if text not in str(exc):
+                seen.append(f"message {exc!s} lacks {text!r}")
+        else:
+            seen.append(f"no error for {text}")
+
+    a2a = paths["a2a"]
+    expect(lambda: fct.all_to_all_single(torch.zeros(10), torch.zeros(10), a2a), "multiple of the world size")
+    expect(lambda: fct.all_to_all_single(torch.zeros(8), torch.zeros(8, dtype=torch.int32), a2a), "same dtype")
+    expect(lambda: fct.all_to_all_single(torch.zeros(8), torch.zeros(8), paths["tree"]), "cannot run alltoall")
+    expect(lambda: fct.all_reduce(torch.zeros(8), a2a), "cannot run allreduce")
+    expect(lambda: fct.AlltoallCommunicator(paths["three"]), "group has 4 ranks but the schedule has 3")
+    # ranks that disagree on the size get an error, not a hang (sizes no earlier call used: a cached plan is
+    # not agreed again)
+    n = 44 if rank != 1 else 68
+    expect(lambda: fct.all_to_all_single(torch.zeros(n), torch.zeros(n), a2a), "did not make the same call")
+    # in place (output is input), and a rank map: compute node i runs on group rank (i + 1) % 4
+    x = torch.arange(8, dtype=torch.float32) + 10 * rank
+    fct.all_to_all_single(x, x, a2a)
+    want = torch.tensor([float(10 * s + 2 * rank + j) for s in range(world) for j in range(2)])
+    if not torch.equal(x, want):
+        seen.append(f"in place: {x} != {want}")
+    comm = fct.AlltoallCommunicator(a2a, rank_map=[1, 2, 3, 0])
+    y = torch.arange(4, dtype=torch.int64) + 10 * rank
+    comm.all_to_all_single(out := torch.zeros(4, dtype=torch.int64), y)
+    # blocks are in compute-node order: block s comes from node s (group rank s + 1), whose input block for
+    # this rank's node (rank - 1) it is
+    if not torch.equal(out, torch.tensor([10 * ((s + 1) % world) + (rank - 1) % world for s in range(world)])):
+        seen.append(f"rank map: {out}")
+    return seen

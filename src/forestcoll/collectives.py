@@ -10,13 +10,16 @@ tree packing and every lowering as they are.
 
 Conventions (nccl-tests): the *size* of a call is the bytes of the whole
 buffer the collective fills (allgather: the output; reduce-scatter: the input;
-allreduce, broadcast, reduce: the buffer), ``algbw = size / time`` and
+allreduce, broadcast, reduce: the buffer; all-to-all: each rank's input, of
+which size/N goes to every rank), ``algbw = size / time`` and
 ``busbw = algbw * bus_factor(N)``.
 
 The data of a call are ``shards``: one per rank for allgather, reduce-scatter
 and allreduce (rank r's shard is the r-th 1/N of the buffer), one for a rooted
 collective (the root's whole buffer).  A schedule cuts every shard into ``k``
-chunks, so one loop of an MSCCL file moves ``shards(N) * k`` chunks.
+chunks, so one loop of an MSCCL file moves ``shards(N) * k`` chunks.  For
+all-to-all a rank's buffer holds N blocks (one per peer) and its schedules
+cut every block into k chunks: the same ``N * k`` chunks per buffer.
 
 A *phase* packs trees in one direction: ``out``-trees carry a root's shard to
 every rank (allgather, broadcast), ``in``-trees carry every rank's
@@ -33,6 +36,7 @@ from forestcoll.errors import UsageError
 
 __all__ = [
     "ALLGATHER",
+    "ALLTOALL",
     "ALLREDUCE",
     "BROADCAST",
     "COLLECTIVES",
@@ -155,7 +159,15 @@ REDUCE = Collective(
     summary="the root ends with the reduction of every rank's buffer",
 )
 
-COLLECTIVES: dict[str, Collective] = {c.name: c for c in (ALLGATHER, REDUCE_SCATTER, ALLREDUCE, BROADCAST, REDUCE)}
+ALLTOALL = Collective(
+    "alltoall", ("all_to_all", "all-to-all"), (), rooted=False, reduces=False, tree_based=False,
+    msccl="alltoall", mscclpp="alltoall", bus=(1, -1),
+    summary="rank s's t-th block ends in rank t's s-th block (a flow problem: forestcoll.alltoall, not trees)",
+)
+
+COLLECTIVES: dict[str, Collective] = {
+    c.name: c for c in (ALLGATHER, REDUCE_SCATTER, ALLREDUCE, BROADCAST, REDUCE, ALLTOALL)
+}
 PHASES: dict[str, Phase] = {p.name: p for c in COLLECTIVES.values() for p in c.phases}
 _BY_ALIAS: dict[str, Collective] = {a: c for c in COLLECTIVES.values() for a in (c.name, *c.aliases)}
 

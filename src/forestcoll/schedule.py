@@ -38,6 +38,11 @@ in between).
   The record is its own object so that later schedule versions keep it as is.
 * ``allreduce`` holds a ``reduce_scatter`` phase then an ``allgather`` phase;
   the second starts on a chunk once the first has finished it.
+
+A file with ``"collective": "alltoall"`` has the same header but ``"flows"``
+(every pair's data split over paths) instead of phases and trees; it is read
+into an :class:`~forestcoll.alltoall.schedule.AlltoallSchedule` (the format is
+in that module and in docs/alltoall.md).
 """
 
 from __future__ import annotations
@@ -45,12 +50,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forestcoll.collectives import COLLECTIVES, PHASES
 from forestcoll.errors import ForestCollError, ScheduleError
 from forestcoll.fileio import atomic_write_text, dump_json, load_json, read_text
 from forestcoll.rational import format_rational, parse_rational
+
+if TYPE_CHECKING:
+    from forestcoll.alltoall.schedule import AlltoallSchedule
 
 __all__ = [
     "FORMAT", "VERSION", "Edge", "PhaseInfo", "Schedule", "ScheduleTree", "TopologyRecord", "read_schedule",
@@ -240,8 +248,9 @@ def _names(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
-    """Parse and structurally validate a schedule object (semantics are checked by the verifier)."""
+def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule | AlltoallSchedule:
+    """Parse and structurally validate a schedule object (semantics are checked by the verifier).  A collective
+    without trees (all-to-all) has its own model: :func:`forestcoll.alltoall.schedule.schedule_from_dict`."""
     if not isinstance(data, Mapping):
         raise ScheduleError(f"{source}: expected a JSON object")
     if "gpus" in data and "protocol" in data:
@@ -255,6 +264,10 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
     collective = _req(data, "collective", str, source)
     if collective not in COLLECTIVES:
         raise ScheduleError(f"{source}: unknown collective {collective!r}")
+    if not COLLECTIVES[collective].tree_based:
+        from forestcoll.alltoall.schedule import schedule_from_dict as flows_from_dict
+
+        return flows_from_dict(data, source)
     k = _req(data, "k", int, source)
     if k < 1:
         raise ScheduleError(f"{source}: 'k' must be >= 1")
@@ -330,14 +343,14 @@ def _topology_record(value: Any, source: str) -> tuple[str, TopologyRecord | Non
     return name, TopologyRecord(spec, name, path, fp)
 
 
-def write_schedule(sched: Schedule, path: str) -> str:
+def write_schedule(sched: Schedule | AlltoallSchedule, path: str) -> str:
     """Write the schedule JSON to ``path`` whole (temporary file, then rename); returns the text."""
-    text = dump_json(schedule_to_dict(sched))
+    text = dump_json(sched.to_dict())
     atomic_write_text(path, text)
     return text
 
 
-def schedule_topology(sched: Schedule, topology=None, extra: Mapping[str, str] | None = None):
+def schedule_topology(sched: Schedule | AlltoallSchedule, topology=None, extra: Mapping[str, str] | None = None):
     """The topology to check or run ``sched`` on: ``topology`` (a spec, file or Topology) or else the one the
     schedule was made for, with cluster options ``extra``.  When the schedule records a fingerprint, a topology
     with another fabric is refused (UsageError), so a schedule is never checked against a look-alike."""
@@ -346,7 +359,7 @@ def schedule_topology(sched: Schedule, topology=None, extra: Mapping[str, str] |
     from forestcoll.errors import UsageError
     from forestcoll.topology import fingerprint, load_topology
 
-    record = sched.record
+    record = getattr(sched, "record", None)  # all-to-all schedules record no fingerprint yet
     spec = topology or (record.spec if record else sched.topology)
     if not spec:
         raise UsageError("the schedule names no topology; pass --topology")
@@ -364,8 +377,8 @@ def schedule_topology(sched: Schedule, topology=None, extra: Mapping[str, str] |
     return topo
 
 
-def read_schedule(path: str) -> Schedule:
-    """Read a schedule JSON file."""
+def read_schedule(path: str) -> Schedule | AlltoallSchedule:
+    """Read a schedule JSON file (an all-to-all file gives an :class:`~forestcoll.alltoall.schedule.AlltoallSchedule`)."""
     try:
         data = load_json(path, "schedule file")
     except ForestCollError as exc:

@@ -14,8 +14,10 @@ import os
 import sys
 
 from forestcoll.cli import render
+from forestcoll.collectives import ALLTOALL
 from forestcoll.errors import ForestCollError, UsageError
 from forestcoll.limits import MAX_JOBS, check_count
+from forestcoll.rational import format_rational
 
 EXIT_USAGE = 2
 
@@ -176,9 +178,26 @@ def positive_int(text: str, flag: str) -> int:
 # ----- bound, generate, verify -----------------------------------------------------------------
 
 
+def flow_collective(args: argparse.Namespace) -> bool:
+    """True when --collective names a collective without trees (all-to-all): its own library calls."""
+    from forestcoll import collectives
+
+    return not collectives.get(args.collective).tree_based
+
+
+def refuse_flags(args: argparse.Namespace, *flags: str) -> None:
+    """All-to-all has no root, and its --k means chunks per pair only where it is asked for."""
+    for flag in flags:
+        if getattr(args, flag, None) is not None:
+            hint = " (generate --collective alltoall --k K rounds the schedule to K chunks per pair)" if flag == "k" else ""
+            raise UsageError(f"--{flag} does not apply to alltoall{hint}")
+
+
 def cmd_bound(args: argparse.Namespace) -> int:
     from forestcoll.bound.report import bound_report
 
+    if flow_collective(args):
+        return bound_alltoall(args)
     topo = topology(args)
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
@@ -206,6 +225,21 @@ def cmd_bound(args: argparse.Namespace) -> int:
     return 0
 
 
+def bound_alltoall(args: argparse.Namespace) -> int:
+    from forestcoll.alltoall.bound import alltoall_bound
+
+    refuse_flags(args, "root", "k")
+    topo = topology(args)
+    bound = alltoall_bound(topo, symmetry=not args.no_symmetry)
+    if not bound.ok:
+        raise UsageError(bound.message)
+    if args.json:
+        render.print_json(bound)
+    else:
+        render.print_alltoall_bound(bound, topo)
+    return 0
+
+
 def with_source(sched, args: argparse.Namespace):
     """The schedule with its topology record pointing at what the user named: a file by its absolute path (so
     the schedule verifies from any directory), with --nodes / --fabric merged into the spec."""
@@ -226,6 +260,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise UsageError(f"--k must be >= 1, got {args.k}")
     if args.max_k < 1:
         raise UsageError(f"--max-k must be >= 1, got {args.max_k}")
+    if flow_collective(args):
+        return generate_alltoall(args)
     if args.sizes:
         return generate_by_size(args)
     check_output(args)
@@ -262,6 +298,40 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def generate_alltoall(args: argparse.Namespace) -> int:
+    """generate --collective alltoall: the optimal flow's paths, as schedule JSON or MSCCL XML."""
+    from forestcoll.alltoall.generate import generate_alltoall as generate
+
+    refuse_flags(args, "root")
+    if args.format == "mscclpp":
+        raise UsageError("MSCCL++ plans of all-to-all schedules are not built yet: use --format msccl (MSCCL XML) "
+                         "or the schedule JSON")
+    if args.sizes:
+        raise UsageError("--sizes chooses among tree schedules; an alltoall schedule serves every size "
+                         "(generate it with --format msccl)")
+    if args.format == "msccl":
+        if not args.output:
+            raise UsageError("--format msccl needs -o FILE.xml")
+        options = export_options(args)
+    topo = topology(args)
+    made = generate(topo, chunks=args.k if args.k is not None else "auto", symmetry=not args.no_symmetry)
+    if not made.ok or made.schedule is None:
+        raise UsageError(made.message)
+    sched = made.schedule
+    if args.format == "msccl":
+        print(f"schedule   {made.message}")
+        return write_msccl(sched, options, args)
+    if args.output:
+        from forestcoll.schedule import write_schedule
+
+        write_schedule(sched, args.output)
+    if args.json:
+        render.print_json(sched)
+        return 0
+    render.print_alltoall_schedule(made, topo, args.output)
+    return 0
+
+
 def generate_by_size(args: argparse.Namespace) -> int:
     """generate --sizes: the best schedule per size range, one MSCCL++ plan (or MSCCL file) per range."""
     from forestcoll.simulate.select import export_by_size
@@ -294,9 +364,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     sched = read_schedule(args.schedule)
     topo = schedule_topology(sched, args.topology, cluster_options(args))
-    report = verify(sched, topo)
+    if sched.collective == ALLTOALL.name:
+        from forestcoll.alltoall.verify import verify_alltoall
+
+        report = verify_alltoall(sched, topo)
+    else:
+        report = verify(sched, topo)
     if args.json:
         render.print_json(report)
+    elif sched.collective == ALLTOALL.name:
+        render.print_alltoall_verify(report, sched, args.schedule, topo)
     else:
         if sched.record is None and not args.topology:
             print(f"note       {args.schedule} records no topology fingerprint (written before forestcoll kept one): "
@@ -331,8 +408,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError("--topology applies to --format mscclpp only (an MSCCL file does not depend on it)")
     options = export_options(args) if fmt == "msccl" else mscclpp_options(args)
     sched = read_schedule(args.schedule)
-    print(f"schedule   {args.schedule}: {sched.collective}, k={sched.k}, {len(sched.trees)} trees, {len(sched.ranks)} ranks")
+    parts = f"{len(sched.flows)} flows" if sched.collective == ALLTOALL.name else f"{len(sched.trees)} trees"
+    print(f"schedule   {args.schedule}: {sched.collective}, k={sched.k}, {parts}, {len(sched.ranks)} ranks")
     if fmt == "mscclpp":
+        if sched.collective == ALLTOALL.name:
+            raise UsageError("MSCCL++ plans of all-to-all schedules are not built yet: use --format msccl (MSCCL XML)")
         return write_mscclpp(sched, args.topology, options, args)
     return write_msccl(sched, options, args)
 
@@ -521,10 +601,20 @@ def cmd_topo_draw(args: argparse.Namespace) -> int:
     topo = topology(args)
     cut: tuple[str, ...] = ()
     title = topo.name
-    if args.cut:
-        from forestcoll.bound import optimal_bound
-        from forestcoll.rational import format_rational as fr
+    if args.cut and flow_collective(args):
+        from forestcoll.alltoall.bound import alltoall_bound
 
+        found = alltoall_bound(topo)
+        if not found.ok or found.bottleneck is None:
+            raise UsageError(found.message)
+        neck = found.bottleneck
+        cut = neck.cut_nodes
+        title = (f"{topo.name}: alltoall bound {fr_text(found)} GB/s; cut S holds {neck.cut_ranks_inside} ranks with "
+                 f"{format_rational(neck.cut_bandwidth)} GB/s out")
+    elif args.cut:
+        from forestcoll.bound import optimal_bound
+
+        fr = format_rational
         bound = optimal_bound(topo, args.collective)
         phase = bound.phases[-1]
         cut = phase.cut_nodes
@@ -533,6 +623,11 @@ def cmd_topo_draw(args: argparse.Namespace) -> int:
     draw(topo, args.output, cut, title)
     print(f"wrote {args.output}")
     return 0
+
+
+def fr_text(bound) -> str:
+    """An all-to-all bound as text: exact when certified, else the float value."""
+    return format_rational(bound.algbw) if bound.algbw is not None else f"~{bound.algbw_float:.6g}"
 
 
 def cmd_topo_list(args: argparse.Namespace) -> int:

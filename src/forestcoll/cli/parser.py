@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bound", help="exact optimal algbw and the bottleneck cut that proves it")
     p.add_argument("topology", help=TOPOLOGY_HELP)
     _cluster_flags(p)
-    p.add_argument("--collective", "-c", default="allgather", help="allgather (default), reduce_scatter, allreduce, broadcast, reduce")
+    p.add_argument("--collective", "-c", default="allgather", help="allgather (default), reduce_scatter, allreduce, broadcast, reduce, alltoall")
     p.add_argument("--root", help="root rank name for broadcast / reduce (default: the first rank)")
     p.add_argument("--k", type=int, help="also report the best algbw with exactly K trees per root")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -90,8 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("generate", help="generate a schedule of spanning trees")
     p.add_argument("topology", help=TOPOLOGY_HELP)
     _cluster_flags(p)
-    p.add_argument("--collective", "-c", default="allgather", help="allgather (default), reduce_scatter, allreduce, broadcast, reduce")
-    p.add_argument("--k", type=int, help="exactly K trees (chunks) per root; default: the smallest exactly optimal k")
+    p.add_argument("--collective", "-c", default="allgather", help="allgather (default), reduce_scatter, allreduce, broadcast, reduce, alltoall")
+    p.add_argument("--k", type=int, help="exactly K trees (chunks) per root; default: the smallest exactly optimal k "
+                                         "(alltoall: K chunks per pair; default: the fewest that keep the optimum)")
     p.add_argument("--root", help="root rank name for broadcast / reduce (default: the first rank)")
     p.add_argument("--max-k", type=int, default=100_000, help="refuse optimal schedules needing more than this k")
     p.add_argument("-o", "--output", help="write the schedule JSON (or the MSCCL++ plan / MSCCL XML, with --format) here")
@@ -110,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="simulated time, algbw and busbw of a schedule, an MSCCL++ plan, an MSCCL file "
                                         "or a baseline")
     p.add_argument("what", help="a schedule, an MSCCL++ plan or an MSCCL XML file (told by content), or a baseline: "
-                                "ring, double-binary-tree, hierarchical, direct")
+                                "ring, double-binary-tree, hierarchical, direct (alltoall: direct, hierarchical)")
     p.add_argument("--topology", "-t", help=TOPOLOGY_HELP + " (default for a schedule: the one it names)")
     _cluster_flags(p)
     p.add_argument("--collective", "-c", default="allreduce", help="for baselines (default allreduce)")
@@ -128,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="simulate forestcoll and the baselines over sizes: table and plot")
     p.add_argument("topology", help=TOPOLOGY_HELP)
     _cluster_flags(p)
-    p.add_argument("--collective", "-c", default="allreduce", help="allreduce (default), allgather, reduce_scatter, broadcast, reduce")
+    p.add_argument("--collective", "-c", default="allreduce", help="allreduce (default), allgather, reduce_scatter, broadcast, reduce, alltoall")
     p.add_argument("--root", help="root rank for broadcast / reduce")
     p.add_argument("--sizes", default="1MiB..1GiB", help="sizes: A..B (powers of two) or a comma list (default 1MiB..1GiB)")
     p.add_argument("--algorithms", help="comma list to keep (default: forestcoll, forestcoll-k1 and every baseline that applies)")

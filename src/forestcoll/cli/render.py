@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-from forestcoll.collectives import ALLGATHER
+from forestcoll.collectives import ALLGATHER, ALLTOALL
 from forestcoll.fileio import dump_json
 from forestcoll.rational import format_rational as fr
 from forestcoll.units import format_size
@@ -103,6 +103,71 @@ def print_verify(report, sched, path: str, topo) -> None:
             print(f"error      {err}")
         if len(report.errors) > 20:
             print(f"error      ... and {len(report.errors) - 20} more")
+        print("verdict    INVALID")
+
+
+def print_alltoall_bound(bound, topo) -> None:
+    sym = bound.symmetry
+    print(f"topology        {topo.name}  ({topo.num_compute} compute, {len(topo.switch_nodes)} switch nodes)")
+    print("collective      alltoall")
+    if bound.certified:
+        print(f"optimal algbw   {fr(bound.algbw)} GB/s  (~{approx(bound.algbw)}; certified: explicit paths reach it, "
+              "a length function proves no schedule beats it)")
+        print(f"busbw           {fr(bound.busbw)} GB/s  (~{approx(bound.busbw)})")
+        print(f"per pair        {fr(bound.rate_per_pair)} GB/s between every ordered pair of ranks at once")
+    else:
+        lo = approx(bound.lower) if bound.lower is not None else "?"
+        hi = approx(bound.upper) if bound.upper is not None else "?"
+        print(f"optimal algbw   ~{bound.algbw_float:.6g} GB/s (float, HiGHS); certified within [{lo}, {hi}] GB/s")
+    neck = bound.bottleneck
+    if neck is not None:
+        pairs = f"{neck.cut_ranks_inside} x {neck.cut_ranks_outside} rank pairs"
+        tight = "proves the optimum" if neck.cut_tight else "does not prove it alone; the saturated links do"
+        print(f"bottleneck      cut {neck.cut_label}: {fr(neck.cut_bandwidth)} GB/s out for {pairs} -> algbw <= "
+              f"{fr(neck.cut_algbw)} GB/s ({tight})")
+        for group in neck.saturated[:4]:
+            print(f"saturated       {group.describe()}")
+        if len(neck.saturated) > 4:
+            print(f"saturated       ... and {len(neck.saturated) - 4} more kinds of links")
+    print(f"LP              {sym['lp_rows']} x {sym['lp_columns']} ({sym['source_orbits']} source orbit(s); "
+          f"symmetry: {sym['group']}, {sym['generators']} generator(s)); {bound.seconds.get('total', 0.0):.2f} s")
+
+
+def print_alltoall_schedule(made, topo, output: str | None) -> None:
+    sched, bound = made.schedule, made.bound
+    hops = max(len(f.path) - 1 for f in sched.flows)
+    relayed = sum(1 for f in sched.flows if any(topo.is_compute[topo.index[x]] for x in f.path[1:-1]))
+    print(f"topology   {topo.name}  ({topo.num_compute} ranks)")
+    print("collective alltoall")
+    print(f"k          {sched.k} chunks per pair")
+    print(f"flows      {len(sched.flows)}  (paths of at most {hops} links; {relayed} relayed through another rank)")
+    print(f"algbw      {fr(sched.algbw)} GB/s  (~{approx(sched.algbw)})")
+    if sched.bound_algbw is not None:
+        print(f"optimal    {fr(sched.bound_algbw)} GB/s  ({approx(sched.algbw / sched.bound_algbw * 100)}% of the bound, "
+              "certified)")
+    elif bound is not None:
+        print(f"optimal    ~{bound.algbw_float:.6g} GB/s (not certified)")
+    print(f"time       {made.seconds.get('total', 0.0):.3f} s")
+    if output:
+        print(f"wrote      {output}")
+
+
+def print_alltoall_verify(report, sched, path: str, topo) -> None:
+    print(f"schedule   {path}: alltoall, k={sched.k}, {len(sched.flows)} flows")
+    print(f"topology   {topo.name}")
+    if report.algbw is not None:
+        claimed = f"; claimed {fr(report.claimed_algbw)}" if report.claimed_algbw is not None else ""
+        print(f"algbw      {fr(report.algbw)} GB/s  (~{approx(report.algbw)}{claimed})")
+        links = ", ".join(f"{a} -> {b}" for a, b in report.bottleneck_links[:3])
+        more = f" and {len(report.bottleneck_links) - 3} more" if len(report.bottleneck_links) > 3 else ""
+        print(f"busiest    {links}{more}")
+    if report.bound_algbw is not None and report.algbw is not None:
+        print(f"bound      {fr(report.bound_algbw)} GB/s  ({approx(report.algbw / report.bound_algbw * 100)}% reached)")
+    if report.ok:
+        print(f"verdict    {report.message}")
+    else:
+        for err in report.errors[:20]:
+            print(f"error      {err}")
         print("verdict    INVALID")
 
 
@@ -263,7 +328,8 @@ def print_comparison(comp) -> None:
         table.add_row(*row)
     Console(width=200).print(table)
     last = comp.sizes()[-1]
-    for other in ("ring", "double-binary-tree"):
+    others = ("direct", "hierarchical") if comp.collective == ALLTOALL.name else ("ring", "double-binary-tree")
+    for other in others:
         sp = comp.speedup(last, other)
         if sp:
             print(f"forestcoll vs {other} at {format_size(last)}: {sp:.2f}x ({(sp - 1) * 100:+.0f}%)")

@@ -30,7 +30,7 @@ import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forestcoll import collectives
 from forestcoll.errors import ScheduleError, UsageError
@@ -40,6 +40,9 @@ from forestcoll.msccl.semantics import size_multiplier
 from forestcoll.pieces import Piece, TreeShape, cut_pieces, shape_trees
 from forestcoll.rational import format_rational
 from forestcoll.schedule import Schedule
+
+if TYPE_CHECKING:
+    from forestcoll.alltoall.schedule import AlltoallSchedule
 
 __all__ = ["ExportError", "ExportOptions", "ExportResult", "export_msccl", "self_check", "write_msccl"]
 
@@ -277,11 +280,16 @@ def _channel_figures(ops: list[_Op], n: int) -> tuple[int, int, int]:
     return max(steps.values(), default=0), max(tbs), max(per_channel.values(), default=0)
 
 
-def export_msccl(sched: Schedule, options: ExportOptions | None = None, **kwargs: Any) -> ExportResult:
-    """The MSCCL algorithm of ``sched`` (see the module docstring for the lowering)."""
+def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | None = None, **kwargs: Any) -> ExportResult:
+    """The MSCCL algorithm of ``sched`` (see the module docstring for the lowering; an all-to-all schedule is
+    lowered by :func:`forestcoll.alltoall.msccl.export_alltoall_msccl`)."""
     opts = options or ExportOptions(**kwargs)
-    limits = opts.check()
     spec = collectives.get(sched.collective)
+    if spec.msccl is not None and not spec.tree_based:
+        from forestcoll.alltoall.msccl import export_alltoall_msccl
+
+        return export_alltoall_msccl(sched, opts)
+    limits = opts.check()
     if spec.msccl is None or not spec.tree_based:
         raise ExportError(f"collective {sched.collective!r} has no MSCCL form")
     ranks = list(sched.ranks)
@@ -392,7 +400,7 @@ def self_check(result: ExportResult, runtime: str | None = None) -> list[str]:
     return lines
 
 
-def write_msccl(sched: Schedule, path: str, options: ExportOptions | None = None, check: bool = True,
+def write_msccl(sched: Schedule | AlltoallSchedule, path: str, options: ExportOptions | None = None, check: bool = True,
                 **kwargs: Any) -> ExportResult:
     """Export ``sched``, check the file (:func:`self_check`, unless ``check`` is False) and write it to ``path``
     whole (temporary file, then rename): what ``forestcoll export`` does."""

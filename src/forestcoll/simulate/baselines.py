@@ -402,8 +402,13 @@ BASELINES: dict[str, Callable[..., ProgramBuilder]] = {
 
 
 def applicable(name: str, net: Network, collective: str) -> bool:
-    """Whether baseline ``name`` has a form for this collective on this fabric."""
+    """Whether baseline ``name`` has a form for this collective on this fabric (all-to-all: its own baselines,
+    :mod:`forestcoll.simulate.alltoall`)."""
     coll = collectives.get(collective)
+    if not coll.tree_based:
+        from forestcoll.simulate.alltoall import applicable as alltoall_applicable
+
+        return alltoall_applicable(name, net)
     if name == "double-binary-tree":
         return coll is ALLREDUCE
     if name == "hierarchical":

@@ -137,10 +137,24 @@ def compare(topo: Topology, net: Network, collective: str, sizes: Sequence[int],
         for b in names:
             jobs.append((b, collective, size, {**opts, "root": root}))
     results = run_jobs(net, jobs, workers, progress)
-    bound = optimal_bound(topo, collective, root).algbw
+    if collectives.get(collective).tree_based:
+        bound = optimal_bound(topo, collective, root).algbw
+    else:
+        bound = _flow_bound(topo, schedules)
     order = {name: i for i, name in enumerate([*schedules, *names])}
     results.sort(key=lambda r: (order.get(r.algorithm, 99), r.size_bytes))
     return Comparison(topo.name, collective, len(net.ranks), bound, results)
+
+
+def _flow_bound(topo: Topology, schedules: Mapping[str, Any]) -> Fraction:
+    """All-to-all: the certified optimum a schedule carries, else the bound's certified upper end."""
+    known = next((s.bound_algbw for s in schedules.values() if s.bound_algbw is not None), None)
+    if known is not None:
+        return known
+    from forestcoll.alltoall.bound import alltoall_bound
+
+    found = alltoall_bound(topo)
+    return found.algbw if found.algbw is not None else (found.upper or Fraction(found.algbw_float))
 
 
 def plot_comparison(comp: Comparison, path: str) -> None:
@@ -183,6 +197,18 @@ def plot_comparison(comp: Comparison, path: str) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
+def _flow_schedule(topo: Topology, root: str | None):
+    """All-to-all: forestcoll's schedule with the chunk count the MSCCL export would use."""
+    from forestcoll.alltoall.generate import generate_alltoall
+
+    if root is not None:
+        raise UsageError("alltoall has no root")
+    made = generate_alltoall(topo, chunks="auto")
+    if made.schedule is None:
+        raise UsageError(made.message)
+    return made.schedule
+
+
 COMPARED = ("forestcoll", "forestcoll-k1")  # forestcoll's schedules compare_topology runs besides the baselines
 
 
@@ -207,10 +233,17 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
     net = load_network(topology, extra, latency_us)
     topo = net.topology
     collective = collectives.canonical(collective)
-    schedules = candidate_schedules(topo, net, collective, root, ks=[1], ring=False)
+    if collectives.get(collective).tree_based:
+        schedules = candidate_schedules(topo, net, collective, root, ks=[1], ring=False)
+    else:
+        schedules = {"forestcoll": _flow_schedule(topo, root)}
     if algorithms is not None:
         schedules = {k: v for k, v in schedules.items() if k in algorithms}
-    base = [b for b in baselines.BASELINES if algorithms is None or b in algorithms]
+    if collectives.get(collective).tree_based:
+        names: Sequence[str] = tuple(baselines.BASELINES)
+    else:
+        from forestcoll.simulate.alltoall import BASELINES as names
+    base = [b for b in names if algorithms is None or b in algorithms]
     total = len(sizes) * (len(schedules) + len(base))
     with status(f"simulating up to {total} runs ...") if status else contextlib.nullcontext():
         comp = compare(topo, net, collective, sizes, schedules, base, root=root, workers=workers, fairness=fairness,

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,6 +18,9 @@ from forestcoll.simulate import baselines
 from forestcoll.simulate.engine import ProgramBuilder, run
 from forestcoll.simulate.network import Network
 from forestcoll.simulate.trees import tree_program
+
+if TYPE_CHECKING:
+    from forestcoll.alltoall.schedule import AlltoallSchedule
 
 __all__ = ["ALGORITHMS", "DEFAULT_MAX_SLICES", "DEFAULT_SLICE", "SimResult", "simulate", "simulate_program", "simulate_spec"]
 
@@ -94,11 +97,12 @@ def simulate_program(prog: ProgramBuilder, net: Network, name: str, collective: 
     return SimResult(name, collective, int(size), ranks, t, algbw, busbw, program.size, res.events, wall, extra)
 
 
-def simulate(net: Network, algorithm: str | Schedule, collective: str | None = None, size: int = 1 << 30, *,
+def simulate(net: Network, algorithm: str | Schedule | AlltoallSchedule, collective: str | None = None, size: int = 1 << 30, *,
              slice_bytes: int = DEFAULT_SLICE, max_slices: int = DEFAULT_MAX_SLICES, root: int | str | None = None,
              name: str | None = None, sharing: str = "weighted", fairness: str = "max-min") -> SimResult:
     """Simulate one call of ``size`` bytes (nccl-tests size: the whole buffer; for allgather the output,
-    for reduce-scatter the input) with ``algorithm``: a forestcoll :class:`Schedule` or a baseline name."""
+    for reduce-scatter the input; for all-to-all a rank's input) with ``algorithm``: a forestcoll
+    :class:`Schedule` or :class:`~forestcoll.alltoall.schedule.AlltoallSchedule`, or a baseline name."""
     if size < 1:
         raise UsageError(f"size must be >= 1 byte, got {size}")
     if slice_bytes < 1 or max_slices < 1:
@@ -112,6 +116,8 @@ def simulate(net: Network, algorithm: str | Schedule, collective: str | None = N
         prog = tree_program(sched, net, float(size), *slicing)
         label = name or ("forestcoll" if sched.optimal else f"forestcoll-k{sched.k}")
         return simulate_program(prog, net, label, collective, size, {"k": sched.k}, sharing, fairness)
+    if not isinstance(algorithm, str) or (collective is not None and not collectives.get(collective).tree_based):
+        return _simulate_alltoall(net, algorithm, size, slice_bytes, max_slices, name, sharing, fairness)
     if collective is None:
         raise UsageError("a baseline needs a collective")
     coll = collectives.get(collective)
@@ -125,6 +131,19 @@ def simulate(net: Network, algorithm: str | Schedule, collective: str | None = N
         kwargs["root"] = _root_rank(net, root)
     prog = baselines.BASELINES[algorithm](net, collective, float(size), slicing, **kwargs)
     return simulate_program(prog, net, name or algorithm, collective, size, None, sharing, fairness)
+
+
+def _simulate_alltoall(net: Network, algorithm, size: int, slice_bytes: int, max_slices: int, name: str | None,
+                       sharing: str, fairness: str) -> SimResult:
+    """An all-to-all schedule or baseline (:mod:`forestcoll.simulate.alltoall`)."""
+    from forestcoll.alltoall.schedule import AlltoallSchedule
+    from forestcoll.simulate import alltoall
+
+    if not isinstance(algorithm, AlltoallSchedule) and not alltoall.applicable(algorithm, net):
+        choices = [b for b in alltoall.BASELINES if alltoall.applicable(b, net)]
+        raise UsageError(f"{algorithm} has no alltoall form on this fabric; choose {' or '.join(choices)}")
+    return alltoall.simulate_alltoall(net, algorithm, size, slice_bytes=slice_bytes, max_slices=max_slices, name=name,
+                                      sharing=sharing, fairness=fairness)
 
 
 def _root_rank(net: Network, root: int | str | None) -> int:

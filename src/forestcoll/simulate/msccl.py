@@ -7,9 +7,18 @@ when its block has finished the previous step and every step it depends on;
 forwarding steps (``rcs``, ``rrs``, ``rrcs``) also wait for their data; a
 receive finishes when its data has arrived and its block has reached it.  Every
 chunk is cut into pipeline iterations like forestcoll's slices, and the whole
-program replays once per iteration, as in the runtime.  Transfers between two
-GPUs follow :meth:`Network.route`; rank i of the file is the topology's i-th
-compute node.
+program replays once per iteration, as in the runtime.  Rank i of the file is
+the topology's i-th compute node.
+
+Routes.  A connection (GPU a to GPU b on channel c) uses the pair's equal-cost
+routes (:meth:`Network.equal_routes`: :meth:`Network.route` and the routes
+that differ from it only in switches), grouped by the links where they leave
+a's box and enter b's (the NIC ports): the connection takes port group
+c mod P, as the runtime picks a NIC (port) per channel, and spreads its bytes
+evenly over that group's routes, as a fabric's ECMP hashing spreads
+connections over its spines (the model takes the average, as the baselines
+do).  A pair with one route, or a file whose pairs use one channel on a NIC
+with one port, behaves as before: one route per connection.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from forestcoll.pieces import slices_for
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
 
-__all__ = ["msccl_collective", "msccl_program", "simulate_msccl"]
+__all__ = ["channel_routes", "msccl_collective", "msccl_program", "simulate_msccl"]
 
 
 def msccl_collective(algo: Algo, source: str = "algo.xml") -> tuple[str, Fraction]:
@@ -32,8 +41,6 @@ def msccl_collective(algo: Algo, source: str = "algo.xml") -> tuple[str, Fractio
     coll = collectives.from_msccl(algo.coll)
     if coll is not None:
         return coll.name, coll.bus_factor(algo.ngpus)
-    if algo.coll == "alltoall":  # not in forestcoll's vocabulary yet; nccl-tests counts (N-1)/N of it on the bus
-        return "alltoall", Fraction(algo.ngpus - 1, algo.ngpus)
     raise UsageError(f"{source}: no simulation for coll {algo.coll!r}")
 
 
@@ -59,6 +66,7 @@ def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max
     piece = chunk / iterations
     tbs = {(g.id, tb.id): (tb, compile_tb(tb, g.id, source)) for g in algo.gpus for tb in g.tbs}
     prog = ProgramBuilder()
+    routes: dict[tuple[int, int], list[tuple[tuple[int, ...], float]]] = {}
     done: dict[tuple[int, int, int, int], int] = {}  # (gpu, tb, iteration, transmission) -> completion marker
     sends: dict[tuple[int, int, int, int], list[int]] = {}  # (src, dst, channel, iteration) -> transfers in order
     flag_steps = {key: [(i, t.step) for i, t in enumerate(trans) if t.hasdep] for key, (_tb, trans) in tbs.items()}
@@ -109,12 +117,15 @@ def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max
                 before = [x for x in (prev, *deps) if x is not None]
                 out = None
                 if t.type in SENDS:
-                    links, lat = net.route(g, tb.send)
+                    spread = channel_routes(net, routes, g, tb.send, tb.chan)
                     conn = (g, tb.send, tb.chan)
-                    out = prog.transfer(links, t.cnt * piece, lat, after_delivered=before + ([incoming] if incoming is not None else []),
-                                        stream=conn)
+                    after = before + ([incoming] if incoming is not None else [])
+                    ids = [prog.transfer(links, t.cnt * piece / len(spread), lat, after_delivered=after,
+                                         stream=(conn, i) if len(spread) > 1 else conn)
+                           for i, (links, lat) in enumerate(spread)]
+                    out = ids[0] if len(ids) == 1 else prog.marker(after_delivered=ids)
                     sends.setdefault((g, tb.send, tb.chan, it), []).append(out)
-                    marker = prog.marker(after_sent=[out])
+                    marker = prog.marker(after_sent=ids)
                 elif incoming is not None:
                     marker = prog.marker(after_delivered=[*before, incoming])
                 else:
@@ -126,3 +137,18 @@ def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max
         if not progress:
             raise MscclError(f"{source}: the steps wait on each other in a cycle; run `forestcoll msccl run` to see where")
     return prog
+
+
+def channel_routes(net: Network, cache: dict, src: int, dst: int, chan: int) -> list[tuple[tuple[int, ...], float]]:
+    """The routes the connection from rank ``src`` to rank ``dst`` on channel ``chan`` spreads over
+    (see the module docstring): port group ``chan`` mod P of the pair's equal-cost routes."""
+    key = (src, dst)
+    if key not in cache:
+        box = net.box
+        groups: dict[tuple[int, ...], list[tuple[tuple[int, ...], float]]] = {}
+        for links, lat in net.equal_routes(src, dst):
+            ports = tuple(i for i in links if box[net.ends[i][0]] != box[net.ends[i][1]])
+            groups.setdefault(ports, []).append((links, lat))
+        cache[key] = list(groups.values())
+    found = cache[key]
+    return found[chan % len(found)]

@@ -116,6 +116,64 @@ class Network:
         ids = self._routes[key]
         return ids, float(sum(self.latency[i] for i in ids))
 
+    def equal_routes(self, src: int, dst: int, limit: int = 16) -> list[tuple[tuple[int, ...], float]]:
+        """The routes between ranks ``src`` and ``dst`` that are as short and as wide as :meth:`route` and differ
+        from it only in switches (another NIC port, another spine; inside a box, only that box's switches):
+        :meth:`route`'s own first, then the others by node names, at most ``limit``.  A route that passes
+        through another rank has no alternatives here."""
+        first = self.route(src, dst)
+        ends = self.ends
+        nodes = [ends[first[0][0]][0]] + [ends[i][1] for i in first[0]]
+        is_compute = self.topology.is_compute
+        if any(is_compute[v] for v in nodes[1:-1]):
+            return [first]
+        box_of = self.box
+        box = box_of[nodes[0]] if all(box_of[v] == box_of[nodes[0]] for v in nodes) else None
+        width = min(self.capacity[i] for i in first[0])
+        found = self.fewest_hop_paths(nodes[0], nodes[-1],
+                                      lambda v: not is_compute[v] and (box is None or box_of[v] == box), 4 * limit)
+        others = []
+        for path in found:
+            if path == nodes or len(path) != len(nodes):
+                continue
+            links = tuple(self.link_of[(u, v)] for u, v in zip(path, path[1:]))
+            if min(self.capacity[i] for i in links) >= width * (1 - 1e-12):
+                others.append((tuple(self.names[v] for v in path), links))
+        others.sort()
+        return [first] + [(links, float(sum(self.latency[i] for i in links))) for _, links in others[: limit - 1]]
+
+    def fewest_hop_paths(self, a: int, b: int, allowed, limit: int) -> list[list[int]]:
+        """Up to ``limit`` fewest-hop paths (node ids) from a to b whose inner nodes are ``allowed``."""
+        out = self.out
+        dist = {a: 0}
+        frontier = [a]
+        while frontier and b not in dist:
+            nxt = []
+            for u in frontier:
+                if u != a and not allowed(u):
+                    continue
+                for v in out.get(u, []):
+                    if v not in dist:
+                        dist[v] = dist[u] + 1
+                        nxt.append(v)
+            frontier = nxt
+        if b not in dist:
+            return []
+        found: list[list[int]] = []
+        stack = [[a]]
+        while stack and len(found) < limit:
+            path = stack.pop()
+            u = path[-1]
+            if u == b:
+                found.append(path)
+                continue
+            if u != a and not allowed(u):
+                continue
+            for v in sorted(out.get(u, []), reverse=True):
+                if dist.get(v) == dist[u] + 1 and (v == b or dist[v] < dist[b]):
+                    stack.append(path + [v])
+        return found
+
     def adjacent(self, src: int, dst: int) -> bool:
         """True when a link joins the two ranks directly or through switches of their own box."""
         a, b = self.index[self.ranks[src]], self.index[self.ranks[dst]]

@@ -4,6 +4,7 @@
     fct.all_reduce(tensor, "sched.json")            # in place, like torch.distributed.all_reduce
     fct.all_gather(output, input, "allgather.json")
     fct.reduce_scatter(output, input, "rs.json", op="max")
+    fct.all_to_all_single(output, input, "alltoall.json")   # equal splits, like torch's
 
 Rank i of the group runs compute node i of the schedule.  The functions keep the
 last few :class:`Communicator` objects (per schedule and group) so plans are
@@ -15,10 +16,11 @@ from __future__ import annotations
 
 import torch
 
+from forestcoll.torch.alltoall import AlltoallCommunicator, all_to_all_single
 from forestcoll.torch.executor import DTYPES, OPS, CollectiveError, Communicator, communicator, load
 from forestcoll.torch.overlap import matmul_all_reduce, matmul_reduce_scatter
 
-__all__ = ["DTYPES", "OPS", "CollectiveError", "Communicator", "all_gather", "all_reduce", "broadcast",
+__all__ = ["DTYPES", "OPS", "AlltoallCommunicator", "CollectiveError", "Communicator", "all_gather", "all_to_all_single", "all_reduce", "broadcast",
            "communicator", "load", "matmul_all_reduce", "matmul_reduce_scatter", "reduce", "reduce_scatter"]
 
 def all_reduce(tensor: torch.Tensor, schedule, group=None, op: object = "sum") -> torch.Tensor:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
+from forestcoll.alltoall.schedule import AlltoallSchedule
 from forestcoll.errors import ForestCollError, ScheduleError, UsageError
 from forestcoll.runtime.plan import Plan, build_plans, phase_schedule
 from forestcoll.schedule import Schedule, read_schedule
@@ -56,9 +57,9 @@ def _op_name(op: object) -> str:
     raise UsageError(f"unsupported reduction {op!r}; use one of {', '.join(OPS)} (or torch.distributed.ReduceOp)")
 
 
-def load(schedule: str | os.PathLike | Schedule) -> Schedule:
-    """A schedule object from a path or an already loaded :class:`Schedule`."""
-    if isinstance(schedule, Schedule):
+def load(schedule: str | os.PathLike | Schedule | AlltoallSchedule) -> Schedule | AlltoallSchedule:
+    """A schedule object from a path or an already loaded schedule (tree or all-to-all)."""
+    if isinstance(schedule, (Schedule, AlltoallSchedule)):
         return schedule
     if isinstance(schedule, (str, os.PathLike)):
         return read_schedule(os.fspath(schedule))
@@ -195,9 +196,13 @@ class Communicator:
             self._plans[key] = plan
         return plan
 
+    def _fingerprint(self) -> object:
+        """What the ranks must share about the schedule (compared on a call's first use)."""
+        return (self.schedule.collective, self.schedule.ranks, [(t.root, t.chunks, t.phase, t.edges)
+                for t in self.schedule.trees])
+
     def _agree(self, key: tuple) -> None:
-        text = repr((self.schedule.collective, self.schedule.ranks, [(t.root, t.chunks, t.phase, t.edges)
-                    for t in self.schedule.trees], self.rank_map, key, self.slice_bytes, self.max_slices))
+        text = repr((self._fingerprint(), self.rank_map, key, self.slice_bytes, self.max_slices))
         mine = int.from_bytes(hashlib.sha256(text.encode()).digest()[:7], "little")
         n = len(self._peers)
         device = _device_for(self.group)
