@@ -107,6 +107,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
+    if args.max_height is not None and args.max_height < 1:
+        raise UsageError(f"--max-height must be >= 1, got {args.max_height}")
     if args.sizes:
         return generate_by_size(args)
     if args.format == "msccl":
@@ -114,7 +116,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
             raise UsageError("--format msccl needs -o FILE.xml")
         options = export_options(args)
     topo = topology(args)
-    sched = generate(topo, args.collective, k=args.k, root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k)
+    sched = generate(topo, args.collective, k=args.k, root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k,
+                     max_height=args.max_height)
     if args.format == "msccl":
         render.print_schedule_line(sched, topo)
         return write_msccl(sched, options, args)
@@ -125,7 +128,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.json:
         render.print_json(sched)
         return 0
-    render.print_schedule(sched, topo, args.k is None, args.output)
+    render.print_schedule(sched, topo, args.k is None and sched.optimal, args.output)
     return 0
 
 

@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, help="exactly K trees (chunks) per root; default: the smallest exactly optimal k")
     p.add_argument("--root", help="root rank name for broadcast / reduce (default: the first rank)")
     p.add_argument("--max-k", type=int, default=100_000, help="refuse optimal schedules needing more than this k")
+    p.add_argument("--max-height", type=int, metavar="H",
+                   help="trees of at most H hops: the optimal schedule when its trees can be that low, else the "
+                        "fastest such schedule forestcoll finds (exact rate, below the bound)")
     p.add_argument("-o", "--output", help="write the schedule JSON (or, with --format msccl, the MSCCL XML) here")
     p.add_argument("--json", action="store_true", help="print the schedule JSON on stdout")
     p.add_argument("--no-symmetry", action="store_true", help="do not exploit automorphisms")
