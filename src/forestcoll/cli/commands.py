@@ -55,6 +55,7 @@ def export_options(args: argparse.Namespace):
         max_bytes=args.max_bytes,
         runtime=args.runtime,
         channels=args.channels,
+        layout=args.layout,
         name=args.name,
     )
     opts.check()

@@ -49,7 +49,9 @@ def _export_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("MSCCL export")
     g.add_argument("--proto", default="Simple", choices=("Simple", "LL", "LL128"), help="protocol (default Simple)")
     g.add_argument("--instances", type=int, default=1, help="copies of the algorithm on separate channels (default 1)")
-    g.add_argument("--channels", type=int, help="channels per instance (default: the fewest within the step limit)")
+    g.add_argument("--channels", type=int, help="channels per instance (default: one per pipeline stage, within the limits)")
+    g.add_argument("--layout", choices=("stage", "tree"), default="stage",
+                   help="channel assignment: a channel per pipeline stage (default) or trees round robin")
     g.add_argument("--mode", choices=("both", "in-place", "out-of-place"), default="both",
                    help="calls the algorithm serves (default both)")
     g.add_argument("--min-bytes", type=int, default=0, help="smallest call size to use it for (default 0)")
