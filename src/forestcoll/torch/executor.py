@@ -9,10 +9,13 @@ and dtype) the rank's :class:`forestcoll.runtime.Plan`, then runs it:
   applied (and the earlier sends to the same peer have left), and a received
   message is applied as soon as the earlier writes and reads of its ranges are
   done (:func:`forestcoll.runtime.plan.async_ops`).  Each tree's pieces thus
-  flow down the tree without waiting for the rest of the machine.  The rank
-  blocks only on its earliest unfinished operation, which (by induction over
-  the rounds) can always finish, so the run cannot deadlock; the result is the
-  synchronous rounds' bit for bit.
+  flow down the tree without waiting for the rest of the machine.  When it
+  must block, a rank waits for what a received message still waits on, else
+  for its earliest receive in flight (a send completes on its own: every
+  receive is posted), so new data is forwarded as soon as it is in.  No
+  deadlock: a rank waits on a receive of round r only while everything it
+  needs is from rounds < r, so a cycle of waits would need rounds that
+  decrease around it.  The result is the synchronous rounds' bit for bit.
 * ``mode="rounds"``: per round one ``batch_isend_irecv`` with one message per
   peer, a wait, and the copies or reductions of what arrived.
 
@@ -316,11 +319,13 @@ class Communicator:
                     done[i] = True
                     left -= 1
                     moved = True
-            if left:  # block on the earliest unfinished operation in flight (gloo completes only in wait)
+            if left:  # block (gloo completes an operation only in its wait); see the module docstring
+                blockers = [j for i in arrived for j in ops[i].after if j in handles]
+                recvs = [i for i in handles if ops[i].kind == "recv"]
                 if not handles:
                     raise CollectiveError(f"compute node {self.node}: {collective}: no operation can proceed "
                                           f"(a plan inconsistent across ranks?)")
-                left -= finish(min(handles))
+                left -= finish(min(blockers) if blockers else min(recvs) if recvs else min(handles))
 
     def _issue(self, fn, buf: torch.Tensor, peer: int, group, collective: str, op: Op):
         try:
