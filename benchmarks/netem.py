@@ -5,7 +5,8 @@ port into its box's bridge (``--intra`` each way); the box bridges are joined in
 a chain by veth uplinks (``--uplink`` each way), so traffic between boxes
 shares one slow link, as in a cluster whose boxes have fast local links and a
 thin network.  Every rank runs in its namespace (gloo over TCP), and the script
-compares, per size: forestcoll's all_reduce (optimal k and k = 1), gloo's own
+compares, per size: forestcoll's all_reduce (optimal k and k = 1 on the
+asynchronous executor, optimal k on the synchronous rounds), gloo's own
 all_reduce, and the simulator's predictions for the same fabric; then a matrix
 product fused with its all-reduce (``matmul_all_reduce``) against
 compute-then-communicate.  Needs root, ``ip`` and ``tc`` (iproute2); not in CI.
@@ -128,7 +129,8 @@ def worker(args: argparse.Namespace) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://{SUBNET}.1:{PORT}", rank=args.rank,
                             world_size=args.world, timeout=datetime.timedelta(seconds=300))
     rank, world = args.rank, args.world
-    comms = {name: fct.Communicator(path) for name, path in json.loads(args.schedules).items()}
+    comms = {name: fct.Communicator(path, mode="rounds" if name.endswith("-rounds") else "async")
+             for name, path in json.loads(args.schedules).items()}
 
     def timed(fn, reps: int) -> float:
         """Median over ``reps`` of the slowest rank's time for ``fn`` (after a warm-up)."""
@@ -229,6 +231,8 @@ def main() -> None:
         paths[name] = os.path.join(tmp, f"{name}.json")
         with open(paths[name], "w") as f:
             json.dump(schedule_to_dict(s), f)
+    paths["forestcoll-rounds"] = paths["forestcoll"]  # the same schedule on the synchronous executor
+    scheds["forestcoll-rounds"] = scheds["forestcoll"]
     namespaces: list[str] = []
 
     def stop(*_a: object) -> None:

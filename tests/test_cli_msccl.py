@@ -20,7 +20,8 @@ def test_generate_then_export(tmp_path, capsys):
     capsys.readouterr()
     assert main(["export", str(sched), "--format", "msccl", "-o", str(xml), "--runtime", "rccl"]) == 0
     out = capsys.readouterr().out
-    assert "layout     1 channel(s), 20 thread blocks per GPU (most), 8 steps per thread block (most)" in out
+    # the stage layout: one channel per pipeline stage (reduce-scatter height 2, then allgather depth 2)
+    assert "layout     4 channel(s), 52 thread blocks per GPU (most), 10 steps per thread block (most)" in out
     assert "rccl: fits" in out and "msccl-executor-nccl: fits" in out
     assert "checked    in-place: OK" in out and "checked    out-of-place: OK" in out
     assert "count a multiple of 208" in out
@@ -39,10 +40,13 @@ def test_generate_format_msccl_json(tmp_path, capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     data = json.loads(out[out.index("{"):])
-    assert data["channels"] == 2 and data["fits"] == {"msccl-executor-nccl": True, "rccl": True}
+    assert data["channels"] == 8 and data["fits"] == {"msccl-executor-nccl": True, "rccl": True}
     head = xml.read_text().splitlines()[2]
-    for attr in ('name="ring_ag"', 'proto="LL"', 'inplace="1"', 'outofplace="0"', 'maxBytes="65536"', 'nchannels="2"'):
+    for attr in ('name="ring_ag"', 'proto="LL"', 'inplace="1"', 'outofplace="0"', 'maxBytes="65536"', 'nchannels="8"'):
         assert attr in head
+    assert main([*args, "--layout", "tree"]) == 0  # trees round robin: the fewest channels (one per instance)
+    out = capsys.readouterr().out
+    assert json.loads(out[out.index("{"):])["channels"] == 2
 
 
 def test_run_json_and_options(tmp_path, capsys):

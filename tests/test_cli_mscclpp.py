@@ -130,7 +130,7 @@ def test_files_in_the_wrong_place_are_one_line_errors(files, tmp_path):
         (("export", str(sched), "-o", str(tmp_path / "x.json"), "--mode", "both"), "serves one buffer mode"),
         (("export", str(sched), "-o", str(tmp_path / "x.json"), "--proto", "LL128"), "MSCCL++ plans are Simple or LL"),
         (("export", str(sched), "-o", str(tmp_path / "x.json"), "--instances", "2"), "--instances applies to --format msccl"),
-        (("export", str(sched), "-o", str(tmp_path / "x.xml"), "--layout", "edge"), "--layout applies to --format mscclpp"),
+        (("export", str(sched), "-o", str(tmp_path / "x.xml"), "--layout", "edge"), "--layout edge applies to --format mscclpp"),
         (("export", str(sched), "-o", str(tmp_path / "x.json"), "--max-bytes", "8GiB"), "stay below 4 GiB"),
         (("export", str(sched), "-o", str(tmp_path / "x.json"), "--min-bytes", "lots"), "--min-bytes: bad size"),
         (("export", str(sched), "-o", str(tmp_path / "x.json"), "-t", "ring:n=4"), "is not the fabric this schedule was made for"),

@@ -162,8 +162,9 @@ def test_gpus_are_taken_by_id_not_by_element_order(tmp_path, msccl_file):
     a, b = blocks[0], blocks[2]
     swapped.write_text(head + b.replace('id="2"', 'id="0"', 1) + blocks[1] + a.replace('id="0"', 'id="2"', 1)
                        + "".join(blocks[3:]) + tail)
-    code, out, err = cli("msccl", "run", swapped)  # rank 0 now runs rank 2's program: wrong data, not OK
-    refused(code, out, err, "output chunk")
+    code, out, err = cli("msccl", "run", swapped)  # rank 0 now runs rank 2's program: wrong data or a hang, not OK
+    refused(code, out, err)
+    assert "output chunk" in err or "deadlock" in err, err
     dup = tmp_path / "dup.xml"
     dup.write_text(head + blocks[0] + blocks[0] + "".join(blocks[2:]) + tail)
     refused(*cli("msccl", "run", dup), "a second <gpu id=\"0\">")

@@ -95,6 +95,32 @@ def check_collectives(rank: int, world: int, cases: list[dict]) -> list[str]:
     return failures
 
 
+def async_equals_rounds(rank: int, world: int, cases: list[dict]) -> list[str]:
+    """The asynchronous executor gives the rounds' result bit for bit (integer and float data alike)."""
+    import forestcoll.torch as fct
+
+    failures = []
+    comms = {}
+    for i, c in enumerate(cases):
+        if c["path"] not in comms:
+            comms[c["path"]] = (fct.Communicator(c["path"], mode="async"), fct.Communicator(c["path"], mode="rounds"))
+        fast, slow = comms[c["path"]]
+        dtype = getattr(torch, c["dtype"])
+        g = torch.Generator().manual_seed(i * 1000 + rank)
+        x = (torch.randint(-10**6, 10**6, (c["numel"],), generator=g) if not dtype.is_floating_point
+             else torch.randn(c["numel"], generator=g)).to(dtype)
+        a, b = x.clone(), x.clone()
+        if c["coll"] == "all_reduce":
+            fast.all_reduce(a, c.get("op", "sum"))
+            slow.all_reduce(b, c.get("op", "sum"))
+        else:
+            a, b = torch.zeros(world * c["numel"], dtype=dtype), torch.zeros(world * c["numel"], dtype=dtype)
+            fast.all_gather(a, x)
+            slow.all_gather(b, x)
+        if not torch.equal(a, b):
+            failures.append(f"rank {rank}: {c}: async differs from rounds")
+    return failures
+
 
 def check_errors(rank: int, world: int, paths: dict) -> list[str]:
     import torch.distributed as dist

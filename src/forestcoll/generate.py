@@ -18,18 +18,38 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from forestcoll import collectives
 from forestcoll.bound.fixed_k import floor_caps, min_scale_for_k
 from forestcoll.bound.optimal import prepare_phase, root_weights
+from forestcoll.errors import TopologyError, UsageError
+from forestcoll.rational import format_rational
 from forestcoll.schedule import Edge, PhaseInfo, Schedule, ScheduleTree, TopologyRecord
 from forestcoll.topology.model import Topology, fingerprint
 from forestcoll.trees.capacities import DEFAULT_MAX_K, invariant_symmetries, phase_capacities
-from forestcoll.trees.packing import pack_trees, pack_trees_symmetric
+from forestcoll.trees.height import pack_height_limited
+from forestcoll.trees.packing import PackResult, pack_trees, pack_trees_symmetric
 from forestcoll.trees.routing import map_back
+from forestcoll.trees.shallow import lower_trees, rank_eccentricities
 from forestcoll.trees.splitting import split_switches, trim_switch_excess
 
-__all__ = ["PhaseResult", "fixed_k_reach", "generate", "solve_phase"]
+__all__ = ["LOWERING_RANKS", "PhaseResult", "check_height", "fixed_k_reach", "generate", "lowering_budget", "solve_phase"]
+
+LOWERING_RANKS = 128  # packings with more ranks keep the packer's heights (each max-flow grows with the ranks)
+
+
+HEIGHT_WORK = 5.0  # deterministic seconds of CP-SAT per height-limited packing tried
+
+
+class HeightNotFound(Exception):
+    """Internal: the height-limited constraint program found no packing (infeasible or out of time)."""
+
+
+def lowering_budget(ranks: int, packing_maxflows: int) -> int:
+    """Max-flows the tree lowering may spend on a phase of ``ranks`` ranks: a few times what the packing
+    spent (at least 2,000, at most 20,000; none above :data:`LOWERING_RANKS` ranks)."""
+    return min(20_000, max(2_000, 4 * packing_maxflows)) if ranks <= LOWERING_RANKS else 0
 
 
 @dataclass
@@ -65,15 +85,22 @@ def solve_phase(
     k: int | None = None,
     symmetry: bool = True,
     max_k: int = DEFAULT_MAX_K,
+    stretch: Fraction = Fraction(1),
+    max_height: int | None = None,
+    exact_height: bool = False,
 ) -> PhaseResult:
-    """Pack the trees of one phase: optimal (smallest exact k) when ``k`` is None, else the best with k."""
+    """Pack the trees of one phase: optimal (smallest exact k) when ``k`` is None, else the best with k (its time
+    scale times ``stretch``); the trees are then lowered (:func:`~forestcoll.trees.shallow.lower_trees`),
+    aiming at ``max_height`` when given.  With ``exact_height`` the trees come from the constraint program of
+    :mod:`forestcoll.trees.height` instead (unit trees, every one within ``max_height``); :class:`HeightNotFound`
+    when it finds none."""
     stats: dict[str, float] = {}
     t0 = time.perf_counter()
     prep = prepare_phase(topo, weights, reverse, symmetry)
     fabric, oracle, rate = prep.fabric, prep.oracle, prep.rate
     stats["bound_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    k, scale, arcs = phase_capacities(prep, weights, k, max_k)
+    k, scale, arcs = phase_capacities(prep, weights, k, max_k, stretch)
     stats["k_search_s"] = time.perf_counter() - t0
     stats["bound_maxflows"] = oracle.maxflows
     n = len(fabric.nodes)
@@ -90,14 +117,29 @@ def solve_phase(
     ccaps = {(pos[u], pos[v]): c for (u, v), c in split.caps.items()}
     t0 = time.perf_counter()
     demand = [k * weights[c] for c in compute]
-    if len(split.group) > 1:
-        group = [[pos[g[c]] for c in compute] for g in split.group]
+    group = [[pos[g[c]] for c in compute] for g in split.group] if len(split.group) > 1 else None
+    if exact_height:
+        assert max_height is not None
+        status, found = pack_height_limited(len(compute), ccaps, demand, max_height, group, HEIGHT_WORK)
+        if found is None:
+            raise HeightNotFound(f"k={k}: {status}")
+        packed = PackResult(found, {"height_program": 1})
+    elif group is not None:
         packed = pack_trees_symmetric(len(compute), ccaps, demand, group)
     else:
         packed = pack_trees(len(compute), ccaps, demand)
     stats["pack_s"] = time.perf_counter() - t0
     for key, value in packed.stats.items():
         stats[f"pack_{key}"] = value
+    t0 = time.perf_counter()
+    budget = 0 if exact_height else lowering_budget(len(compute), packed.stats.get("maxflows", 0)) \
+        if max_height is None else 20_000
+    lowered = lower_trees(len(compute), ccaps, packed.trees, target=max_height, budget=budget,
+                          max_trees=len(packed.trees) + len(compute))
+    packed.trees = lowered.trees
+    stats["lower_s"] = time.perf_counter() - t0
+    for key, value in lowered.stats.items():
+        stats[f"lower_{key}"] = value
     t0 = time.perf_counter()
     routed = map_back(packed.trees, {a: dict(b) for a, b in split.paths.items()}, compute)
     names = [node.name for node in fabric.nodes]
@@ -165,26 +207,49 @@ def generate(
     root: str | None = None,
     symmetry: bool = True,
     max_k: int = DEFAULT_MAX_K,
+    max_height: int | None = None,
 ) -> Schedule:
     """A throughput-optimal (``k=None``) or best-with-``k``-trees-per-root schedule for ``collective``.
 
+    With ``max_height`` every tree has at most that many hops: the optimal schedule when its trees can be
+    lowered that far, else the fastest schedule with such trees that the search below finds (its algbw is
+    exact, from its link loads, and below the bound; not proved the best possible for that height).
     Raises UsageError for bad parameters; the result verifies with :func:`forestcoll.verify.verify`.
     """
     coll = collectives.tree_collective(collective)
     weights = root_weights(topo, coll, root)
+    if max_height is not None:
+        check_height(topo, coll, weights, max_height)
     t0 = time.perf_counter()
     # millions of small objects (tree edges) are made and none is garbage: pause the cycle collector
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _generate(topo, coll, weights, k, symmetry, max_k, t0)
+        if max_height is None:
+            return _assemble(topo, coll, weights, _phases(topo, coll, weights, k, symmetry, max_k), t0)
+        return _limited(topo, coll, weights, k, symmetry, max_k, max_height, t0)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _generate(topo: Topology, coll: collectives.Collective, weights: Sequence[int], k: int | None, symmetry: bool,
-              max_k: int, t0: float) -> Schedule:
+def check_height(topo: Topology, coll: collectives.Collective, weights: Sequence[int], max_height: int) -> None:
+    """Refuse a height below the radius: a tree of root r has at least r's eccentricity (hops between ranks,
+    a route through switches counting once)."""
+    if max_height < 1:
+        raise UsageError(f"--max-height must be >= 1, got {max_height}")
+    tables = [rank_eccentricities(topo, reverse) for reverse in sorted({ph.reversed for ph in coll.phases})]
+    roots = [i for i, w in enumerate(weights) if w > 0]
+    ecc = {r: max(t[r] for t in tables) for r in roots}
+    worst = max(roots, key=lambda r: (ecc[r], -r))
+    if ecc[worst] > max_height:
+        raise UsageError(f"no tree of height {max_height} exists: {topo.nodes[worst].name} is {ecc[worst]} hops from "
+                         f"the farthest rank (hops between ranks; a path through switches counts once)")
+
+
+def _phases(topo: Topology, coll: collectives.Collective, weights: Sequence[int], k: int | None, symmetry: bool,
+            max_k: int, stretch: Fraction = Fraction(1), max_height: int | None = None,
+            exact_height: bool = False) -> list[PhaseResult]:
     solved: dict[str, PhaseResult] = {}
     mirrored = []
     for ph in coll.phases:
@@ -192,10 +257,83 @@ def _generate(topo: Topology, coll: collectives.Collective, weights: Sequence[in
         if twin is not None:
             mirrored.append((ph, twin))  # read backwards from the out-tree phase below
         else:
-            solved[ph.name] = solve_phase(topo, ph.name, weights, ph.reversed, k, symmetry, max_k)
+            solved[ph.name] = solve_phase(topo, ph.name, weights, ph.reversed, k, symmetry, max_k, stretch, max_height,
+                                          exact_height)
     for ph, twin in mirrored:
         solved[ph.name] = _reverse_phase(solved[twin.name], ph.name)
-    phases = [solved[ph.name] for ph in coll.phases]
+    return [solved[ph.name] for ph in coll.phases]
+
+
+def _height(phases: Sequence[PhaseResult]) -> int:
+    return max(t.height() for p in phases for t in p.trees)
+
+
+# the time scales the greedy height search tries (1 + s), then halves the gap between the last miss and the first hit
+_STRETCH = [Fraction(1, 32), Fraction(1, 16), Fraction(1, 8), Fraction(1, 4), Fraction(1, 2), Fraction(1)]
+_BISECT = 3
+
+
+def _limited(topo: Topology, coll: collectives.Collective, weights: Sequence[int], k: int | None, symmetry: bool,
+             max_k: int, max_height: int, t0: float) -> Schedule:
+    """The fastest schedule with trees of at most ``max_height`` hops that the search finds:
+
+    1. the optimal (or given-k) schedule, lowered toward the height (:mod:`forestcoll.trees.shallow`);
+    2. else unit trees from the constraint program (:mod:`forestcoll.trees.height`): first with that k (an
+       exactly optimal schedule when the optimal k was asked for), then k = 1, 2, 4, ... below it while it finds
+       them; the fastest wins;
+    3. else the greedy packer with more time per tree (a slower rate, more room on every link) until the trees
+       fit, then bisection between the last miss and the first hit."""
+    phases = _phases(topo, coll, weights, k, symmetry, max_k, max_height=max_height)
+    tried: list[tuple[str, str, int | str]] = [(str(phases[0].k), "lowered", _height(phases))]
+    if _height(phases) <= max_height:
+        return _assemble(topo, coll, weights, phases, t0, {"max_height": max_height, "height_search": tried})
+    top_k = math.lcm(*(p.k for p in phases))
+    best: list[PhaseResult] | None = None
+    ks = [top_k] + [1 << i for i in range(top_k.bit_length()) if (1 << i) < top_k]
+    for i, kk in enumerate(ks):
+        try:
+            cand = _phases(topo, coll, weights, kk, symmetry, max_k, max_height=max_height, exact_height=True)
+        except HeightNotFound as exc:
+            tried.append((str(kk), "program", str(exc).split(": ")[-1]))
+            if i:
+                break  # a larger power of two would be harder still
+            continue
+        tried.append((str(kk), "program", _height(cand)))
+        if best is None or _algbw(cand) > _algbw(best):
+            best = cand
+        if i == 0:
+            break  # the given (or optimal) k itself fits: nothing below it is faster
+    if best is not None:
+        return _assemble(topo, coll, weights, best, t0, {"max_height": max_height, "height_search": tried})
+    lo = Fraction(0)
+    hi = None
+    for s in _STRETCH:
+        cand = _phases(topo, coll, weights, top_k, symmetry, max_k, 1 + s, max_height)
+        tried.append((str(top_k), f"stretch {format_rational(1 + s)}", _height(cand)))
+        if _height(cand) <= max_height:
+            best, hi = cand, s
+            break
+        lo = s
+    if best is None or hi is None:
+        raise TopologyError(f"no schedule with trees of at most {max_height} hops was found; allow more hops "
+                            "(forestcoll generate without --max-height shows the optimal trees' height)")
+    for _ in range(_BISECT):
+        mid = (lo + hi) / 2
+        cand = _phases(topo, coll, weights, top_k, symmetry, max_k, 1 + mid, max_height)
+        tried.append((str(top_k), f"stretch {format_rational(1 + mid)}", _height(cand)))
+        if _height(cand) <= max_height:
+            best, hi = cand, mid
+        else:
+            lo = mid
+    return _assemble(topo, coll, weights, best, t0, {"max_height": max_height, "height_search": tried})
+
+
+def _algbw(phases: Sequence[PhaseResult]) -> Fraction:
+    return phases[0].total_weight / sum(p.load_ratio / p.k for p in phases)
+
+
+def _assemble(topo: Topology, coll: collectives.Collective, weights: Sequence[int], phases: Sequence[PhaseResult],
+              t0: float, extra: dict | None = None) -> Schedule:
     common_k = math.lcm(*(p.k for p in phases))
     trees = []
     for p in phases:
@@ -205,7 +343,7 @@ def _generate(topo: Topology, coll: collectives.Collective, weights: Sequence[in
     algbw = total / sum(p.load_ratio / p.k for p in phases)
     # the optimum: phases run one after the other, each at its own x*
     bound_algbw = total / sum(1 / p.rate for p in phases)
-    stats: dict[str, float] = {"seconds": time.perf_counter() - t0}
+    stats: dict[str, Any] = {"seconds": time.perf_counter() - t0, **(extra or {})}
     for p in phases:
         for key, value in p.stats.items():
             stats[f"{p.name}.{key}"] = value

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from forestcoll.alltoall.schedule import AlltoallSchedule
@@ -94,6 +94,8 @@ def export_alltoall_msccl(sched: AlltoallSchedule, options: ExportOptions | None
     opts = options or ExportOptions(**kwargs)
     limits = opts.check()
     _refuse_options(opts)
+    if opts.max_cnt is None:  # the tree lowering's automatic cut; all-to-all steps move whole pieces up to the cap
+        opts = replace(opts, max_cnt=71)
     ranks = list(sched.ranks)
     n = len(ranks)
     rank_of = {r: i for i, r in enumerate(ranks)}

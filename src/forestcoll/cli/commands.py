@@ -86,11 +86,19 @@ def _refuse(args: argparse.Namespace, flags: tuple[str, ...], fmt: str) -> None:
             raise UsageError(f"--{flag.replace('_', '-')} applies to --format {fmt} only")
 
 
+def _layout_for(args: argparse.Namespace, fmt: str, choices: tuple[str, ...]) -> None:
+    """``--layout`` names layouts of both formats; refuse one the chosen format does not have."""
+    if args.layout is not None and args.layout not in choices:
+        raise UsageError(f"--layout {args.layout} applies to --format {'mscclpp' if fmt == 'msccl' else 'msccl'}; "
+                         f"--format {fmt} takes {' or '.join(choices)}")
+
+
 def export_options(args: argparse.Namespace):
     """The MSCCL XML export flags as :class:`forestcoll.msccl.export.ExportOptions`."""
     from forestcoll.msccl.export import ExportOptions
 
-    _refuse(args, ("design_size", "max_threadblocks", "layout"), "mscclpp")
+    _refuse(args, ("design_size", "max_threadblocks"), "mscclpp")
+    _layout_for(args, "msccl", ("stage", "tree"))
     for flag in ("instances", "channels"):
         value = getattr(args, flag)
         if value is not None and value < 1:
@@ -105,6 +113,7 @@ def export_options(args: argparse.Namespace):
         max_bytes=_size_flag(args.max_bytes, "--max-bytes", zero=True) or 0,
         runtime=args.runtime or "msccl-executor-nccl",
         channels=args.channels,
+        layout=args.layout or "stage",
         name=args.name,
     )
     opts.check()
@@ -116,6 +125,7 @@ def mscclpp_options(args: argparse.Namespace):
     from forestcoll.mscclpp.export import ExportOptions
 
     _refuse(args, ("instances", "channels", "runtime"), "msccl")
+    _layout_for(args, "mscclpp", ("auto", "edge", "source", "level"))
     if args.proto == "LL128":
         raise UsageError("--proto LL128 is an MSCCL protocol; MSCCL++ plans are Simple or LL")
     if args.mode == "both":
@@ -260,6 +270,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise UsageError(f"--k must be >= 1, got {args.k}")
     if args.max_k < 1:
         raise UsageError(f"--max-k must be >= 1, got {args.max_k}")
+    if args.max_height is not None and args.max_height < 1:
+        raise UsageError(f"--max-height must be >= 1, got {args.max_height}")
     if flow_collective(args):
         return generate_alltoall(args)
     if args.sizes:
@@ -282,7 +294,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         render.print_schedule_line(sched, topo)
         render.print_mscclpp_export(result)
         return 0
-    sched = generate(topo, args.collective, k=args.k, root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k)
+    sched = generate(topo, args.collective, k=args.k, root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k,
+                     max_height=args.max_height)
     sched = with_source(sched, args)
     if args.format == "msccl":
         render.print_schedule_line(sched, topo)
@@ -294,7 +307,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.json:
         render.print_json(sched)
         return 0
-    render.print_schedule(sched, topo, args.k is None, args.output)
+    render.print_schedule(sched, topo, args.k is None and sched.optimal, args.output)
     return 0
 
 

@@ -58,16 +58,17 @@ def _export_flags(p: argparse.ArgumentParser) -> None:
                    help="largest call size (MSCCL default 0: no limit; MSCCL++ default 4GiB-1, LL 1MiB)")
     g.add_argument("--name", help="algorithm (MSCCL) or plan (MSCCL++) name in the file")
     g.add_argument("--no-check", action="store_true", help="skip the self-check (lint + interpreter) before writing")
+    g.add_argument("--layout", choices=("stage", "tree", "auto", "edge", "source", "level"),
+                   help="MSCCL: a channel per pipeline stage (stage, default) or trees round robin (tree); MSCCL++: "
+                        "thread blocks per tree edge, per source GPUs or per tree level (default auto: the finest "
+                        "within --max-threadblocks)")
     g = p.add_argument_group("MSCCL++ plans only")
     g.add_argument("--design-size", help="call size the pipelines are cut for (default: the max size, at most 1GiB)")
     g.add_argument("--max-threadblocks", type=int,
                    help="thread blocks a GPU runs at once (default 104: an MI250 GCD's CUs; A100 108, H100 132)")
-    g.add_argument("--layout", choices=("auto", "edge", "source", "level"),
-                   help="thread blocks per tree edge, per source GPUs or per tree level (default auto: the finest "
-                        "within --max-threadblocks)")
     g = p.add_argument_group("MSCCL XML only")
     g.add_argument("--instances", type=int, help="copies of the algorithm on separate channels (default 1)")
-    g.add_argument("--channels", type=int, help="channels per instance (default: the fewest within the step limit)")
+    g.add_argument("--channels", type=int, help="channels per instance (default: one per pipeline stage, within the limits)")
     g.add_argument("--runtime", choices=_runtimes(), help="whose limits to keep to (default msccl-executor-nccl)")
 
 
@@ -95,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
                                          "(alltoall: K chunks per pair; default: the fewest that keep the optimum)")
     p.add_argument("--root", help="root rank name for broadcast / reduce (default: the first rank)")
     p.add_argument("--max-k", type=int, default=100_000, help="refuse optimal schedules needing more than this k")
+    p.add_argument("--max-height", type=int, metavar="H",
+                   help="trees of at most H hops: the optimal schedule when its trees can be that low, else the "
+                        "fastest such schedule forestcoll finds (exact rate, below the bound)")
     p.add_argument("-o", "--output", help="write the schedule JSON (or the MSCCL++ plan / MSCCL XML, with --format) here")
     p.add_argument("--json", action="store_true", help="print the schedule JSON on stdout")
     p.add_argument("--no-symmetry", action="store_true", help="do not exploit automorphisms")

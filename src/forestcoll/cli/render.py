@@ -76,6 +76,11 @@ def print_schedule(sched, topo, smallest_k: bool, output: str | None) -> None:
     print(f"trees      {len(sched.trees)}  (height max {max(heights)}, mean {sum(heights) / len(heights):.2f})")
     print(f"algbw      {fr(sched.algbw)} GB/s  (~{approx(sched.algbw)})")
     print(f"optimal    {fr(sched.bound_algbw)} GB/s  ({approx(sched.algbw / sched.bound_algbw * 100)}% of the bound)")
+    if sched.stats.get("max_height") is not None:
+        limit = sched.stats["max_height"]
+        how = ("an optimal schedule with such trees" if sched.optimal else
+               "the fastest schedule found with such trees (not proved the fastest possible)")
+        print(f"height     at most {limit} hops: {how}")
     print(f"time       {sched.stats['seconds']:.3f} s")
     if output:
         print(f"wrote      {output}")

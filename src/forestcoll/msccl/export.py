@@ -14,9 +14,16 @@ copy (``rrc``) on u; u's receives of one piece form a chain (each waits for the
 previous, the first adds u's own input), and u's send waits for the chain's
 end.  Partial sums live in the output buffer (allreduce) or in scratch.
 
-Thread blocks.  One per (peer, direction, channel); the edge x -> y of
-tree t uses channel (t + hash(x, y)) mod C: round robin over the trees that
-share an edge, and a node's fan-out spread over the C channels.  Every block lists its operations by one global key
+Thread blocks.  One per (peer, direction, channel).  Layout "stage" (the
+default): the edge x -> y of tree t belongs to a pipeline stage (:func:`stages`:
+the height of x's subtree for an in-tree, reduce phase first, then the depth of
+y for an out-tree) and each stage gets its own channel (a band of them, trees
+round robin inside, when there is room; neighbouring stages share one when
+the limits are short), so a block never holds a piece of a late stage in front
+of an early one that is ready.  Pieces are cut to about a quarter of the largest
+(``max_cnt``), so each tree pipelines over several steps.  Layout "tree" (the
+first one): channel (t + hash(x, y)) mod C, the fewest C within the step limit.
+Every block lists its operations by one global key
 (phase, level in the tree, tree, piece, edge), and every dependency points to
 a smaller key, so no block ever waits on one that waits on it: the program is
 deadlock-free even when each connection buffers a single chunk slice.
@@ -36,7 +43,7 @@ from forestcoll import collectives
 from forestcoll.errors import ScheduleError, UsageError
 from forestcoll.msccl.ir import PROTOCOLS, Algo, Gpu, Step, ThreadBlock
 from forestcoll.msccl.lint import RUNTIMES, RuntimeLimits
-from forestcoll.msccl.semantics import size_multiplier
+from forestcoll.msccl.semantics import MAX_COUNT, size_multiplier
 from forestcoll.pieces import Piece, TreeShape, cut_pieces, shape_trees
 from forestcoll.rational import format_rational
 from forestcoll.schedule import Schedule
@@ -44,7 +51,13 @@ from forestcoll.schedule import Schedule
 if TYPE_CHECKING:
     from forestcoll.alltoall.schedule import AlltoallSchedule
 
-__all__ = ["ExportError", "ExportOptions", "ExportResult", "export_msccl", "self_check", "write_msccl"]
+__all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "export_msccl", "self_check", "stages",
+           "write_msccl"]
+
+LAYOUTS = ("stage", "tree")
+MAX_BANDS = 2  # the stage layout tries up to this many channels per stage
+RESIDENT_TBS = 108  # thread blocks an A100 keeps resident (one per SM); wider bands only below it
+STEPS_PER_PIECE = 4  # by default a piece of a tree moves in about this many steps (each forwarded on its own)
 
 
 class ExportError(ScheduleError):
@@ -62,9 +75,11 @@ class ExportOptions:
     min_bytes: int = 0
     max_bytes: int = 0
     runtime: str = "msccl-executor-nccl"
-    channels: int | None = None  # None: the fewest that keep every tb within the step limit
-    max_cnt: int = 71
+    channels: int | None = None  # None: one per stage (see the module docstring), fewer if the limits demand it
+    max_cnt: int | None = None  # chunks per step; None: about a quarter of the largest piece (finer pipelining) when
+    #                             the steps fit the runtime's limits, else coarser, up to 71
     name: str | None = None
+    layout: str = "stage"  # "stage": a channel per pipeline stage; "tree": trees round robin (the first layout)
 
     def check(self) -> RuntimeLimits:
         if self.proto not in PROTOCOLS:
@@ -79,8 +94,10 @@ class ExportOptions:
             raise UsageError(f"bad size range: min-bytes {self.min_bytes}, max-bytes {self.max_bytes} (0 = no limit)")
         if self.channels is not None and self.channels < 1:
             raise UsageError(f"channels must be >= 1, got {self.channels}")
-        if not 1 <= self.max_cnt <= 71:
+        if self.max_cnt is not None and not 1 <= self.max_cnt <= 71:
             raise UsageError(f"max_cnt must be within 1..71, got {self.max_cnt}")
+        if self.layout not in LAYOUTS:
+            raise UsageError(f"unknown layout {self.layout!r}; choose {', '.join(LAYOUTS)}")
         return RUNTIMES[self.runtime]
 
 
@@ -158,8 +175,21 @@ class _Op:
     s: int = -1
 
 
+def stages(pieces: list[Piece]) -> tuple[int, int]:
+    """(number of pipeline stages, first stage of the out-trees): an in-tree edge out of a node whose subtree
+    has height h is stage h; an out-tree edge into depth d is stage base + d - 1, base = the largest in-tree
+    height (0 without in-trees).  Every dependency points from a smaller stage to a larger one."""
+    h_in = max((t.level[t.root] for pc in pieces for t in pc.trees if t.direction == "in"), default=0)
+    d_out = max((max(t.level.values()) for pc in pieces for t in pc.trees if t.direction == "out"), default=0)
+    return h_in + d_out, h_in
+
+
+def _stage(t: TreeShape, x: int, y: int, base: int) -> int:
+    return t.level[x] if t.direction == "in" else base + t.level[y] - 1
+
+
 def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: int,
-               channels: int, outofplace: bool) -> tuple[list[_Op], list[int]]:
+               channels: int, outofplace: bool, layout: str = "stage") -> tuple[list[_Op], list[int]]:
     """All operations of every GPU (not yet in thread blocks) and each GPU's scratch chunk count."""
     coll = collectives.get(sched.collective)
     copy_first = outofplace and not coll.reduces  # an out-of-place root sends from its output, copied first
@@ -167,10 +197,18 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
     ops: list[_Op] = []
     scratch = [0] * n
     final_op: dict[tuple[int, int, int], _Op] = {}  # (instance, root, start) -> op that completes the reduction
+    n_stages, out_base = stages(pieces)
 
     def chan_of(t: TreeShape, m: int, x: int, y: int) -> int:
-        # trees round robin on each edge, shifted by a hash of the edge so that a node's fan-out spreads too
-        return m * channels + (t.order + _mix(x * 65599 + y)) % channels
+        spread = (t.order + _mix(x * 65599 + y))
+        if layout == "tree":
+            # trees round robin on each edge, shifted by a hash of the edge so that a node's fan-out spreads too
+            return m * channels + spread % channels
+        st = _stage(t, x, y, out_base)
+        if channels >= n_stages:  # a band of channels per stage, trees round robin within it
+            per = channels // n_stages
+            return m * channels + st * per + spread % per
+        return m * channels + st * channels // n_stages  # neighbouring stages share a channel
 
     for m in range(instances):
         for pc in pieces:
@@ -266,18 +304,82 @@ def _assign(ops: list[_Op], n: int) -> tuple[list[list[tuple[str, int, int]]], d
     return layout, groups
 
 
-def _channel_figures(ops: list[_Op], n: int) -> tuple[int, int, int]:
-    """(most steps in a tb, most tbs on a GPU, most send or receive tbs of one GPU on one channel) of an assignment."""
+def _channel_figures(ops: list[_Op], n: int) -> tuple[int, int, int, int]:
+    """(most steps in a tb, most tbs on a GPU, most send or receive tbs of one GPU on one channel, most receiving
+    and copying tbs on a GPU: the dependency targets) of an assignment."""
     steps: dict[tuple, int] = defaultdict(int)
     for op in ops:
         steps[(op.gpu, op.kind, op.peer, op.chan)] += 1
     tbs = [0] * n
+    targets = [0] * n
     per_channel: dict[tuple, int] = defaultdict(int)
     for g, kind, _peer, chan in steps:
         tbs[g] += 1
+        targets[g] += kind != "send"
         if kind != "local":
             per_channel[(g, kind, chan)] += 1
-    return max(steps.values(), default=0), max(tbs), max(per_channel.values(), default=0)
+    return max(steps.values(), default=0), max(tbs), max(per_channel.values(), default=0), max(targets)
+
+
+def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOptions,
+            limits: RuntimeLimits) -> tuple[int, list[_Op], list[int]]:
+    """Channels and operations within the runtime's limits (ExportError naming the limit otherwise)."""
+    inst = opts.instances
+    max_channels = limits.channels // inst
+    # channels: "stage" gives every pipeline stage its own channels (a band of them when a thread block would
+    # exceed the step limit), or folds neighbouring stages together when the thread blocks would not fit;
+    # "tree" takes the fewest channels that keep every thread block within the step limit
+    n_stages = max(1, stages(pieces)[0])
+    if opts.channels:
+        candidates: list[int] = [opts.channels]
+    elif opts.layout == "tree":
+        candidates = list(range(1, max_channels + 1))
+    else:
+        first = min(n_stages, max_channels)
+        bands = [c for c in range(first, max_channels + 1, first)][:MAX_BANDS]
+        candidates = bands[::-1] + list(range(first - 1, 0, -1))
+    chosen = None
+    failure = ""
+    for c in candidates:
+        if c * inst > limits.channels:
+            raise ExportError(f"{c} channels x {inst} instances exceed the {limits.channels} channels {limits.name} allows")
+        ops, scratch = _build_ops(sched, pieces, k, n, inst, c, opts.outofplace, opts.layout)
+        steps_per_tb, tbs_per_gpu, per_channel, recv_tbs = _channel_figures(ops, n)
+        if opts.layout == "stage" and not opts.channels and c > n_stages and tbs_per_gpu > RESIDENT_TBS:
+            continue  # a wider band only while every thread block can stay resident
+        if tbs_per_gpu > limits.tbs_per_gpu:
+            advice = []
+            if opts.channels and c > 1:
+                advice.append("fewer --channels")
+            if inst > 1:
+                advice.append("fewer --instances")
+            if sched.k > 1 and c > 1:
+                advice.append("a smaller --k (fewer steps, so fewer channels)")
+            if limits.name != "msccl-executor-nccl":
+                advice.append("--runtime msccl-executor-nccl (up to 1024)")
+            failure = (f"the schedule needs {tbs_per_gpu} thread blocks on one GPU with {c} channel(s); {limits.name} "
+                       f"allows {limits.tbs_per_gpu}" + (f": use {' or '.join(advice)}" if advice else ""))
+            if opts.layout == "tree" or opts.channels:
+                raise ExportError(failure)
+            continue
+        if recv_tbs > limits.max_depid + 1:
+            failure = (f"{recv_tbs} receiving and copying thread blocks on one GPU, but dependencies can only name the "
+                       f"first {limits.max_depid + 1} (depid is int8): use fewer channels or instances")
+            continue
+        if per_channel > limits.tbs_per_channel_direction:
+            failure = (f"with {c} channel(s) one GPU talks to {per_channel} peers in one direction on one channel; "
+                       f"the runtimes allow {limits.tbs_per_channel_direction}: use more --channels")
+            continue
+        if steps_per_tb > limits.steps_per_tb:
+            hint = "use a smaller --k (--k 1 needs the fewest steps)" if sched.k > 1 else "use more --channels"
+            failure = (f"with {c} channel(s) a thread block needs {steps_per_tb} steps; {limits.name} allows "
+                       f"{limits.steps_per_tb}: {hint}")
+            continue
+        chosen = (c, ops, scratch)
+        break
+    if chosen is None:
+        raise ExportError(failure)
+    return chosen
 
 
 def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | None = None, **kwargs: Any) -> ExportResult:
@@ -295,48 +397,26 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     ranks = list(sched.ranks)
     n = len(ranks)
     trees = shape_trees(sched)
-    k, pieces = cut_pieces(sched, trees, opts.max_cnt)
     inst = opts.instances
-
-    # channels: the fewest that keep every thread block within the step limit
     max_channels = limits.channels // inst
     if max_channels < 1:
         raise ExportError(f"{inst} instances need at least {inst} channels; {limits.name} allows {limits.channels}")
-    candidates = [opts.channels] if opts.channels else range(1, max_channels + 1)
-    chosen = None
-    for c in candidates:
-        if c * inst > limits.channels:
-            raise ExportError(f"{c} channels x {inst} instances exceed the {limits.channels} channels {limits.name} allows")
-        ops, scratch = _build_ops(sched, pieces, k, n, inst, c, opts.outofplace)
-        steps_per_tb, tbs_per_gpu, per_channel = _channel_figures(ops, n)
-        if tbs_per_gpu > limits.tbs_per_gpu:
-            advice = []
-            if opts.channels and c > 1:
-                advice.append("fewer --channels")
-            if inst > 1:
-                advice.append("fewer --instances")
-            if sched.k > 1 and c > 1:
-                advice.append("a smaller --k (fewer steps, so fewer channels)")
-            if limits.name != "msccl-executor-nccl":
-                advice.append("--runtime msccl-executor-nccl (up to 1024)")
-            raise ExportError(f"the schedule needs {tbs_per_gpu} thread blocks on one GPU with {c} channel(s); {limits.name} "
-                              f"allows {limits.tbs_per_gpu}" + (f": use {' or '.join(advice)}" if advice else ""))
-        if steps_per_tb <= limits.steps_per_tb and per_channel <= limits.tbs_per_channel_direction:
-            chosen = (c, ops, scratch)
+    if opts.max_cnt is not None:
+        counts = [opts.max_cnt]
+    else:
+        _k, whole = cut_pieces(sched, trees, MAX_COUNT)
+        first = max(1, -(-max(pc.cnt for pc in whole) // STEPS_PER_PIECE))
+        counts = sorted({min(MAX_COUNT, first << i) for i in range(8)})
+    for i, max_cnt in enumerate(counts):
+        k, pieces = cut_pieces(sched, trees, max_cnt)
+        try:
+            c, ops, scratch = _layout(sched, pieces, k, n, opts, limits)
             break
-    if chosen is None:
-        if per_channel > limits.tbs_per_channel_direction:
-            raise ExportError(f"with {c} channel(s) one GPU talks to {per_channel} peers in one direction on one channel; "
-                              f"the runtimes allow {limits.tbs_per_channel_direction}: use more --channels")
-        hint = "use a smaller --k (--k 1 needs the fewest steps)" if sched.k > 1 else "use more --channels"
-        raise ExportError(f"with {c} channel(s) a thread block needs {steps_per_tb} steps; {limits.name} allows "
-                          f"{limits.steps_per_tb}: {hint}")
-    c, ops, scratch = chosen
+        except ExportError:
+            if i == len(counts) - 1:
+                raise
+    steps_per_tb, tbs_per_gpu, _per_channel, _targets = _channel_figures(ops, n)
     layout, groups = _assign(ops, n)
-    recv_tbs = max(sum(1 for kind, _p, _c in tbs if kind != "send") for tbs in layout)
-    if recv_tbs > limits.max_depid + 1:
-        raise ExportError(f"{recv_tbs} receiving and copying thread blocks on one GPU, but dependencies can only name the first "
-                          f"{limits.max_depid + 1} (depid is int8): use fewer channels or instances")
 
     coll = spec.msccl
     nchunks = spec.chunks_per_loop(n, k) * inst

@@ -20,6 +20,14 @@ combined into it with the reduction operator (in-trees).  A node never sends and
 receives the same range in one round, and everything it sends in round t
 arrived in rounds < t, so running the rounds in order with a wait at the end of
 each is correct and deadlock-free.
+
+:func:`async_ops` reads the same plan without the rounds' barriers: each
+message becomes an operation (send it, or receive it and apply it) that waits
+only for what it needs on its own rank: a send for the receives that last wrote
+its ranges, a receive's apply for the earlier writes and reads of its ranges
+(the synchronous order restricted to conflicting pairs, so the result is the
+same bit for bit).  Messages between two ranks keep their round order, so they
+match in order without tags.
 """
 
 from __future__ import annotations
@@ -35,7 +43,8 @@ from forestcoll.errors import ScheduleError, UsageError
 from forestcoll.pieces import cut_pieces, shape_trees, slices_for
 from forestcoll.schedule import Schedule
 
-__all__ = ["Message", "Plan", "Round", "Segment", "build_plans", "phase_schedule", "shard_bounds", "work_layout"]
+__all__ = ["Message", "Op", "Plan", "Round", "Segment", "async_ops", "build_plans", "phase_schedule", "shard_bounds",
+           "work_layout"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +90,49 @@ class Plan:
     @property
     def messages(self) -> int:
         return sum(len(r.sends) for r in self.rounds)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation of a rank in an asynchronous run: send a message, or receive one and apply it.
+
+    ``after`` are indices (into the rank's op list) of the operations that must be complete first: for a send
+    the receives that last wrote its ranges; for a receive's apply, the receives that last wrote its ranges and
+    the sends that read them since (a send is complete when its buffer is no longer needed)."""
+
+    kind: str  # "send" | "recv"
+    round: int
+    message: Message
+    after: tuple[int, ...]
+
+
+def async_ops(plan: Plan) -> tuple[Op, ...]:
+    """The plan's messages as operations in round order (sends of a round before its receives) with the
+    dependencies that make any execution respecting them equal to the synchronous rounds (see the module
+    docstring).  Conflicts are found on the elementary intervals between all segment boundaries."""
+    order: list[tuple[str, int, Message]] = []
+    for rnd in plan.rounds:
+        order.extend(("send", rnd.index, m) for m in rnd.sends)
+        order.extend(("recv", rnd.index, m) for m in rnd.recvs)
+    cuts = sorted({b for _k, _r, m in order for seg in m.segments for b in (seg.start, seg.stop)})
+    where = {b: i for i, b in enumerate(cuts)}
+    last_write: dict[int, int] = {}
+    reads: dict[int, list[int]] = {}
+    ops = []
+    for i, (kind, rnd_index, m) in enumerate(order):
+        after: set[int] = set()
+        for seg in m.segments:
+            for piece in range(where[seg.start], where[seg.stop]):
+                w = last_write.get(piece)
+                if w is not None:
+                    after.add(w)
+                if kind == "send":
+                    reads.setdefault(piece, []).append(i)
+                else:
+                    after.update(reads.pop(piece, ()))
+                    last_write[piece] = i
+        ops.append(Op(kind, rnd_index, m, tuple(sorted(after))))
+    return tuple(ops)
 
 
 def shard_bounds(n: int, parts: int) -> list[tuple[int, int]]:

@@ -1,11 +1,26 @@
-"""forestcoll schedules on torch.distributed: batched isend/irecv rounds over a process group.
+"""forestcoll schedules on torch.distributed: point-to-point messages over a process group.
 
 Rank i of the group runs compute node i of the schedule (or ``rank_map[i]``...
 see :class:`Communicator`).  A call builds (once per collective, element count
-and dtype) the rank's :class:`forestcoll.runtime.Plan`, then runs its rounds:
-per round one ``batch_isend_irecv`` with one message per peer, a wait, and the
-copies or reductions of what arrived.  Works with any backend that has
-point-to-point operations (gloo on CPU, NCCL on GPUs).
+and dtype) the rank's :class:`forestcoll.runtime.Plan`, then runs it:
+
+* ``mode="async"`` (default): every receive is posted at the start (into its
+  own buffer); a send leaves as soon as the receives it forwards have been
+  applied (and the earlier sends to the same peer have left), and a received
+  message is applied as soon as the earlier writes and reads of its ranges are
+  done (:func:`forestcoll.runtime.plan.async_ops`).  Each tree's pieces thus
+  flow down the tree without waiting for the rest of the machine.  When it
+  must block, a rank waits for what a received message still waits on, else
+  for its earliest receive in flight (a send completes on its own: every
+  receive is posted), so new data is forwarded as soon as it is in.  No
+  deadlock: a rank waits on a receive of round r only while everything it
+  needs is from rounds < r, so a cycle of waits would need rounds that
+  decrease around it.  The result is the synchronous rounds' bit for bit.
+* ``mode="rounds"``: per round one ``batch_isend_irecv`` with one message per
+  peer, a wait, and the copies or reductions of what arrived.
+
+Works with any backend that has point-to-point operations (gloo on CPU, NCCL
+on GPUs).
 """
 
 from __future__ import annotations
@@ -22,7 +37,7 @@ import torch.distributed as dist
 
 from forestcoll.alltoall.schedule import AlltoallSchedule
 from forestcoll.errors import ForestCollError, ScheduleError, UsageError
-from forestcoll.runtime.plan import Plan, build_plans, phase_schedule
+from forestcoll.runtime.plan import Op, Plan, async_ops, build_plans, phase_schedule
 from forestcoll.schedule import Schedule, read_schedule
 
 __all__ = ["DTYPES", "OPS", "CollectiveError", "Communicator", "communicator", "load"]
@@ -30,6 +45,7 @@ __all__ = ["DTYPES", "OPS", "CollectiveError", "Communicator", "communicator", "
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64,
           torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 OPS = ("sum", "avg", "product", "max", "min")
+MODES = ("async", "rounds")
 _TORCH_OPS = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.PRODUCT: "product", dist.ReduceOp.MAX: "max",
               dist.ReduceOp.MIN: "min", dist.ReduceOp.AVG: "avg"}
 
@@ -74,7 +90,8 @@ class Communicator:
     ``timeout`` bounds every wait (default: the group's own timeout).  ``check``: on the first
     call of each kind, the ranks compare a fingerprint of (schedule, rank map, call) with one small
     all-gather, so a mismatch is an error instead of a hang.  ``slice_bytes`` / ``max_slices``: the
-    pipeline slicing (as in the simulator)."""
+    pipeline slicing (as in the simulator).  ``mode``: ``"async"`` (per-message dependencies, the default)
+    or ``"rounds"`` (global rounds); see the module docstring."""
 
     schedule: Schedule
     group: dist.ProcessGroup | None = None
@@ -83,7 +100,9 @@ class Communicator:
     slice_bytes: int = 1 << 20
     max_slices: int = 16
     check: bool = True
+    mode: str = "async"
     _plans: dict = field(default_factory=dict, init=False, repr=False)
+    _async_ops: dict = field(default_factory=dict, init=False, repr=False)  # id(plan) -> its async operations
     _peers: list[int] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -105,6 +124,8 @@ class Communicator:
         self._peers = [self._global(mapping[i]) for i in range(n)]
         if isinstance(self.timeout, (int, float)):
             self.timeout = datetime.timedelta(seconds=self.timeout)
+        if self.mode not in MODES:
+            raise UsageError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.slice_bytes < 1 or self.max_slices < 1:
             raise UsageError("slice_bytes and max_slices must be >= 1")
 
@@ -222,6 +243,9 @@ class Communicator:
         if plan.numel != work.numel():
             raise UsageError(f"{collective}: buffer of {work.numel()} elements, the plan needs {plan.numel}")
         combine = _combine(op)
+        if self.mode == "async":
+            self._run_async(collective, plan, work, combine)
+            return
         peers, group = self._peers, self.group
         for rnd in plan.rounds:
             ops, pending = [], []
@@ -240,14 +264,81 @@ class Communicator:
                 ops.append(dist.P2POp(dist.irecv, buf, peers[m.peer], group))
             self._wait(dist.batch_isend_irecv(ops), f"{collective} round {rnd.index}", rnd)
             for m, buf in pending:
-                off = 0
-                for s in m.segments:
-                    part = buf[off:off + s.stop - s.start]
-                    off += s.stop - s.start
-                    if s.reduce:
-                        combine(work[s.start:s.stop], part)
-                    else:
-                        work[s.start:s.stop].copy_(part)
+                _apply(work, m, buf, combine)
+
+    def _ops(self, plan: Plan) -> tuple[Op, ...]:
+        ops = self._async_ops.get(id(plan))
+        if ops is None:
+            ops = self._async_ops[id(plan)] = async_ops(plan)
+        return ops
+
+    def _run_async(self, collective: str, plan: Plan, work: torch.Tensor, combine) -> None:
+        """The plan's messages as soon as their data is ready (see the module docstring)."""
+        ops = self._ops(plan)
+        peers, group = self._peers, self.group
+        done = [False] * len(ops)
+        handles: dict[int, object] = {}  # issued and not yet seen complete: op index -> work handle
+        arrived: dict[int, torch.Tensor] = {}  # received, not yet applied
+        bufs: dict[int, torch.Tensor] = {}
+        queues: dict[int, list[int]] = {}  # peer -> its send op indices in order
+        for i, o in enumerate(ops):
+            if o.kind == "recv":
+                bufs[i] = torch.empty(o.message.numel, dtype=work.dtype, device=work.device)
+                handles[i] = self._issue(dist.irecv, bufs[i], peers[o.message.peer], group, collective, o)
+            else:
+                queues.setdefault(o.message.peer, []).append(i)
+        heads = dict.fromkeys(queues, 0)
+        left = len(ops)
+
+        def ready(i: int) -> bool:
+            return all(done[j] for j in ops[i].after)
+
+        def finish(i: int) -> int:
+            """Wait for in-flight op i; 1 when that completes it (a send), 0 when it still has to be applied."""
+            self._wait([handles.pop(i)], f"{collective} round {ops[i].round}", ops[i])
+            if ops[i].kind == "send":
+                done[i] = True
+                return 1
+            arrived[i] = bufs.pop(i)
+            return 0
+
+        while left:
+            moved = True
+            while moved:
+                moved = False
+                for peer, q in queues.items():  # sends whose data is in, each peer in order
+                    h = heads[peer]
+                    while h < len(q) and ready(q[h]):
+                        i = q[h]
+                        segs = ops[i].message.segments
+                        buf = work[segs[0].start:segs[0].stop] if len(segs) == 1 else \
+                            torch.cat([work[s.start:s.stop] for s in segs])
+                        handles[i] = self._issue(dist.isend, buf, peers[peer], group, collective, ops[i])
+                        h += 1
+                    heads[peer] = h
+                for i in [i for i, w in handles.items() if w.is_completed()]:
+                    left -= finish(i)
+                    moved = True
+                for i in sorted(i for i in arrived if ready(i)):
+                    _apply(work, ops[i].message, arrived.pop(i), combine)
+                    done[i] = True
+                    left -= 1
+                    moved = True
+            if left:  # block (gloo completes an operation only in its wait); see the module docstring
+                blockers = [j for i in arrived for j in ops[i].after if j in handles]
+                recvs = [i for i in handles if ops[i].kind == "recv"]
+                if not handles:
+                    raise CollectiveError(f"compute node {self.node}: {collective}: no operation can proceed "
+                                          f"(a plan inconsistent across ranks?)")
+                left -= finish(min(blockers) if blockers else min(recvs) if recvs else min(handles))
+
+    def _issue(self, fn, buf: torch.Tensor, peer: int, group, collective: str, op: Op):
+        try:
+            return fn(buf, peer, group=group)
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CollectiveError(f"compute node {self.node}: {collective} round {op.round} ({op.kind} with "
+                                  f"compute node {op.message.peer}) failed: {first}") from exc
 
     def _wait(self, works: list, what: str, rnd: object = None) -> None:
         try:
@@ -258,7 +349,9 @@ class Communicator:
                     w.wait(self.timeout)
         except RuntimeError as exc:
             peers = ""
-            if rnd is not None:
+            if isinstance(rnd, Op):
+                peers = f" ({'sending to' if rnd.kind == 'send' else 'receiving from'} compute node {rnd.message.peer})"
+            elif rnd is not None:
                 ids = sorted({m.peer for m in rnd.sends} | {m.peer for m in rnd.recvs})
                 peers = f" (exchanging with compute nodes {ids})"
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -272,6 +365,17 @@ class Communicator:
                              + ", ".join(str(d).replace("torch.", "") for d in DTYPES))
         if op == "avg" and not t.dtype.is_floating_point:
             raise UsageError(f"{name}: op 'avg' needs a floating-point tensor, got {t.dtype}")
+
+
+def _apply(work: torch.Tensor, message, buf: torch.Tensor, combine) -> None:
+    off = 0
+    for s in message.segments:
+        part = buf[off:off + s.stop - s.start]
+        off += s.stop - s.start
+        if s.reduce:
+            combine(work[s.start:s.stop], part)
+        else:
+            work[s.start:s.stop].copy_(part)
 
 
 def _device_for(group: dist.ProcessGroup | None) -> torch.device:

@@ -36,12 +36,14 @@ MAX_SCALE_STEPS = 10_000
 
 
 def phase_capacities(
-    prep: PreparedPhase, weights: Sequence[int], k: int | None, max_k: int = DEFAULT_MAX_K
+    prep: PreparedPhase, weights: Sequence[int], k: int | None, max_k: int = DEFAULT_MAX_K,
+    stretch: Fraction = Fraction(1),
 ) -> tuple[int, Fraction, list[tuple[int, int, int]]]:
     """k, the scale U and the integer arcs (floor(U*b), switch excess trimmed) of one phase.
 
     With ``k=None``: the smallest exactly optimal k.  Otherwise the smallest U
-    for that k.  When a switch's excess out-capacity cannot be trimmed without
+    for that k, times ``stretch`` >= 1 (a slower rate: more room per tree, which
+    :func:`forestcoll.generate.generate` spends on lower trees).  When a switch's excess out-capacity cannot be trimmed without
     breaking the condition (only possible after rounding down, or with one-way
     links), the next k, or the next scale at which a capacity grows, is tried.
     """
@@ -56,6 +58,10 @@ def phase_capacities(
     if k is None:
         raise UsageError(f"the exactly optimal schedule needs more than {max_k} trees per root; pass --k K for the best with K")
     scale = Fraction(k) / rate if auto_k else min_scale_for_k(oracle, k, rate)
+    if stretch != 1 and not auto_k:
+        if stretch < 1:
+            raise UsageError(f"stretch must be >= 1, got {stretch}")
+        scale *= stretch  # floors only grow with U, so the cut condition still holds
     for _ in range(MAX_SCALE_STEPS):
         floors = floor_caps(oracle, scale)
         arcs, stuck = trim_switch_excess(

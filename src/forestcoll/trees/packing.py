@@ -75,6 +75,7 @@ class Packer:
         self.net: FlowNetwork | None = None
         self.arc_slots: dict[tuple[int, int], int] = {}
         self.capvec: list[int] = []
+        self.last_frontier: set[tuple[int, int]] = set()  # arcs leaving the shallow part of the last tree refused
 
     # ----- the flow network of the current tree ------------------------------------------
     def _rebuild(self) -> None:
@@ -113,15 +114,25 @@ class Packer:
         return max(0, min(c, flow - self.pool_total))
 
     # ----- growing one tree ---------------------------------------------------------------
-    def grow(self, root: int) -> Tree:
-        """Take all of ``root``'s pool as one tree and grow it to span every node."""
+    def grow(self, root: int, mult: int | None = None, max_height: int | None = None) -> Tree | None:
+        """Take ``mult`` (default: all) of ``root``'s pool as one tree and grow it to span every node.
+
+        Breadth-first: arcs out of the shallowest nodes first, first only arcs that admit the whole
+        multiplicity.  With ``max_height`` no node goes deeper than that (partial arcs are then taken
+        from the shallowest parent); when no admissible arc keeps the height, the tree is rewound to
+        the pool and None is returned (the state is as before the call)."""
         self._rebuild()
-        mult = self.pool[root]
-        self._set_pool(root, 0)
+        if mult is None:
+            mult = self.pool[root]
+        if not 0 < mult <= self.pool[root]:
+            raise ValueError(f"root {root} has {self.pool[root]} units in the pool, not {mult}")
+        self._set_pool(root, self.pool[root] - mult)
         in_tree = [False] * self.n
         in_tree[root] = True
+        depth = {root: 0}
         order = [root]
         arcs: list[tuple[int, int]] = []
+        cap = self.n if max_height is None else max_height
 
         def attach(x: int, y: int, c: int) -> None:
             nonlocal mult
@@ -134,6 +145,7 @@ class Packer:
             self._use(x, y, mult)
             arcs.append((x, y))
             in_tree[y] = True
+            depth[y] = depth[x] + 1
             order.append(y)
 
         while len(order) < self.n:
@@ -144,6 +156,8 @@ class Packer:
             while i < len(order) and len(order) < self.n:
                 x = order[i]
                 i += 1
+                if depth[x] >= cap:
+                    continue
                 for y in self.out[x]:
                     if in_tree[y] or self.res[(x, y)] * self.accept < mult:
                         continue
@@ -155,23 +169,43 @@ class Packer:
                         partial[(x, y)] = c
             if added:
                 continue
-            # pass 2: nothing takes all of it; take the arc that admits the largest part.
-            # Nothing changed since the pass-1 tests, so their answers still hold.
-            best = max(partial.items(), key=lambda item: (item[1], -item[0][0], -item[0][1]), default=None)
+            # pass 2: nothing takes all of it.  Nothing changed since the pass-1 tests, so their answers
+            # still hold.  Unlimited: the arc that admits the largest part; limited: the shallowest parent.
+            def rank(x: int, c: int) -> tuple[int, int]:
+                return (c, 0) if max_height is None else (-depth[x], c)
+
+            best = max(partial.items(), key=lambda item: (rank(item[0][0], item[1]), -item[0][0], -item[0][1]),
+                       default=None)
             for x in order:
+                if depth[x] >= cap:
+                    continue
                 for y in self.out[x]:
                     if in_tree[y] or (x, y) in partial:
                         continue
-                    if best is not None and self.res[(x, y)] <= best[1]:
+                    if best is not None and rank(x, self.res[(x, y)]) <= rank(best[0][0], best[1]):
                         continue
                     c = self.admissible(x, y, mult)
-                    if c > 0 and (best is None or c > best[1]):
+                    if c > 0 and (best is None or rank(x, c) > rank(best[0][0], best[1])):
                         best = ((x, y), c)
             if best is None:
-                raise PackingError(f"the tree of root {root} cannot be extended")
+                if max_height is None:
+                    raise PackingError(f"the tree of root {root} cannot be extended")
+                self.last_frontier = {(x, y) for x in order if depth[x] < cap for y in self.out[x] if not in_tree[y]}
+                for a, b in arcs:
+                    self._use(a, b, -mult)
+                self._set_pool(root, self.pool[root] + mult)
+                return None
             (x, y), c = best
             attach(x, y, c)
         return Tree(root, mult, tuple(arcs))
+
+    def dissolve(self, tree: Tree) -> None:
+        """Give a complete tree back: its units return to its root's pool and to its arcs.  The invariant
+        survives (the tree enters every set without its root at least once)."""
+        for a in tree.arcs:
+            self.res[a] = self.res.get(a, 0) + tree.multiplicity
+        self.pool[tree.root] += tree.multiplicity
+        self.pool_total += tree.multiplicity
 
     def run(self) -> PackResult:
         roots = [r for r in range(self.n) if self.pool[r] > 0]
@@ -180,7 +214,9 @@ class Packer:
         while self.pool_total > 0:
             for r in roots:
                 if self.pool[r] > 0:
-                    trees.append(self.grow(r))
+                    tree = self.grow(r)
+                    assert tree is not None
+                    trees.append(tree)
         return PackResult(trees, {"maxflows": self.maxflows})
 
 
