@@ -149,8 +149,9 @@ def export_alltoall_mscclpp(sched: AlltoallSchedule, topology: Topology | str | 
         raise ExportError(
             f"alltoall k={k} needs {stats.threadblocks_per_gpu} thread blocks per GPU (a block per hop level, peer and "
             f"chunk count), more than the {opts.max_threadblocks} a GPU runs at once (--max-threadblocks: every block "
-            "of the executor's kernel must be resident): generate the schedule with fewer chunks per pair (--k 1) or "
-            "export it as MSCCL XML (--format msccl)")
+            "of the executor's kernel must be resident): "
+            + ("generate the schedule with fewer chunks per pair (--k 1) or " if k > 1 else "")
+            + "export it as MSCCL XML (--format msccl), whose blocks serve a peer each")
     result = ExportResult(plan, stats, k, units, 0.0, layout="hop", inbox_port_edges=inbox_port)
     if inbox_port:
         result.notes.append(f"{inbox_port} hop(s) join two GPUs of one box through the network: they take port "
