@@ -33,7 +33,7 @@ from forestcoll.pieces import slices_for
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
 
-__all__ = ["channel_routes", "msccl_collective", "msccl_program", "simulate_msccl"]
+__all__ = ["channel_routes", "msccl_collective", "msccl_program", "serialisation_notes", "simulate_msccl", "size_notes"]
 
 
 def msccl_collective(algo: Algo, source: str = "algo.xml") -> tuple[str, Fraction]:
@@ -50,9 +50,51 @@ def simulate_msccl(algo: Algo, net: Network, size: int, *, slice_bytes: int | No
     from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE, simulate_program
 
     name, bus = msccl_collective(algo, source)
-    prog = msccl_program(algo, net, float(size), float(slice_bytes or DEFAULT_SLICE), max_slices or DEFAULT_MAX_SLICES,
-                         source)
-    return simulate_program(prog, net, algo.name or "msccl", name, size, None, "weighted", fairness, bus_factor=bus)
+    slice_bytes, max_slices = slice_bytes or DEFAULT_SLICE, max_slices or DEFAULT_MAX_SLICES
+    prog = msccl_program(algo, net, float(size), float(slice_bytes), max_slices, source)
+    res = simulate_program(prog, net, algo.name or "msccl", name, size, None, "weighted", fairness, bus_factor=bus)
+    iterations = slices_for(size / algo.nchunksperloop, slice_bytes, max_slices)
+    res.extra["notes"] = size_notes(algo, size) + serialisation_notes(algo, res.time_s, prog.link_time(net.capacity),
+                                                                       size, iterations)
+    return res
+
+
+SLOWER = 1.2  # a simulated time this much above the links' own time is called a serialisation gap
+
+
+def size_notes(algo: Algo, size: int, element: int = 4) -> list[str]:
+    """Why the runtime would not use ``algo`` for a call of ``size`` bytes (nccl-tests size, ``element``-byte
+    elements): the element count must split into nchunksperloop equal chunks, and the size lie in
+    [minBytes, maxBytes]; an empty list when it would."""
+    from forestcoll.units import format_size
+
+    notes = []
+    unit = element * algo.nchunksperloop
+    if size % unit:
+        below, above = size // unit * unit, (size // unit + 1) * unit
+        notes.append(f"the runtime would not use this file for a {format_size(size)} call: it takes a call only when "
+                     f"its element count ({size // element} float32 values here) is a multiple of nchunksperloop="
+                     f"{algo.nchunksperloop}, i.e. sizes that are multiples of {unit} bytes (nearest: {below} and "
+                     f"{above}); at other sizes NCCL/RCCL runs its own algorithm (a power-of-two k avoids this)")
+    if size < algo.min_bytes or (algo.max_bytes and size > algo.max_bytes):
+        notes.append(f"the runtime would not use this file for a {format_size(size)} call: its range is "
+                     f"{algo.min_bytes}..{algo.max_bytes or 'unbounded'} bytes")
+    return notes
+
+
+def serialisation_notes(algo: Algo, time_s: float, link_s: float, size: int, iterations: int) -> list[str]:
+    """When the simulated time is well above what the links need for the file's bytes (``link_s``): the gap is the
+    layout's ordering, each thread block running its steps one after another; the note gives its figures."""
+    if link_s <= 0 or time_s <= SLOWER * link_s:
+        return []
+    steps = max((len(tb.steps) for g in algo.gpus for tb in g.tbs), default=0)
+    blocks = max((len(g.tbs) for g in algo.gpus), default=0)
+    return [f"the links could move this file's bytes in {link_s * 1e3:.4f} ms ({size / link_s / 1e9:.2f} GB/s "
+            f"algbw); it takes {time_s / link_s:.1f}x that because each thread block runs its steps in order (up to "
+            f"{steps} steps per block, {blocks} blocks per GPU on {algo.nchannels} channel(s), {iterations} pipeline "
+            f"iteration(s) of {algo.nchunksperloop} chunks at this size): a step waits for the one before it and for "
+            "its data, so trees sharing a connection wait on each other; the schedule's trees move independently "
+            "(`forestcoll simulate SCHEDULE` gives their rate; more channels or MSCCL++ plans lift this)"]
 
 
 def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max_slices: int,
