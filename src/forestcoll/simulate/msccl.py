@@ -90,7 +90,7 @@ def serialisation_notes(algo: Algo, time_s: float, link_s: float, size: int, ite
     steps = max((len(tb.steps) for g in algo.gpus for tb in g.tbs), default=0)
     blocks = max((len(g.tbs) for g in algo.gpus), default=0)
     return [f"the links could move this file's bytes in {link_s * 1e3:.4f} ms ({size / link_s / 1e9:.2f} GB/s "
-            f"algbw); it takes {time_s / link_s:.1f}x that because each thread block runs its steps in order (up to "
+            f"algbw; the busiest link's bytes plus one latency); it takes {time_s / link_s:.1f}x that because each thread block runs its steps in order (up to "
             f"{steps} steps per block, {blocks} blocks per GPU on {algo.nchannels} channel(s), {iterations} pipeline "
             f"iteration(s) of {algo.nchunksperloop} chunks at this size): a step waits for the one before it and for "
             "its data, so trees sharing a connection wait on each other; the schedule's trees move independently "
