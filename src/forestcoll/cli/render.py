@@ -387,6 +387,8 @@ def print_summary(s) -> None:
 
 
 def show_default(value: object) -> str:
+    if value is None:
+        return "auto"  # worked out from the rest (the option's help says how)
     if isinstance(value, tuple):
         return "x".join(map(str, value))
     if isinstance(value, Fraction):
