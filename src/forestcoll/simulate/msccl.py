@@ -94,7 +94,7 @@ def serialisation_notes(algo: Algo, time_s: float, link_s: float, size: int, ite
             f"{steps} steps per block, {blocks} blocks per GPU on {algo.nchannels} channel(s), {iterations} pipeline "
             f"iteration(s) of {algo.nchunksperloop} chunks at this size): a step waits for the one before it and for "
             "its data, so trees sharing a connection wait on each other; the schedule's trees move independently "
-            "(`forestcoll simulate SCHEDULE` gives their rate; more channels or MSCCL++ plans lift this)"]
+            "(`forestcoll simulate SCHEDULE` gives their rate)"]
 
 
 def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max_slices: int,
