@@ -274,6 +274,10 @@ def test_simulate_msccl_explains_its_gap(tmp_path):
     assert "each thread block runs its steps in order" in notes[1]
     data = json.loads(cli("simulate", xml, "-t", "dgx-1", "--size", "1MiB", "--json")[1])
     assert len(data["notes"]) == 2
+    code, out, err = cli("msccl", "run", xml, "--bytes", "1048576", "--no-race-check")
+    assert code == 0 and "note       the runtime would not use this file for a 1MiB call" in out, err
+    code, out, err = cli("msccl", "run", xml, "--bytes", str(1296 * 4 * 100), "--no-race-check")
+    assert code == 0 and "note" not in out, err
     assert cli("generate", "ring:n=4", "-o", sched)[0] == 0
     assert cli("export", sched, "-o", xml, "--no-check")[0] == 0
     code, out, _ = cli("simulate", xml, "-t", "ring:n=4", "--size", "64MiB")

@@ -28,7 +28,7 @@ from fractions import Fraction
 from forestcoll import collectives
 from forestcoll.errors import UsageError
 from forestcoll.msccl.ir import RECVS, SENDS, Algo, MscclError
-from forestcoll.msccl.semantics import by_rank, compile_tb
+from forestcoll.msccl.semantics import by_rank, compile_tb, size_notes
 from forestcoll.pieces import slices_for
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
@@ -60,26 +60,6 @@ def simulate_msccl(algo: Algo, net: Network, size: int, *, slice_bytes: int | No
 
 
 SLOWER = 1.2  # a simulated time this much above the links' own time is called a serialisation gap
-
-
-def size_notes(algo: Algo, size: int, element: int = 4) -> list[str]:
-    """Why the runtime would not use ``algo`` for a call of ``size`` bytes (nccl-tests size, ``element``-byte
-    elements): the element count must split into nchunksperloop equal chunks, and the size lie in
-    [minBytes, maxBytes]; an empty list when it would."""
-    from forestcoll.units import format_size
-
-    notes = []
-    unit = element * algo.nchunksperloop
-    if size % unit:
-        below, above = size // unit * unit, (size // unit + 1) * unit
-        notes.append(f"the runtime would not use this file for a {format_size(size)} call: it takes a call only when "
-                     f"its element count ({size // element} float32 values here) is a multiple of nchunksperloop="
-                     f"{algo.nchunksperloop}, i.e. sizes that are multiples of {unit} bytes (nearest: {below} and "
-                     f"{above}); at other sizes NCCL/RCCL runs its own algorithm (a power-of-two k avoids this)")
-    if size < algo.min_bytes or (algo.max_bytes and size > algo.max_bytes):
-        notes.append(f"the runtime would not use this file for a {format_size(size)} call: its range is "
-                     f"{algo.min_bytes}..{algo.max_bytes or 'unbounded'} bytes")
-    return notes
 
 
 def serialisation_notes(algo: Algo, time_s: float, link_s: float, size: int, iterations: int) -> list[str]:
