@@ -274,6 +274,9 @@ def test_simulate_msccl_explains_its_gap(tmp_path):
     assert "each thread block runs its steps in order" in notes[1]
     data = json.loads(cli("simulate", xml, "-t", "dgx-1", "--size", "1MiB", "--json")[1])
     assert len(data["notes"]) == 2
+    code, out, err = cli("simulate", xml, "-t", "dgx-1", "--size", "1MiB", "--trees", sched)
+    assert code == 0 and "note       the schedule as trees (" in out and "of its trees" in out, err
+    one_line(*cli("simulate", "ring", "-t", "dgx-1", "--trees", sched), "not a baseline")
     code, out, err = cli("msccl", "run", xml, "--bytes", "1048576", "--no-race-check")
     assert code == 0 and "note       the runtime would not use this file for a 1MiB call" in out, err
     code, out, err = cli("msccl", "run", xml, "--bytes", str(1296 * 4 * 100), "--no-race-check")

@@ -139,7 +139,7 @@ def test_files_in_the_wrong_place_are_one_line_errors(files, tmp_path):
         (("mscclpp", "lint", str(xml)), "an XML file (an MSCCL algorithm?), not an MSCCL++ execution plan"),
         (("mscclpp", "run", str(tmp_path / "none.json")), "no such plan file"),
         (("simulate", str(plan)), "simulating an MSCCL++ plan needs --topology"),
-        (("simulate", str(sched), "--trees", str(sched)), "--trees compares an MSCCL++ plan with its schedule"),
+        (("simulate", str(sched), "--trees", str(sched)), "--trees compares an MSCCL++ plan or an MSCCL file with its schedule"),
         (("simulate", str(plan), "-t", "ring:n=4"), "is for 16 GPUs but the topology has 4"),
         (("export", str(sched), "-o", str(tmp_path / "x.txt")), "cannot tell the format from"),
         (("export", str(sched), "-o", str(tmp_path / "x.json"), "--mode", "both"), "serves one buffer mode"),

@@ -132,8 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", help="root rank for broadcast / reduce baselines")
     p.add_argument("--size", default="1GiB", help="call size, nccl-tests convention (default 1GiB)")
     _sim_flags(p)
-    g = p.add_argument_group("MSCCL++ plans")
-    g.add_argument("--trees", help="also simulate this schedule (the one the plan was exported from) and compare")
+    g = p.add_argument_group("MSCCL++ plans and MSCCL files")
+    g.add_argument("--trees", help="also simulate this schedule (the one the plan or file was exported from) and "
+                                   "compare")
     g.add_argument("--port-transport", choices=("executor", "nic"), default="executor",
                    help="executor (default): port channels inside a box go over CUDA IPC, as MSCCL++ picks; nic: "
                         "every port channel goes through the network")

@@ -173,6 +173,8 @@ def simulate_spec(what: str, topology=None, *, extra: Mapping[str, str] | None =
 
     opts = {"slice_bytes": slice_bytes, "max_slices": max_slices, "fairness": fairness}
     if what in baselines.BASELINES:
+        if trees is not None:
+            raise UsageError("--trees compares an MSCCL++ plan or an MSCCL file with its schedule, not a baseline")
         if not topology:
             raise UsageError(f"simulating {what} needs --topology")
         net = load_network(topology, extra, latency_us)
@@ -194,8 +196,8 @@ def simulate_spec(what: str, topology=None, *, extra: Mapping[str, str] | None =
     if found.name in ("topology", "topology-declarative", "nccl-topology"):
         raise UsageError(f"{what} is {found.label}, not a schedule, plan or MSCCL file; simulate a baseline on it with "
                          f"`forestcoll simulate ring -t {what}`, or generate a schedule with `forestcoll generate {what}`")
-    if trees is not None and not (kind == "json" and is_plan(data)):
-        raise UsageError("--trees compares an MSCCL++ plan with its schedule; give a plan to simulate")
+    if trees is not None and not (kind == "xml" or (kind == "json" and is_plan(data))):
+        raise UsageError("--trees compares an MSCCL++ plan or an MSCCL file with its schedule; give one to simulate")
     if kind == "xml":
         from forestcoll.msccl.ir import read_algo
         from forestcoll.simulate.msccl import msccl_collective, simulate_msccl
@@ -205,7 +207,16 @@ def simulate_spec(what: str, topology=None, *, extra: Mapping[str, str] | None =
         algo, _text = read_algo(what)
         msccl_collective(algo, what)
         net = load_network(topology, extra, latency_us)
-        return net, simulate_msccl(algo, net, size, source=what, **opts)
+        res = simulate_msccl(algo, net, size, source=what, **opts)
+        if trees is not None:  # the schedule the file came from, simulated as trees on the same network
+            from forestcoll.schedule import read_schedule
+
+            tree = simulate(net, read_schedule(trees), size=size, **opts)
+            res.extra["trees_algbw_gbps"] = tree.algbw_gbps
+            res.extra.setdefault("notes", []).insert(0, (
+                f"the schedule as trees ({trees}): {tree.algbw_gbps:.2f} GB/s algbw; the file reaches "
+                f"{res.algbw_gbps / tree.algbw_gbps:.1%} of its trees"))
+        return net, res
     from forestcoll.schedule import read_schedule, schedule_from_dict, schedule_topology
 
     if is_plan(data):
