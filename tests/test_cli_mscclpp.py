@@ -134,9 +134,9 @@ def test_files_in_the_wrong_place_are_one_line_errors(files, tmp_path):
     assert cli("generate", "ring:n=4", "--format", "msccl", "-o", str(xml))[0] == 0
     cases = [
         (("export", str(plan), "-o", str(tmp_path / "x.json")), "is an MSCCL++ execution plan, not a schedule JSON"),
-        (("export", str(xml), "-o", str(tmp_path / "x.json")), "an XML file (an MSCCL algorithm?), not a forestcoll"),
+        (("export", str(xml), "-o", str(tmp_path / "x.json")), "is an MSCCL algorithm XML, not a schedule JSON"),
         (("mscclpp", "run", str(sched)), "a forestcoll schedule, not an MSCCL++ execution plan"),
-        (("mscclpp", "lint", str(xml)), "an XML file (an MSCCL algorithm?), not an MSCCL++ execution plan"),
+        (("mscclpp", "lint", str(xml)), "is an MSCCL algorithm XML, not an MSCCL++ execution plan"),
         (("mscclpp", "run", str(tmp_path / "none.json")), "no such plan file"),
         (("simulate", str(plan)), "simulating an MSCCL++ plan needs --topology"),
         (("simulate", str(sched), "--trees", str(sched)), "--trees compares an MSCCL++ plan or an MSCCL file with its schedule"),
