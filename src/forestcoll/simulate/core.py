@@ -179,7 +179,7 @@ def simulate_spec(what: str, topology=None, *, extra: Mapping[str, str] | None =
             raise UsageError(f"simulating {what} needs --topology")
         net = load_network(topology, extra, latency_us)
         return net, simulate(net, what, collective, size, root=root, **opts)
-    if not os.path.exists(what):
+    if not os.path.exists(what) and not (os.sep in what or what.lower().endswith((".json", ".xml"))):
         import difflib
 
         close = difflib.get_close_matches(what, list(baselines.BASELINES), n=1, cutoff=0.6)
@@ -190,6 +190,8 @@ def simulate_spec(what: str, topology=None, *, extra: Mapping[str, str] | None =
         kind, data = sniff(what, "schedule, MSCCL or MSCCL++ file")
         found = kind_of(data) if kind == "json" else file_kind(what, data)
     except ForestCollError:
+        if not os.path.isfile(what):
+            raise
         found = file_kind(what)  # a YAML topology, ...
         if not found.name.startswith("topology"):
             raise
