@@ -132,6 +132,9 @@ def test_an_imported_box_replicates_like_its_dump(tmp_path):
     assert code == 0 and "67008/155 GB/s" in out, err  # the README's figure for the dump itself
     same = [load_topology(f"{p}:nodes=4,fabric=rail") for p in (box, dump)]
     assert fingerprint(same[0]) == fingerprint(same[1])
+    mixed = tmp_path / "mixed.yaml"  # the JSON as a declarative file's box, beside the dump itself
+    mixed.write_text(f"boxes:\n  - import: h100.json\n    count: 2\n  - import: {dump}\n    count: 2\nfabric: rail\n")
+    assert fingerprint(load_topology(str(mixed))) == fingerprint(same[1])
     again = tmp_path / "again.json"
     assert cli("topo", "export", box, "-o", again)[0] == 0 and again.read_text() == box.read_text()
 

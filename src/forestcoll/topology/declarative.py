@@ -7,7 +7,7 @@
       - use: dgx-h100                # a built-in box family ...
         count: 2
         options: {nic_bw: 400Gbps}
-      - import: box.xml              # ... an NCCL/RCCL topology dump (relative to this file) ...
+      - import: box.xml              # ... an NCCL/RCCL topology dump or its `topo import` JSON (relative to this file) ...
       - box:                         # ... or a box written out
           compute: {count: 4, prefix: gpu}      # or a list of names
           switches: [nvswitch, nic0, nic1]
@@ -269,7 +269,7 @@ def load_declarative(data: Any, source: str, overrides: Mapping[str, str] | None
             from forestcoll.topology.nccl_xml import import_nccl_xml
 
             try:
-                box = import_nccl_xml(full)
+                box = _json_box(full) if full.lower().endswith(".json") else import_nccl_xml(full)
             except ForestCollError as exc:
                 raise ctx.fail(group, "import", _join(where, "import"), str(exc)) from None
         else:
@@ -288,6 +288,16 @@ def load_declarative(data: Any, source: str, overrides: Mapping[str, str] | None
     if not isinstance(name, str):
         raise ctx.fail(top, "name", "name", "expected a string")
     return build_cluster(boxes, fabric, name)
+
+
+def _json_box(path: str):
+    """A box from a plain one-box JSON with ports (what ``forestcoll topo import`` writes)."""
+    from forestcoll.fileio import load_json
+    from forestcoll.topology.jsonio import as_box, ports_from_dict, topology_from_dict
+
+    data = load_json(path, "topology file")
+    topo = topology_from_dict(data, path)
+    return as_box(topo, ports_from_dict(data, topo, path), path)
 
 
 def _with(group: Mapping, key: str, value: Any) -> LocDict:
