@@ -490,7 +490,8 @@ def read_topology_file(path: str, overrides: Mapping[str, str] | None = None):
     if not overrides:
         single = len({n.box for n in topo.nodes}) == 1
         return topo, (as_box(topo, ports, path).ports if ports and single else None)
-    return _replicate(as_box(topo, ports, path), path, overrides), as_box(topo, ports, path).ports
+    box = as_box(topo, ports, path)
+    return _replicate(box, path, overrides), box.ports
 
 
 def _replicate(box, path: str, overrides: Mapping[str, str]):
