@@ -45,7 +45,7 @@ def test_bound_json():
 
 
 def test_bound_text_and_fixed_k(capsys):
-    assert main(["bound", "mi250:nodes=2", "--k", "1"]) == 0
+    assert main(["bound", "mi250:nodes=2", "-c", "allgather", "--k", "1"]) == 0
     out = capsys.readouterr().out
     assert "5312/15 GB/s" in out and "with k=1" in out and "320 GB/s" in out
 
@@ -99,7 +99,7 @@ def test_bad_input_is_one_line_exit_2(args, message):
 
 def test_malformed_topology_file(tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text('{"nodes": [{"name": "a"}, {"name": "b"}], "links": [{"src": "a", "dst": "b", "bandwidth": 0}]}')
+    bad.write_text('{"nodes": [{"name": "a", "kind": "compute"}, {"name": "b", "kind": "compute"}], "links": [{"src": "a", "dst": "b", "bandwidth": 0}]}')
     code, _, err = run("bound", str(bad))
     assert code == 2 and "must be > 0" in err and err.count("\n") == 1
 

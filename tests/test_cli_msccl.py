@@ -35,7 +35,7 @@ def test_generate_then_export(tmp_path, capsys):
 
 def test_generate_format_msccl_json(tmp_path, capsys):
     xml = tmp_path / "ag.xml"
-    args = ["generate", "ring:n=4", "--k", "2", "--format", "msccl", "-o", str(xml), "--proto", "LL", "--instances", "2",
+    args = ["generate", "ring:n=4", "-c", "allgather", "--k", "2", "--format", "msccl", "-o", str(xml), "--proto", "LL", "--instances", "2",
             "--mode", "in-place", "--max-bytes", "65536", "--json", "--name", "ring_ag"]
     assert main(args) == 0
     out = capsys.readouterr().out
@@ -92,7 +92,7 @@ def test_race_and_mismatch_exit_2(tmp_path):
         (["export", "nosuch.json", "-o", "{out}"], "nosuch.json"),
         (["generate", "ring:n=4", "--format", "msccl"], "--format msccl needs -o FILE.xml"),
         (["generate", "ring:n=4", "--format", "msccl", "-o", "{out}", "--instances", "0"], "--instances must be >= 1"),
-        (["generate", "fully-connected:n=40", "--k", "1", "--format", "msccl", "-o", "{out}", "--runtime", "rccl"],
+        (["generate", "fully-connected:n=40", "-c", "allgather", "--k", "1", "--format", "msccl", "-o", "{out}", "--runtime", "rccl"],
          "79 thread blocks on one GPU"),
     ],
 )

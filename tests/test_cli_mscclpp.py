@@ -67,7 +67,7 @@ def test_run_lint_simulate_a_plan(files):
 
 def test_generate_format_mscclpp_options(tmp_path):
     plan = tmp_path / "ag.json"
-    code, out, err = cli("generate", "ring:n=4", "--k", "2", "--format", "mscclpp", "-o", str(plan), "--proto", "LL",
+    code, out, err = cli("generate", "ring:n=4", "-c", "allgather", "--k", "2", "--format", "mscclpp", "-o", str(plan), "--proto", "LL",
                          "--mode", "out-of-place", "--min-bytes", "4KiB", "--max-bytes", "256KiB", "--name", "ring_ag")
     assert code == 0, err
     p = read_plan(plan)
@@ -133,13 +133,13 @@ def test_files_in_the_wrong_place_are_one_line_errors(files, tmp_path):
     xml = tmp_path / "a.xml"
     assert cli("generate", "ring:n=4", "--format", "msccl", "-o", str(xml))[0] == 0
     cases = [
-        (("export", str(plan), "-o", str(tmp_path / "x.json")), "an MSCCL++ execution plan, not a forestcoll schedule"),
-        (("export", str(xml), "-o", str(tmp_path / "x.json")), "an XML file (an MSCCL algorithm?), not a forestcoll"),
+        (("export", str(plan), "-o", str(tmp_path / "x.json")), "is an MSCCL++ execution plan, not a schedule JSON"),
+        (("export", str(xml), "-o", str(tmp_path / "x.json")), "is an MSCCL algorithm XML, not a schedule JSON"),
         (("mscclpp", "run", str(sched)), "a forestcoll schedule, not an MSCCL++ execution plan"),
-        (("mscclpp", "lint", str(xml)), "an XML file (an MSCCL algorithm?), not an MSCCL++ execution plan"),
+        (("mscclpp", "lint", str(xml)), "is an MSCCL algorithm XML, not an MSCCL++ execution plan"),
         (("mscclpp", "run", str(tmp_path / "none.json")), "no such plan file"),
         (("simulate", str(plan)), "simulating an MSCCL++ plan needs --topology"),
-        (("simulate", str(sched), "--trees", str(sched)), "--trees compares an MSCCL++ plan with its schedule"),
+        (("simulate", str(sched), "--trees", str(sched)), "--trees compares an MSCCL++ plan or an MSCCL file with its schedule"),
         (("simulate", str(plan), "-t", "ring:n=4"), "is for 16 GPUs but the topology has 4"),
         (("export", str(sched), "-o", str(tmp_path / "x.txt")), "cannot tell the format from"),
         (("export", str(sched), "-o", str(tmp_path / "x.json"), "--mode", "both"), "serves one buffer mode"),

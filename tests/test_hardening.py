@@ -269,7 +269,7 @@ def test_fingerprint_is_the_fabric_only():
 
 # ----- bound --k agrees with generate --k ----------------------------------------------------------------
 
-STAR = {"name": "star", "nodes": [{"name": f"g{i}"} for i in range(4)] + [{"name": "sw", "kind": "switch"}],
+STAR = {"name": "star", "nodes": [{"name": f"g{i}", "kind": "compute"} for i in range(4)] + [{"name": "sw", "kind": "switch"}],
         "links": [lk for i in range(4) for lk in ({"src": f"g{i}", "dst": "sw", "bandwidth": 20},
                                                  {"src": "sw", "dst": f"g{i}", "bandwidth": 70})]}
 
@@ -281,18 +281,18 @@ def test_bound_k_says_when_trees_cannot_reach_it(tmp_path):
 
     star = tmp_path / "star.json"
     star.write_text(json.dumps(STAR))
-    code, out, err = cli("bound", star, "--k", "1", "--json")
+    code, out, err = cli("bound", star, "-c", "allgather", "--k", "1", "--json")
     data = json.loads(out)
     assert code == 0 and data["fixed_k_achievable"] is False and data["fixed_k_reached_gbps"] == "80/3"
     assert "switch 'sw'" in data["fixed_k_warning"] and data["unbalanced_switches"] == ["sw"]
-    code, out, err = cli("generate", star, "--k", "1", "--json")
+    code, out, err = cli("generate", star, "-c", "allgather", "--k", "1", "--json")
     assert json.loads(out)["algbw_gbps"] == "80/3"
-    code, out, err = cli("bound", star, "--k", "1")
+    code, out, err = cli("bound", star, "-c", "allgather", "--k", "1")
     assert "not achievable with trees" in out
     for spec in ("ring:n=4", "dgx-a100", str(ROOT / "docs" / "examples" / "ring-of-four.json")):
-        code, out, err = cli("bound", spec, "--k", "2", "--json")
+        code, out, err = cli("bound", spec, "-c", "allgather", "--k", "2", "--json")
         bound = json.loads(out)
-        gen = json.loads(cli("generate", spec, "--k", "2", "--json")[1])
+        gen = json.loads(cli("generate", spec, "-c", "allgather", "--k", "2", "--json")[1])
         assert bound["fixed_k_achievable"] and bound["fixed_k_algbw_gbps"] == gen["algbw_gbps"], spec
 
 
@@ -376,7 +376,7 @@ def test_numbers_beyond_pythons_digit_limit_in_files(tmp_path, schedule):
     """JSON / YAML integers of thousands of digits (past Python's int conversion limit) and huge XML attribute
     values are one line, not a ValueError."""
     big = "9" * 5001
-    (tmp_path / "t.json").write_text('{"nodes": [{"name": "a"}, {"name": "b"}], "links": [{"src": "a", "dst": "b", '
+    (tmp_path / "t.json").write_text('{"nodes": [{"name": "a", "kind": "compute"}, {"name": "b", "kind": "compute"}], "links": [{"src": "a", "dst": "b", '
                                      f'"bandwidth": {big}}}]}}')
     refused(*cli("topo", "show", tmp_path / "t.json"), "too many digits")
     (tmp_path / "t.yaml").write_text(f"name: x\nbox:\n  compute: {{count: {big}, prefix: g}}\n")

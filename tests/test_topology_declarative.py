@@ -152,8 +152,9 @@ def test_nodes_and_fabric_overrides(tmp_path):
         load_topology(str(mixed), {"nodes": "4"})
 
 
-def test_plain_file_cannot_be_replicated():
-    with pytest.raises(TopologyError, match="declarative format"):
+def test_plain_file_without_ports_cannot_be_replicated():
+    """A plain file replicates only with its box's ports (as topo import writes them): see test_cli_errors.py."""
+    with pytest.raises(TopologyError, match="without 'ports' cannot be replicated.*declarative"):
         load_topology(str(EXAMPLES / "ring-of-four.json"), {"nodes": "2"})
 
 

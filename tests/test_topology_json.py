@@ -42,12 +42,12 @@ def test_minimal_format_and_exact_numbers(tmp_path):
         ('{"nodes": {}, "links": []}', "'nodes' must be a list"),
         ('{"nodes": [{"kind": "compute"}], "links": []}', r"nodes\[0\]: 'name'"),
         ('{"nodes": [{"name": "a", "kind": "cpu"}], "links": []}', "'kind' must be"),
-        ('{"nodes": [{"name": "a"}, {"name": "b"}], "links": [{"src": "a", "dst": "b"}]}', "missing 'bandwidth'"),
-        ('{"nodes": [{"name": "a"}, {"name": "b"}], "links": [{"src": "a", "dst": "b", "bandwidth": "NaN"}]}', "not a bandwidth"),
-        ('{"nodes": [{"name": "a"}, {"name": "b"}], "links": [{"src": "a", "dst": "b", "bandwidth": -2}]}', "must be > 0"),
-        ('{"nodes": [{"name": "a"}, {"name": "b"}], "links": [{"src": "a", "dst": 3, "bandwidth": 2}]}', "'dst' must be"),
-        ('{"nodes": [{"name": "a"}, {"name": "b"}], "links": [{"src": "a", "dst": "b", "bandwidth": 2}]}', "cannot reach"),
-        ('{"nodes": [{"name": "a"}, {"name": "b"}], "links": [], "symmetries": [["a"]]}', "symmetries"),
+        ('{"nodes": [{"name": "a", "kind": "compute"}, {"name": "b", "kind": "compute"}], "links": [{"src": "a", "dst": "b"}]}', "missing 'bandwidth'"),
+        ('{"nodes": [{"name": "a", "kind": "compute"}, {"name": "b", "kind": "compute"}], "links": [{"src": "a", "dst": "b", "bandwidth": "NaN"}]}', "not a bandwidth"),
+        ('{"nodes": [{"name": "a", "kind": "compute"}, {"name": "b", "kind": "compute"}], "links": [{"src": "a", "dst": "b", "bandwidth": -2}]}', "must be > 0"),
+        ('{"nodes": [{"name": "a", "kind": "compute"}, {"name": "b", "kind": "compute"}], "links": [{"src": "a", "dst": 3, "bandwidth": 2}]}', "'dst' must be"),
+        ('{"nodes": [{"name": "a", "kind": "compute"}, {"name": "b", "kind": "compute"}], "links": [{"src": "a", "dst": "b", "bandwidth": 2}]}', "cannot reach"),
+        ('{"nodes": [{"name": "a", "kind": "compute"}, {"name": "b", "kind": "compute"}], "links": [], "symmetries": [["a"]]}', "symmetries"),
     ],
 )
 def test_bad_files_name_the_element(text, message, tmp_path):
@@ -67,6 +67,6 @@ def test_truncated_and_missing_files(tmp_path):
 
 
 def test_from_dict_directly():
-    topo = topology_from_dict({"nodes": [{"name": "x"}, {"name": "y"}], "links": [
+    topo = topology_from_dict({"nodes": [{"name": "x", "kind": "compute"}, {"name": "y", "kind": "compute"}], "links": [
         {"src": "x", "dst": "y", "bandwidth": 1}, {"src": "y", "dst": "x", "bandwidth": 1}]})
     assert topo.compute_nodes == ("x", "y")

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from forestcoll.errors import ForestCollError
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "check_output", "dump_json", "ensure_directory", "is_plan", "load_json",
-           "parse_json", "read_text", "sniff"]
+__all__ = ["FileKind", "atomic_write_bytes", "atomic_write_text", "check_output", "dump_json", "ensure_directory",
+           "file_kind", "is_plan", "kind_of", "load_json", "parse_json", "read_text", "sniff", "wrong_kind"]
 
 
 def _umask() -> int:
@@ -136,6 +137,98 @@ def is_plan(value: Any) -> bool:
     """Whether parsed JSON is an MSCCL++ execution plan (``gpus`` and ``protocol`` at the top level) rather than a
     forestcoll schedule."""
     return isinstance(value, dict) and "gpus" in value and "protocol" in value
+
+
+@dataclass(frozen=True)
+class FileKind:
+    """What a file holds, told by content: ``name`` (one of :data:`KINDS`), how to say it in a sentence, and the
+    commands that read such a file (``{path}`` stands for the file)."""
+
+    name: str
+    label: str
+    use: str = ""
+
+
+KINDS: dict[str, FileKind] = {k.name: k for k in (
+    FileKind("schedule", "a forestcoll schedule",
+             "check it with `forestcoll verify {path}`, simulate it with `forestcoll simulate {path}`, lower it with "
+             "`forestcoll export {path} -o FILE`"),
+    FileKind("alltoall-schedule", "a forestcoll all-to-all schedule",
+             "check it with `forestcoll verify {path}`, simulate it with `forestcoll simulate {path}`"),
+    FileKind("topology", "a topology (nodes/links JSON)",
+             "give it as the topology: `forestcoll bound {path}`, `forestcoll generate {path}`, `-t {path}`"),
+    FileKind("topology-declarative", "a topology (boxes and fabric)",
+             "give it as the topology: `forestcoll bound {path}`, `forestcoll generate {path}`, `-t {path}`"),
+    FileKind("nccl-topology", "an NCCL/RCCL topology dump",
+             "give it as the topology: `forestcoll topo import {path}`, `forestcoll bound {path}`, `-t {path}`"),
+    FileKind("msccl", "an MSCCL algorithm XML",
+             "run it with `forestcoll msccl run {path}`, check it with `forestcoll msccl lint {path}`, simulate it "
+             "with `forestcoll simulate {path} -t TOPOLOGY`"),
+    FileKind("mscclpp-plan", "an MSCCL++ execution plan",
+             "run it with `forestcoll mscclpp run {path}`, check it with `forestcoll mscclpp lint {path}`, simulate "
+             "it with `forestcoll simulate {path} -t TOPOLOGY`"),
+    FileKind("xml", "an XML file of no kind forestcoll reads"),
+    FileKind("json", "a JSON file of no kind forestcoll reads"),
+    FileKind("text", "a file that is neither JSON nor XML"),
+)}
+
+_DECLARATIVE_KEYS = ("boxes", "box", "use", "import")
+
+
+def kind_of(value: Any) -> FileKind:
+    """The kind of parsed JSON / YAML by its top-level keys (see :class:`FileKind`)."""
+    if not isinstance(value, dict):
+        return KINDS["json"]
+    if is_plan(value):
+        return KINDS["mscclpp-plan"]
+    if value.get("format") == "forestcoll-schedule" or ("collective" in value and ("trees" in value or "flows" in value)):
+        return KINDS["alltoall-schedule" if value.get("collective") == "alltoall" else "schedule"]
+    if "links" in value and "nodes" in value:
+        return KINDS["topology"]
+    if any(key in value for key in _DECLARATIVE_KEYS):
+        return KINDS["topology-declarative"]
+    return KINDS["json"]
+
+
+def _xml_root(text: str) -> str:
+    """The first element's tag of XML text (after declarations and comments), lower case; '' when none."""
+    import re
+
+    body = re.sub(r"<!--.*?-->|<\?.*?\?>|<!DOCTYPE[^>]*>", "", text[:65536], flags=re.S)
+    found = re.search(r"<\s*([A-Za-z_][\w.-]*)", body)
+    return found.group(1).lower() if found else ""
+
+
+def file_kind(path: str | os.PathLike[str], text: str | None = None) -> FileKind:
+    """What the file at ``path`` holds, told by its content (not its name): a schedule, a topology (plain JSON,
+    boxes/fabric JSON or YAML), an NCCL/RCCL topology dump, an MSCCL XML, an MSCCL++ plan, or none of these.
+    Unreadable files are one-line ForestCollErrors (as :func:`read_text`)."""
+    text = read_text(path) if text is None else text
+    if text.lstrip().startswith("<"):
+        root = _xml_root(text)
+        return KINDS["msccl" if root == "algo" else "nccl-topology" if root == "system" else "xml"]
+    try:
+        return kind_of(json.loads(text, parse_float=Decimal))
+    except (ValueError, RecursionError):
+        pass
+    if str(path).lower().endswith((".yaml", ".yml")):
+        try:
+            import yaml
+
+            return kind_of(yaml.safe_load(text))
+        except Exception:
+            return KINDS["text"]
+    return KINDS["text"]
+
+
+def wrong_kind(path: str | os.PathLike[str], expected: str, found: FileKind | None = None) -> ForestCollError | None:
+    """The one-line error for a file of another kind than ``expected`` (e.g. "a schedule JSON"): what was given,
+    what was expected and which commands read the given kind; None when the file's kind is not one forestcoll
+    reads (the caller's own parse error says more then)."""
+    kind = found or file_kind(path)
+    if not kind.use:
+        return None
+    return ForestCollError(f"{path} is {kind.label}, not {expected}; {kind.use.format(path=path)}")
 
 
 def _compact(obj: Any) -> str:

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from forestcoll.collectives import COLLECTIVES, PHASES
 from forestcoll.errors import ForestCollError, ScheduleError
-from forestcoll.fileio import atomic_write_text, dump_json, load_json, read_text
+from forestcoll.fileio import atomic_write_text, dump_json, file_kind, kind_of, parse_json, read_text, wrong_kind
 from forestcoll.rational import format_rational, parse_rational
 
 if TYPE_CHECKING:
@@ -379,10 +379,14 @@ def schedule_topology(sched: Schedule | AlltoallSchedule, topology=None, extra: 
 
 def read_schedule(path: str) -> Schedule | AlltoallSchedule:
     """Read a schedule JSON file (an all-to-all file gives an :class:`~forestcoll.alltoall.schedule.AlltoallSchedule`)."""
+    text = read_text(path, "schedule file")
+    expected = "a schedule JSON (from `forestcoll generate`)"
     try:
-        data = load_json(path, "schedule file")
+        data = parse_json(text, path)
     except ForestCollError as exc:
-        if read_text(path, "schedule file").lstrip().startswith("<"):
-            raise ScheduleError(f"{path}: an XML file (an MSCCL algorithm?), not a forestcoll schedule (JSON)") from None
-        raise ScheduleError(str(exc)) from None
+        wrong = wrong_kind(path, expected, file_kind(path, text))  # an MSCCL XML, a YAML topology, ...
+        raise ScheduleError(str(wrong or exc)) from None
+    kind = kind_of(data)
+    if kind.name not in ("schedule", "alltoall-schedule", "json"):
+        raise ScheduleError(str(wrong_kind(path, expected, kind)))
     return schedule_from_dict(data, str(path))

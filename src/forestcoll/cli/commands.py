@@ -364,6 +364,9 @@ def generate_by_size(args: argparse.Namespace) -> int:
         raise UsageError(f"--sizes needs -o DIRECTORY for the {'plans' if args.format == 'mscclpp' else 'MSCCL files'}")
     if args.k is not None:
         raise UsageError("--sizes chooses k itself; leave out --k")
+    if args.output.lower().endswith((".json", ".xml", ".yaml", ".yml")) and not os.path.isdir(args.output):
+        raise UsageError(f"--sizes writes one file per size range into the directory -o names; {args.output!r} looks "
+                         f"like a file name: give a directory, e.g. -o {os.path.splitext(args.output)[0] or 'out'}/")
     sizes = parse_sizes(args.sizes)
     if args.format == "mscclpp":
         if args.design_size is not None:
@@ -518,6 +521,12 @@ def cmd_msccl_run(args: argparse.Namespace) -> int:
         render.print_json(report)
     else:
         render.print_runs(report, args.show)
+        if isinstance(nbytes, int):  # the regime of an N-byte call: say when the runtime would not take that size
+            from forestcoll.msccl.ir import read_algo
+            from forestcoll.msccl.semantics import size_notes
+
+            for note in size_notes(read_algo(args.file)[0], nbytes):
+                print(f"note       {note}")
     if not report.ok:
         print(f"forestcoll: error: {report.message}", file=sys.stderr)
         return EXIT_USAGE
@@ -572,14 +581,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_topo_export(args: argparse.Namespace) -> int:
     from forestcoll.fileio import dump_json
-    from forestcoll.topology import topology_to_dict, write_topology
+    from forestcoll.topology import import_topology, topology_to_dict, write_topology
+    from forestcoll.topology.jsonio import box_ports
 
     check_output(args)
-    topo = topology(args)
+    imported = import_topology(args.topology, cluster_options(args))
+    warn(imported.warnings)
+    topo, ports = imported.topology, box_ports(imported.topology, imported.ports)
     if args.output:
-        text = write_topology(topo, args.output, symmetries=not args.no_symmetries)
+        text = write_topology(topo, args.output, symmetries=not args.no_symmetries, ports=ports)
     else:
-        text = dump_json(topology_to_dict(topo, symmetries=not args.no_symmetries))
+        text = dump_json(topology_to_dict(topo, symmetries=not args.no_symmetries, ports=ports))
     if args.json or not args.output:
         sys.stdout.write(text)
     return 0
@@ -589,13 +601,15 @@ def cmd_topo_import(args: argparse.Namespace) -> int:
     """Import an NCCL/RCCL XML dump (or any topology) and write the plain JSON."""
     from forestcoll.fileio import dump_json
     from forestcoll.topology import import_topology, topology_to_dict, write_topology
+    from forestcoll.topology.jsonio import box_ports
     from forestcoll.topology.show import summarize
 
     check_output(args)
     imported = import_topology(args.topology, cluster_options(args))
     warn(imported.warnings)
     topo = imported.topology
-    text = write_topology(topo, args.output) if args.output else dump_json(topology_to_dict(topo))
+    ports = box_ports(topo, imported.ports)  # one box: its ports too, so that --nodes N can replicate the file
+    text = write_topology(topo, args.output, ports=ports) if args.output else dump_json(topology_to_dict(topo, ports=ports))
     if args.json:
         sys.stdout.write(text)
         return 0
@@ -643,7 +657,7 @@ def cmd_topo_draw(args: argparse.Namespace) -> int:
         title = (f"{topo.name}: {bound.collective} bound {fr(bound.algbw)} GB/s; cut S holds {phase.cut_weight} "
                  f"ranks with {fr(phase.cut_bandwidth)} GB/s {'in' if phase.reversed else 'out'}")
     draw(topo, args.output, cut, title)
-    print(f"wrote {args.output}")
+    print(f"wrote {args.output}" + (f" (with the {args.collective} bottleneck cut)" if args.cut else ""))
     return 0
 
 

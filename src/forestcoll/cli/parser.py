@@ -24,6 +24,15 @@ TOPOLOGY_HELP = (
 )
 
 
+BASELINES_HELP = "ring, double-binary-tree, hierarchical, direct (alltoall: direct, hierarchical)"
+DEFAULT_COLLECTIVE = "allreduce"  # one default for every command that takes --collective
+
+
+def _collective_flag(p: argparse.ArgumentParser, what: str = "") -> None:
+    p.add_argument("--collective", "-c", default=DEFAULT_COLLECTIVE,
+                   help=what + "allreduce (default), allgather, reduce_scatter, broadcast, reduce, alltoall")
+
+
 def _cluster_flags(p: argparse.ArgumentParser) -> None:
     from forestcoll.topology.cluster import FABRICS
 
@@ -81,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bound", help="exact optimal algbw and the bottleneck cut that proves it")
     p.add_argument("topology", help=TOPOLOGY_HELP)
     _cluster_flags(p)
-    p.add_argument("--collective", "-c", default="allgather", help="allgather (default), reduce_scatter, allreduce, broadcast, reduce, alltoall")
+    _collective_flag(p)
     p.add_argument("--root", help="root rank name for broadcast / reduce (default: the first rank)")
     p.add_argument("--k", type=int, help="also report the best algbw with exactly K trees per root")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -91,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("generate", help="generate a schedule of spanning trees")
     p.add_argument("topology", help=TOPOLOGY_HELP)
     _cluster_flags(p)
-    p.add_argument("--collective", "-c", default="allgather", help="allgather (default), reduce_scatter, allreduce, broadcast, reduce, alltoall")
+    _collective_flag(p)
     p.add_argument("--k", type=int, help="exactly K trees (chunks) per root; default: the smallest exactly optimal k "
                                          "(alltoall: K chunks per pair; default: the fewest that keep the optimum)")
     p.add_argument("--root", help="root rank name for broadcast / reduce (default: the first rank)")
@@ -107,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "the default with --sizes)")
     p.add_argument("--sizes", help="pick the fastest schedule (simulated) per size range, e.g. 1MiB..1GiB, and write one "
                                    "file per range (--format mscclpp: plans, LL where it wins; msccl: XML) into the "
-                                   "-o directory")
+                                   "-o directory (created if needed; a name ending .json / .xml is refused unless it "
+                                   "is an existing directory)")
     p.add_argument("--fairness", default="max-min", choices=("max-min", "link"), help=argparse.SUPPRESS)
     _export_flags(p)
     p.set_defaults(func=commands.cmd_generate)
@@ -115,15 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="simulated time, algbw and busbw of a schedule, an MSCCL++ plan, an MSCCL file "
                                         "or a baseline")
     p.add_argument("what", help="a schedule, an MSCCL++ plan or an MSCCL XML file (told by content), or a baseline: "
-                                "ring, double-binary-tree, hierarchical, direct (alltoall: direct, hierarchical)")
+                                + BASELINES_HELP)
     p.add_argument("--topology", "-t", help=TOPOLOGY_HELP + " (default for a schedule: the one it names)")
     _cluster_flags(p)
-    p.add_argument("--collective", "-c", default="allreduce", help="for baselines (default allreduce)")
+    _collective_flag(p, "for baselines: ")
     p.add_argument("--root", help="root rank for broadcast / reduce baselines")
     p.add_argument("--size", default="1GiB", help="call size, nccl-tests convention (default 1GiB)")
     _sim_flags(p)
-    g = p.add_argument_group("MSCCL++ plans")
-    g.add_argument("--trees", help="also simulate this schedule (the one the plan was exported from) and compare")
+    g = p.add_argument_group("MSCCL++ plans and MSCCL files")
+    g.add_argument("--trees", help="also simulate this schedule (the one the plan or file was exported from) and "
+                                   "compare")
     g.add_argument("--port-transport", choices=("executor", "nic"), default="executor",
                    help="executor (default): port channels inside a box go over CUDA IPC, as MSCCL++ picks; nic: "
                         "every port channel goes through the network")
@@ -133,10 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="simulate forestcoll and the baselines over sizes: table and plot")
     p.add_argument("topology", help=TOPOLOGY_HELP)
     _cluster_flags(p)
-    p.add_argument("--collective", "-c", default="allreduce", help="allreduce (default), allgather, reduce_scatter, broadcast, reduce, alltoall")
+    _collective_flag(p)
     p.add_argument("--root", help="root rank for broadcast / reduce")
     p.add_argument("--sizes", default="1MiB..1GiB", help="sizes: A..B (powers of two) or a comma list (default 1MiB..1GiB)")
-    p.add_argument("--algorithms", help="comma list to keep (default: forestcoll, forestcoll-k1 and every baseline that applies)")
+    p.add_argument("--algorithms", help="comma list to keep: forestcoll (the optimal k), forestcoll-k1 and the "
+                                        "baselines " + BASELINES_HELP + " (default: all that apply)")
     p.add_argument("-o", "--output", help="write the plot here (.png, .svg or .pdf)")
     p.add_argument("--jobs", type=int, help="worker processes (default: cores, at most 4)")
     _sim_flags(p)
@@ -244,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     _cluster_flags(p)
     p.add_argument("-o", "--output", required=True, help="picture file: .png, .svg or .pdf")
     p.add_argument("--cut", action="store_true", help="highlight the bottleneck cut of the collective")
-    p.add_argument("--collective", "-c", default="allgather", help="collective for --cut (default allgather)")
+    _collective_flag(p, "collective whose bottleneck cut --cut highlights: ")
     p.set_defaults(func=commands.cmd_topo_draw)
     p = tsub.add_parser("list", help="list the built-in topologies")
     p.add_argument("--options", action="store_true", help="also list every option with its default")

@@ -310,6 +310,8 @@ def print_simulation(net, res, size: int, fairness: str, slice_bytes: int, max_s
     print(f"busbw      {res.busbw_gbps:.2f} GB/s")
     print(f"model      {res.transfers} transfers, {res.events} events, {fairness} sharing, "
           f"slices of {format_size(slice_bytes)} (at most {max_slices} per block); {res.wall_s:.2f} s")
+    for note in res.extra.get("notes", ()):
+        print(f"note       {note}")
 
 
 def print_comparison(comp) -> None:
@@ -385,6 +387,8 @@ def print_summary(s) -> None:
 
 
 def show_default(value: object) -> str:
+    if value is None:
+        return "auto"  # worked out from the rest (the option's help says how)
     if isinstance(value, tuple):
         return "x".join(map(str, value))
     if isinstance(value, Fraction):

@@ -178,9 +178,12 @@ def parse_algo(text: str, source: str = "algo.xml") -> Algo:
 
 def read_algo(path: str) -> tuple[Algo, str]:
     """Read and parse an MSCCL XML file; returns the model and the raw text (for lint)."""
-    from forestcoll.fileio import read_text
+    from forestcoll.fileio import file_kind, read_text, wrong_kind
 
     text = read_text(path, "MSCCL file")
+    kind = file_kind(path, text)
+    if kind.name != "msccl" and (wrong := wrong_kind(path, "an MSCCL algorithm XML", kind)):
+        raise MscclError(str(wrong))
     return parse_algo(text, str(path)), text
 
 

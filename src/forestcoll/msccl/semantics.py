@@ -27,7 +27,7 @@ from forestcoll.limits import MAX_MSCCL_CHANNELS, MAX_MSCCL_CHUNKS, MAX_MSCCL_GP
 from forestcoll.msccl.ir import PROTOCOLS, RECVS, SENDS, STEP_TYPES, Algo, MscclError, ThreadBlock
 
 __all__ = ["DEFAULT_SLOTS", "MAX_COUNT", "MAX_REDUCE_FUSION", "Regime", "Transmission", "buffer_sizes", "by_rank",
-           "compile_tb", "default_bytes", "regime", "size_multiplier"]
+           "compile_tb", "default_bytes", "regime", "size_multiplier", "size_notes"]
 
 # collectives whose API count is per rank while the algorithm's chunks cover all ranks' data
 _COUNT_PER_RANK = ("allgather", "reducescatter", "alltoall")
@@ -118,6 +118,26 @@ def regime(algo: Algo, nbytes: int | None, max_iterations: int = 2) -> Regime:
     max_count = max(1, min(MAX_COUNT, effective // chunk_bytes))
     iterations = max(1, min(max_iterations, -(-chunk_bytes // effective)))
     return Regime(nbytes, max_count, iterations)
+
+
+def size_notes(algo: Algo, size: int, element: int = 4) -> list[str]:
+    """Why the runtime would not use ``algo`` for a call of ``size`` bytes (nccl-tests size, ``element``-byte
+    elements): the element count must split into nchunksperloop equal chunks, and the size lie in
+    [minBytes, maxBytes]; an empty list when it would."""
+    from forestcoll.units import format_size
+
+    notes = []
+    unit = element * algo.nchunksperloop
+    if size % unit:
+        below, above = size // unit * unit, (size // unit + 1) * unit
+        notes.append(f"the runtime would not use this file for a {format_size(size)} call: it takes a call only when "
+                     f"its element count ({size // element} float32 values here) is a multiple of nchunksperloop="
+                     f"{algo.nchunksperloop}, i.e. sizes that are multiples of {unit} bytes (nearest: {below} and "
+                     f"{above}); at other sizes NCCL/RCCL runs its own algorithm (a power-of-two k avoids this)")
+    if size < algo.min_bytes or (algo.max_bytes and size > algo.max_bytes):
+        notes.append(f"the runtime would not use this file for a {format_size(size)} call: its range is "
+                     f"{algo.min_bytes}..{algo.max_bytes or 'unbounded'} bytes")
+    return notes
 
 
 def default_bytes(algo: Algo) -> int | None:

@@ -428,10 +428,22 @@ def plan_from_json(obj: Any, source: str = "plan.json") -> Plan:
 
 def parse_plan(text: str, source: str = "plan.json") -> Plan:
     """Parse plan JSON text (one-line :class:`PlanError` on bad JSON or structure)."""
+    from forestcoll.fileio import file_kind, kind_of, wrong_kind
+
+    expected = "an MSCCL++ execution plan"
     if text.lstrip().startswith("<"):
-        raise PlanError(f"{source}: an XML file (an MSCCL algorithm?), not an MSCCL++ execution plan (JSON); "
-                        "`forestcoll msccl run|lint` reads MSCCL files")
-    obj = parse_json(text, source, parse_float=float, error=PlanError)
+        wrong = wrong_kind(source, expected, file_kind(source, text))
+        raise PlanError(str(wrong) if wrong else f"{source}: an XML file, not an MSCCL++ execution plan (JSON)")
+    try:
+        obj = parse_json(text, source, parse_float=float, error=PlanError)
+    except PlanError:
+        wrong = wrong_kind(source, expected, file_kind(source, text))  # a YAML topology
+        if wrong is None:
+            raise
+        raise PlanError(str(wrong)) from None
+    kind = kind_of(obj)
+    if kind.name not in ("mscclpp-plan", "json") and (wrong := wrong_kind(source, expected, kind)):
+        raise PlanError(str(wrong))
     return plan_from_json(obj, source)
 
 

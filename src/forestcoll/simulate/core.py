@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from forestcoll import collectives
-from forestcoll.errors import UsageError
+from forestcoll.errors import ForestCollError, UsageError
 from forestcoll.schedule import Schedule
 from forestcoll.simulate import baselines
 from forestcoll.simulate.engine import ProgramBuilder, run
@@ -167,18 +168,38 @@ def simulate_spec(what: str, topology=None, *, extra: Mapping[str, str] | None =
     ``trees`` when given, its port channels by ``port_transport``) or a schedule JSON file (on ``topology`` or
     the one it names); ``extra`` are cluster options (nodes, fabric), ``latency_us`` per link class overrides.
     Returns the network and the result (a :class:`~forestcoll.simulate.mscclpp.PlanSimulation` for a plan)."""
-    from forestcoll.fileio import is_plan, sniff
+    from forestcoll.fileio import file_kind, is_plan, kind_of, sniff
     from forestcoll.simulate.network import load_network
 
     opts = {"slice_bytes": slice_bytes, "max_slices": max_slices, "fairness": fairness}
     if what in baselines.BASELINES:
+        if trees is not None:
+            raise UsageError("--trees compares an MSCCL++ plan or an MSCCL file with its schedule, not a baseline")
         if not topology:
             raise UsageError(f"simulating {what} needs --topology")
         net = load_network(topology, extra, latency_us)
         return net, simulate(net, what, collective, size, root=root, **opts)
-    kind, data = sniff(what, "schedule, MSCCL or MSCCL++ file")
-    if trees is not None and not (kind == "json" and is_plan(data)):
-        raise UsageError("--trees compares an MSCCL++ plan with its schedule; give a plan to simulate")
+    if not os.path.exists(what) and not (os.sep in what or what.lower().endswith((".json", ".xml"))):
+        import difflib
+
+        close = difflib.get_close_matches(what, list(baselines.BASELINES), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise UsageError(f"{what}: no such file, and not a baseline; {hint}baselines: {', '.join(baselines.BASELINES)} "
+                         "(or a schedule, an MSCCL++ plan or an MSCCL XML file)")
+    try:
+        kind, data = sniff(what, "schedule, MSCCL or MSCCL++ file")
+        found = kind_of(data) if kind == "json" else file_kind(what, data)
+    except ForestCollError:
+        if not os.path.isfile(what):
+            raise
+        found = file_kind(what)  # a YAML topology, ...
+        if not found.name.startswith("topology"):
+            raise
+    if found.name in ("topology", "topology-declarative", "nccl-topology"):
+        raise UsageError(f"{what} is {found.label}, not a schedule, plan or MSCCL file; simulate a baseline on it with "
+                         f"`forestcoll simulate ring -t {what}`, or generate a schedule with `forestcoll generate {what}`")
+    if trees is not None and not (kind == "xml" or (kind == "json" and is_plan(data))):
+        raise UsageError("--trees compares an MSCCL++ plan or an MSCCL file with its schedule; give one to simulate")
     if kind == "xml":
         from forestcoll.msccl.ir import read_algo
         from forestcoll.simulate.msccl import msccl_collective, simulate_msccl
@@ -188,7 +209,16 @@ def simulate_spec(what: str, topology=None, *, extra: Mapping[str, str] | None =
         algo, _text = read_algo(what)
         msccl_collective(algo, what)
         net = load_network(topology, extra, latency_us)
-        return net, simulate_msccl(algo, net, size, source=what, **opts)
+        res = simulate_msccl(algo, net, size, source=what, **opts)
+        if trees is not None:  # the schedule the file came from, simulated as trees on the same network
+            from forestcoll.schedule import read_schedule
+
+            tree = simulate(net, read_schedule(trees), size=size, **opts)
+            res.extra["trees_algbw_gbps"] = tree.algbw_gbps
+            res.extra.setdefault("notes", []).insert(0, (
+                f"the schedule as trees ({trees}): {tree.algbw_gbps:.2f} GB/s algbw; the file reaches "
+                f"{res.algbw_gbps / tree.algbw_gbps:.1%} of its trees"))
+        return net, res
     from forestcoll.schedule import read_schedule, schedule_from_dict, schedule_topology
 
     if is_plan(data):

@@ -73,6 +73,16 @@ class ProgramBuilder:
         """An instant event that happens when all its dependencies have."""
         return self.transfer((), 0.0, 0.0, after_sent, after_delivered)
 
+    def link_time(self, capacity: Sequence[float]) -> float:
+        """Seconds the busiest link needs for the bytes the transfers put on it (``capacity`` in bytes/s), plus the
+        longest latency of one transfer: a lower bound on the program's time, whatever the order of its transfers."""
+        load = [0.0] * len(capacity)
+        for links, nbytes in zip(self._links, self._bytes):
+            for i in links:
+                load[i] += nbytes
+        busiest = max((b / c for b, c in zip(load, capacity) if c > 0), default=0.0)
+        return busiest + max(self._lat, default=0.0) if busiest > 0 else 0.0
+
     def build(self, sharing: str = "weighted") -> Program:
         """The compressed program; ``sharing`` "weighted" (by stream volume) or "equal"."""
         n = len(self._bytes)

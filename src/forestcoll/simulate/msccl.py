@@ -28,12 +28,12 @@ from fractions import Fraction
 from forestcoll import collectives
 from forestcoll.errors import UsageError
 from forestcoll.msccl.ir import RECVS, SENDS, Algo, MscclError
-from forestcoll.msccl.semantics import by_rank, compile_tb
+from forestcoll.msccl.semantics import by_rank, compile_tb, size_notes
 from forestcoll.pieces import slices_for
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
 
-__all__ = ["channel_routes", "msccl_collective", "msccl_program", "simulate_msccl"]
+__all__ = ["channel_routes", "msccl_collective", "msccl_program", "serialisation_notes", "simulate_msccl", "size_notes"]
 
 
 def msccl_collective(algo: Algo, source: str = "algo.xml") -> tuple[str, Fraction]:
@@ -50,9 +50,31 @@ def simulate_msccl(algo: Algo, net: Network, size: int, *, slice_bytes: int | No
     from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE, simulate_program
 
     name, bus = msccl_collective(algo, source)
-    prog = msccl_program(algo, net, float(size), float(slice_bytes or DEFAULT_SLICE), max_slices or DEFAULT_MAX_SLICES,
-                         source)
-    return simulate_program(prog, net, algo.name or "msccl", name, size, None, "weighted", fairness, bus_factor=bus)
+    slice_bytes, max_slices = slice_bytes or DEFAULT_SLICE, max_slices or DEFAULT_MAX_SLICES
+    prog = msccl_program(algo, net, float(size), float(slice_bytes), max_slices, source)
+    res = simulate_program(prog, net, algo.name or "msccl", name, size, None, "weighted", fairness, bus_factor=bus)
+    iterations = slices_for(size / algo.nchunksperloop, slice_bytes, max_slices)
+    res.extra["notes"] = size_notes(algo, size) + serialisation_notes(algo, res.time_s, prog.link_time(net.capacity),
+                                                                       size, iterations)
+    return res
+
+
+SLOWER = 1.2  # a simulated time this much above the links' own time is called a serialisation gap
+
+
+def serialisation_notes(algo: Algo, time_s: float, link_s: float, size: int, iterations: int) -> list[str]:
+    """When the simulated time is well above what the links need for the file's bytes (``link_s``): the gap is the
+    layout's ordering, each thread block running its steps one after another; the note gives its figures."""
+    if link_s <= 0 or time_s <= SLOWER * link_s:
+        return []
+    steps = max((len(tb.steps) for g in algo.gpus for tb in g.tbs), default=0)
+    blocks = max((len(g.tbs) for g in algo.gpus), default=0)
+    return [f"the links could move this file's bytes in {link_s * 1e3:.4f} ms ({size / link_s / 1e9:.2f} GB/s "
+            f"algbw; the busiest link's bytes plus one latency); it takes {time_s / link_s:.1f}x that because each thread block runs its steps in order (up to "
+            f"{steps} steps per block, {blocks} blocks per GPU on {algo.nchannels} channel(s), {iterations} pipeline "
+            f"iteration(s) of {algo.nchunksperloop} chunks at this size): a step waits for the one before it and for "
+            "its data, so trees sharing a connection wait on each other; the schedule's trees move independently "
+            "(`forestcoll simulate SCHEDULE` gives their rate)"]
 
 
 def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max_slices: int,

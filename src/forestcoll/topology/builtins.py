@@ -498,8 +498,30 @@ def hetero(**options: object) -> Topology:
     return build_cluster(boxes, fabric_from_options(cluster_opts, Fabric("switch")), "hetero")
 
 
+def _fabric_default(fabric: Fabric, what: str) -> str:
+    """The fabric a family's clusters get without ``fabric=``, as ``topo list --options`` shows it."""
+    if fabric.kind == "rail" and fabric.rails:
+        names = fabric.switch_names or "rail"
+        return f"{what}rail over {fabric.rails} switches ({', '.join(f'{names}{r}' for r in range(fabric.rails))})"
+    if fabric.kind == "rail":
+        return f"{what}rail (one rail switch per NIC port)"
+    if fabric.kind == "switch":
+        return f"{what}switch (one switch {fabric.switch_names or 'fabric'!r} for every port)"
+    return what + fabric.kind
+
+
+def _family_params(fam: BoxFamily) -> dict[str, Param]:
+    """A family's options and the cluster options, with the family's own fabric default shown."""
+    params = {**fam.params, **CLUSTER_PARAMS}
+    fabric = CLUSTER_PARAMS["fabric"]
+    params["fabric"] = Param(fabric.parse, fam.fabric.kind, f"{fabric.help}; default: {_fabric_default(fam.fabric, '')}")
+    if fam.fabric.rails:
+        params["rails"] = Param(CLUSTER_PARAMS["rails"].parse, fam.fabric.rails, "rail fabric: rail switches")
+    return params
+
+
 BUILTINS: dict[str, Builtin] = {
-    name: Builtin(name, fam.summary, {**fam.params, **CLUSTER_PARAMS}, _family_builder(fam))
+    name: Builtin(name, fam.summary, _family_params(fam), _family_builder(fam))
     for name, fam in BOX_FAMILIES.items()
 }
 BUILTINS.update({
@@ -507,7 +529,9 @@ BUILTINS.update({
         "hetero",
         "a cluster mixing box types, e.g. hetero:dgx-a100=2,dgx-h100=2",
         {**{name: Param(_count(0), 0, f"number of {name} boxes") for name in BOX_FAMILIES},
-         **{k: p for k, p in CLUSTER_PARAMS.items() if k != "nodes"}},
+         **{k: p for k, p in CLUSTER_PARAMS.items() if k not in ("nodes", "fabric")},
+         "fabric": Param(CLUSTER_PARAMS["fabric"].parse, "switch", CLUSTER_PARAMS["fabric"].help + "; default: "
+                         + _fabric_default(Fabric("switch"), ""))},
         hetero,
     ),
     "ring": Builtin(
@@ -543,17 +567,29 @@ BUILTINS.update({
 })
 
 
+def did_you_mean(word: str, choices) -> str | None:
+    """The choice closest to a mistyped ``word`` (difflib), or None when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def build_builtin(name: str, options: dict[str, str]) -> Topology:
     """Build built-in ``name`` from string options; unknown names or keys raise TopologyError."""
     if name not in BUILTINS:
-        raise TopologyError(f"unknown topology {name!r}; built-ins: {', '.join(sorted(BUILTINS))} (or a .json / .yaml / .xml file)")
+        close = did_you_mean(name, BUILTINS)
+        raise TopologyError(f"unknown topology {name!r}: not a built-in and not a file; "
+                            + (f"did you mean {close}? " if close else f"built-ins: {', '.join(sorted(BUILTINS))} ")
+                            + "(`forestcoll topo list` lists the built-ins; a file is .json, .yaml or .xml)")
     spec = BUILTINS[name]
     kwargs = {}
     for key, text in options.items():
         if key not in spec.params:
-            raise TopologyError(
-                f"{name}: unknown option {key!r}; valid options: {', '.join(spec.params) or 'none'}"
-            )
+            close = did_you_mean(key, spec.params)
+            raise TopologyError(f"{name}: unknown option {key!r}; "
+                                + (f"did you mean {close}? " if close else "")
+                                + f"valid options: {', '.join(spec.params) or 'none'}")
         kwargs[key] = spec.params[key].parse(text, f"{name}:{key}")
     topo = spec.build(**kwargs)
     label = name + (":" + ",".join(f"{k}={v}" for k, v in options.items()) if options else "")

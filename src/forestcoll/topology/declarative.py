@@ -7,7 +7,7 @@
       - use: dgx-h100                # a built-in box family ...
         count: 2
         options: {nic_bw: 400Gbps}
-      - import: box.xml              # ... an NCCL/RCCL topology dump (relative to this file) ...
+      - import: box.xml              # ... an NCCL/RCCL topology dump or its `topo import` JSON (relative to this file) ...
       - box:                         # ... or a box written out
           compute: {count: 4, prefix: gpu}      # or a list of names
           switches: [nvswitch, nic0, nic1]
@@ -269,7 +269,7 @@ def load_declarative(data: Any, source: str, overrides: Mapping[str, str] | None
             from forestcoll.topology.nccl_xml import import_nccl_xml
 
             try:
-                box = import_nccl_xml(full)
+                box = _json_box(full) if full.lower().endswith(".json") else import_nccl_xml(full)
             except ForestCollError as exc:
                 raise ctx.fail(group, "import", _join(where, "import"), str(exc)) from None
         else:
@@ -288,6 +288,16 @@ def load_declarative(data: Any, source: str, overrides: Mapping[str, str] | None
     if not isinstance(name, str):
         raise ctx.fail(top, "name", "name", "expected a string")
     return build_cluster(boxes, fabric, name)
+
+
+def _json_box(path: str):
+    """A box from a plain one-box JSON with ports (what ``forestcoll topo import`` writes)."""
+    from forestcoll.fileio import load_json
+    from forestcoll.topology.jsonio import as_box, ports_from_dict, topology_from_dict
+
+    data = load_json(path, "topology file")
+    topo = topology_from_dict(data, path)
+    return as_box(topo, ports_from_dict(data, topo, path), path)
 
 
 def _with(group: Mapping, key: str, value: Any) -> LocDict:
@@ -441,7 +451,13 @@ def _pairs(ctx: _Ctx, item: Mapping, key: str, where: str, names: list[str], a: 
 
 def read_topology_document(path: str, overrides: Mapping[str, str] | None = None):
     """Read a .json / .yaml / .yml topology file of either format."""
-    from forestcoll.topology.jsonio import topology_from_dict
+    return read_topology_file(path, overrides)[0]
+
+
+def read_topology_file(path: str, overrides: Mapping[str, str] | None = None):
+    """(the Topology of a .json / .yaml / .yml file of either format, the network ports of its one box or None).
+    A plain file with ``ports`` is one box: ``overrides`` (nodes, fabric, ...) replicate it as they do an NCCL dump."""
+    from forestcoll.topology.jsonio import as_box, ports_from_dict, topology_from_dict
 
     try:
         text = read_text(path, "topology file")
@@ -460,15 +476,36 @@ def read_topology_document(path: str, overrides: Mapping[str, str] | None = None
             data = parse_document(text, path)
     else:
         data = parse_document(text, path)
+    from forestcoll.fileio import kind_of, wrong_kind
+
+    kind = kind_of(data)
+    if not kind.name.startswith("topology") and (wrong := wrong_kind(path, "a topology", kind)):
+        raise TopologyError(str(wrong))  # a schedule or a plan given as the topology
     if is_declarative(data):
-        return load_declarative(data, path, overrides)
-    if overrides:
-        raise TopologyError(
-            f"{path}: a nodes/links file describes the whole fabric; to replicate a box, write it in the "
-            "declarative format (box + ports + fabric, see docs/topology-format.md)"
-        )
-    topo = topology_from_dict(_plain(data), path)
-    return topo if topo.name else topo.renamed(path)
+        return load_declarative(data, path, overrides), None
+    plain = _plain(data)
+    topo = topology_from_dict(plain, path)
+    topo = topo if topo.name else topo.renamed(path)
+    ports = ports_from_dict(plain, topo, path)
+    if not overrides:
+        single = len({n.box for n in topo.nodes}) == 1
+        return topo, (as_box(topo, ports, path).ports if ports and single else None)
+    box = as_box(topo, ports, path)
+    return _replicate(box, path, overrides), box.ports
+
+
+def _replicate(box, path: str, overrides: Mapping[str, str]):
+    """``nodes`` copies of a one-box file joined by the fabric the options name (default: one switch), as an NCCL
+    dump is replicated."""
+    from forestcoll.topology.builtins import CLUSTER_PARAMS, fabric_from_options
+
+    parsed = {}
+    for key, text in overrides.items():
+        if key not in CLUSTER_PARAMS:
+            raise TopologyError(f"{path}: unknown option {key!r}; a one-box topology file takes {', '.join(CLUSTER_PARAMS)}")
+        parsed[key] = CLUSTER_PARAMS[key].parse(text, key)
+    label = os.path.basename(path) + ":" + ",".join(f"{k}={v}" for k, v in overrides.items())
+    return build_cluster([box] * int(parsed.get("nodes", 1)), fabric_from_options(parsed, Fabric("switch")), label)
 
 
 def _plain(value: Any) -> Any:

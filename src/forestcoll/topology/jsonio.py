@@ -11,20 +11,25 @@ Optional fields: top-level ``name``, per-node ``box`` (the machine the node
 belongs to; written for clusters so that export -> import keeps it), per-link
 ``class`` (nvlink, ib, ...) and ``latency_us`` (one-way latency in
 microseconds, for the simulator; >= 0), and ``symmetries``: a list of
-automorphisms, each the list of node names that ``nodes`` map to, in order.
+automorphisms, each the list of node names that ``nodes`` map to, in order;
+``ports``: the network attachments of a file that holds one box (``forestcoll
+topo import`` writes them), each ``{"node": name, "bandwidth": GB/s}`` in rail
+order, so that ``--nodes N --fabric F`` can replicate the box (as it does the
+NCCL dump itself).  Every node must give its ``kind`` (no guess).
 Writers emit integer bandwidths as numbers and others as ``"p/q"`` strings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from forestcoll.errors import ForestCollError, TopologyError
+from forestcoll.topology.cluster import Box, Port
 from forestcoll.topology.model import NODE_KINDS, Link, Node, Topology, make_topology
 from forestcoll.units import parse_bandwidth, parse_latency
 
-__all__ = ["bandwidth_to_json", "topology_from_dict", "topology_to_dict", "write_topology"]
+__all__ = ["as_box", "box_ports", "bandwidth_to_json", "ports_from_dict", "topology_from_dict", "topology_to_dict", "write_topology"]
 
 
 def bandwidth_to_json(bw) -> int | str:
@@ -32,8 +37,9 @@ def bandwidth_to_json(bw) -> int | str:
     return bw.numerator if bw.denominator == 1 else f"{bw.numerator}/{bw.denominator}"
 
 
-def topology_to_dict(topo: Topology, symmetries: bool = True) -> dict[str, Any]:
-    """The JSON form of ``topo``; node and link order are preserved."""
+def topology_to_dict(topo: Topology, symmetries: bool = True, ports: Sequence[Port] | None = None) -> dict[str, Any]:
+    """The JSON form of ``topo``; node and link order are preserved.  ``ports``: the network ports of a topology
+    that is one box (named as in ``topo``), written so that the file can be replicated with ``--nodes``."""
     out: dict[str, Any] = {}
     if topo.name:
         out["name"] = topo.name
@@ -47,16 +53,18 @@ def topology_to_dict(topo: Topology, symmetries: bool = True) -> dict[str, Any]:
             item["latency_us"] = bandwidth_to_json(lk.latency_us)
         links.append(item)
     out["links"] = links
+    if ports:
+        out["ports"] = [{"node": p.node, "bandwidth": bandwidth_to_json(p.bandwidth)} for p in ports]
     if symmetries and topo.symmetries:
         out["symmetries"] = [[topo.nodes[j].name for j in perm] for perm in topo.symmetries]
     return out
 
 
-def write_topology(topo: Topology, path: str, symmetries: bool = True) -> str:
+def write_topology(topo: Topology, path: str, symmetries: bool = True, ports: Sequence[Port] | None = None) -> str:
     """Write the plain JSON of ``topo`` to ``path`` whole (temporary file, then rename); returns the text."""
     from forestcoll.fileio import atomic_write_text, dump_json
 
-    text = dump_json(topology_to_dict(topo, symmetries))
+    text = dump_json(topology_to_dict(topo, symmetries, ports))
     atomic_write_text(path, text)
     return text
 
@@ -78,7 +86,10 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
         name = item.get("name")
         if not isinstance(name, str) or not name.strip():
             raise TopologyError(f"{where}: 'name' must be a non-empty string")
-        kind = item.get("kind", "compute")
+        if "kind" not in item:
+            raise TopologyError(f"{where} ({name}): missing 'kind': 'compute' (a rank: GPU, GCD) or 'switch' (anything "
+                                "else: NVSwitch, NIC, PCIe switch, CPU); every node must say which")
+        kind = item["kind"]
         if kind not in NODE_KINDS:
             raise TopologyError(f"{where} ({name}): 'kind' must be 'compute' or 'switch', got {kind!r}")
         box = item.get("box")
@@ -125,3 +136,69 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
         return make_topology(nodes, links, name, syms)
     except TopologyError as exc:
         raise TopologyError(f"{source}: {exc}") from None
+
+
+def ports_from_dict(data: Mapping, topo: Topology, source: str = "topology") -> tuple[Port, ...]:
+    """The ``ports`` of a plain file (empty when it has none), each on a node of ``topo``."""
+    raw = data.get("ports", [])
+    if not isinstance(raw, list):
+        raise TopologyError(f"{source}: 'ports' must be a list of {{node, bandwidth}} objects")
+    names = {n.name for n in topo.nodes}
+    ports = []
+    for i, item in enumerate(raw):
+        where = f"{source}: ports[{i}]"
+        if not isinstance(item, Mapping) or set(item) - {"node", "bandwidth", "name"}:
+            raise TopologyError(f"{where}: expected an object with 'node' and 'bandwidth'")
+        node = item.get("node")
+        if node not in names:
+            raise TopologyError(f"{where}: 'node' must name a node of the file, got {node!r}")
+        if "bandwidth" not in item:
+            raise TopologyError(f"{where} ({node}): missing 'bandwidth'")
+        try:
+            bw = parse_bandwidth(item["bandwidth"], f"{where} ({node}) bandwidth")
+        except ForestCollError as exc:
+            raise TopologyError(str(exc)) from None
+        ports.append(Port(node, bw, str(item.get("name", ""))))
+    return tuple(ports)
+
+
+def as_box(topo: Topology, ports: Sequence[Port], source: str = "topology") -> Box:
+    """A plain file that holds one box, as a :class:`Box` to replicate: its nodes lose the ``n0.`` prefix a
+    single-box import carries, its ``ports`` are the box's network ports.  A file of several boxes, or one
+    without ports, is refused with a line that says what to do instead."""
+    boxes = sorted({n.box for n in topo.nodes if n.box is not None})
+    if len(boxes) > 1:
+        raise TopologyError(f"{source}: it already holds {len(boxes)} boxes joined by a fabric; --nodes / --fabric "
+                            "replicate one box: give the single box (its NCCL dump, or `forestcoll topo import` of it)")
+    if not ports:
+        raise TopologyError(f"{source}: a nodes/links file without 'ports' cannot be replicated (forestcoll cannot "
+                            "tell which nodes attach to the network); re-import the box with `forestcoll topo import "
+                            "DUMP.xml -o FILE.json` (it writes the ports), add 'ports' (docs/topology-format.md), or "
+                            "write the declarative box/fabric form")
+    prefix = f"{boxes[0]}." if boxes else ""
+    if prefix and not all(n.name.startswith(prefix) for n in topo.nodes):
+        prefix = ""
+
+    def local(name: str) -> str:
+        return name[len(prefix):]
+
+    nodes = [Node(local(n.name), n.kind) for n in topo.nodes]
+    links = [Link(local(lk.src), local(lk.dst), lk.bandwidth, lk.cls, lk.latency_us) for lk in topo.links]
+    syms = [{local(topo.nodes[i].name): local(topo.nodes[j].name) for i, j in enumerate(perm)} for perm in topo.symmetries]
+    try:
+        box_topo = make_topology(nodes, links, topo.name, syms)
+    except TopologyError as exc:
+        raise TopologyError(f"{source}: {exc}") from None
+    return Box(box_topo, tuple(Port(local(p.node), p.bandwidth, p.name) for p in ports), kind=topo.name or source)
+
+
+def box_ports(topo: Topology, ports: Sequence[Port] | None) -> tuple[Port, ...] | None:
+    """One box's ``ports`` (box-local names, as an import gives them) named as in ``topo`` when ``topo`` is that
+    one box (``n0.nic0``); None for a topology of several boxes or without ports (nothing to write)."""
+    boxes = {n.box for n in topo.nodes}
+    if not ports or len(boxes) != 1:
+        return None
+    (box,) = boxes
+    names = {n.name for n in topo.nodes}
+    named = tuple(Port(f"{box}.{p.node}" if box is not None else p.node, p.bandwidth, p.name) for p in ports)
+    return named if all(p.node in names for p in named) else None

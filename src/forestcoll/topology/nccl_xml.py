@@ -174,6 +174,12 @@ def import_nccl_xml(path: str, text: str | None = None) -> Box:
             text = read_text(path, "topology file")
         except ForestCollError as exc:
             raise TopologyError(str(exc)) from None
+    if text.lstrip().startswith("<"):  # another kind of XML (an MSCCL algorithm): say so before parsing it as one
+        from forestcoll.fileio import file_kind, wrong_kind
+
+        kind = file_kind(source, text)
+        if kind.name != "nccl-topology" and (wrong := wrong_kind(source, "an NCCL/RCCL topology dump", kind)):
+            raise TopologyError(str(wrong))
     system = parse_xml(text, source)
     rd = _Reader(source)
     if system.tag != "system":

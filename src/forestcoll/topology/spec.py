@@ -4,7 +4,8 @@ The argument is a built-in ``NAME[:key=value,...]`` (``dgx-h100:nodes=4,fabric=r
 or a file, optionally followed by the same options (``topo.xml:nodes=4,fabric=rail``):
 
 * ``.json`` / ``.yaml`` / ``.yml``: the plain nodes/links file or the declarative
-  box/fabric file (:mod:`forestcoll.topology.declarative`);
+  box/fabric file (:mod:`forestcoll.topology.declarative`); a plain file of one box
+  with ``ports`` (as ``forestcoll topo import`` writes it) replicates as a dump does;
 * ``.xml``: an NCCL / RCCL topology dump, one box (:mod:`forestcoll.topology.nccl_xml`);
   ``nodes=N`` replicates it and joins the boxes' NICs with the fabric (default: one switch).
 
@@ -111,9 +112,9 @@ def import_topology(spec, extra: Mapping[str, str] | None = None) -> Imported:
         options = _merge(text, options, extra)
         if path.lower().endswith(".xml"):
             return _load_xml(path, options)
-        from forestcoll.topology.declarative import read_topology_document
+        from forestcoll.topology.declarative import read_topology_file
 
-        return Imported(read_topology_document(path, options or None))
+        return Imported(*read_topology_file(path, options or None))
     from forestcoll.topology.builtins import build_builtin
 
     name, options = parse_spec(text)
