@@ -14,7 +14,7 @@ from fractions import Fraction
 import igraph
 import numpy as np
 
-__all__ = ["Perm", "detect_automorphisms", "element_orbits", "group_elements", "orbits"]
+__all__ = ["Perm", "detect_automorphisms", "element_orbits", "free_subgroup", "group_elements", "orbits"]
 
 Perm = tuple[int, ...]
 
@@ -101,3 +101,145 @@ def detect_automorphisms(
         if np.array_equal(mapped, keys):
             result.append(tuple(int(i) for i in perm))
     return result
+
+
+def _moved(p: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(p != np.arange(len(p)))
+
+
+def _semiregular_on(p: np.ndarray, points: np.ndarray) -> bool:
+    """True when ``p`` moves every point of ``points`` in cycles of one common length (so <p> acts freely)."""
+    length = np.ones(len(points), dtype=np.int64)
+    cur = p[points]
+    while True:
+        done = cur == points
+        if done.all():
+            return bool(length[0] > 1) and bool((length == length[0]).all())
+        if done.any() and not done.all():
+            return False
+        cur = p[cur]
+        length += 1
+
+
+def _product(perms: Sequence[np.ndarray], n: int) -> np.ndarray:
+    out = np.arange(n, dtype=np.int64)
+    for p in perms:
+        out = p[out]  # apply out first, then p
+    return out
+
+
+def _free_elements(gens: Sequence[np.ndarray], n: int, compute: np.ndarray) -> np.ndarray | None:
+    """All elements of <gens> as rows (identity first) when the group acts freely on ``compute``, else None."""
+    elems = group_elements([tuple(g.tolist()) for g in gens], n, len(compute))
+    if elems is None:
+        return None
+    arr = np.asarray(elems, dtype=np.int64)
+    if (arr[1:][:, compute] == compute).any():
+        return None
+    return arr
+
+
+def _spread(c: np.ndarray, elems: np.ndarray) -> np.ndarray | None:
+    """The product of the distinct conjugates h c h^-1 (h in the group ``elems``) when their supports are disjoint
+    (then the product commutes with every h), else None."""
+    n = len(c)
+    seen: set[bytes] = set()
+    used = np.zeros(n, dtype=bool)
+    out = np.arange(n, dtype=np.int64)
+    for h in elems:
+        inv = np.empty(n, dtype=np.int64)
+        inv[h] = np.arange(n)
+        conj = h[c[inv]]
+        key = conj.tobytes()
+        if key in seen:
+            continue
+        seen.add(key)
+        moved = _moved(conj)
+        if used[moved].any():
+            return None
+        used[moved] = True
+        out[moved] = conj[moved]
+    return out
+
+
+def free_subgroup(n: int, is_compute: Sequence[bool], generators: Sequence[Perm], max_tries: int = 400) -> list[Perm]:
+    """Generators of a subgroup H of <generators> that acts freely on the compute nodes, as large as the
+    heuristic finds (the splitter and the symmetric packer need a free action; bliss returns the whole group,
+    e.g. every transposition of identical GPUs).
+
+    Candidates: the product of each class of generators (same number of moved points, connected supports) --
+    a product of transpositions along a tree is one long cycle -- then each candidate spread over H (the
+    product of its conjugates, when disjoint) and products of two candidates.  A candidate is kept when the
+    group it spans with H still acts freely and is larger; H is checked element by element, so whatever is
+    returned is correct even when the heuristic misses a larger H.
+    """
+    compute = np.flatnonzero(np.asarray(is_compute, dtype=bool))
+    if not generators or len(compute) < 2:
+        return []
+    gens = [np.asarray(g, dtype=np.int64) for g in generators]
+    # classes: equal support size, connected supports (union-find on points)
+    by_size: dict[int, list[np.ndarray]] = {}
+    for g in gens:
+        by_size.setdefault(len(_moved(g)), []).append(g)
+    cands: list[np.ndarray] = []
+    for size in sorted(by_size, reverse=True):
+        group = by_size[size]
+        parent = list(range(len(group)))
+
+        def find(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        owner: dict[int, int] = {}
+        for i, g in enumerate(group):
+            for pt in _moved(g).tolist():
+                if pt in owner:
+                    parent[find(i)] = find(owner[pt])
+                else:
+                    owner[pt] = i
+        comps: dict[int, list[np.ndarray]] = {}
+        for i, g in enumerate(group):
+            comps.setdefault(find(i), []).append(g)
+        for members in comps.values():
+            cands.append(_product(members, n))
+            cands.extend(members)
+    if len(gens) <= 16:  # small groups (rings, tori, cubes): rotations are products of reflections
+        cands.append(_product(gens, n))
+        for i, a in enumerate(gens):
+            for b in gens[i + 1:]:
+                cands.append(_product([a, b], n))
+                inv = np.empty(n, dtype=np.int64)
+                inv[b] = np.arange(n)
+                cands.append(b[a[inv]])
+    chosen: list[np.ndarray] = []
+    elems = np.arange(n, dtype=np.int64)[None, :]
+    tries = 0
+    rejected: list[np.ndarray] = []
+    for c in cands:
+        if len(elems) >= len(compute):
+            break
+        options = [c]
+        spread = _spread(c, elems)
+        if spread is not None:
+            options.insert(0, spread)
+        options += [_product([c, r], n) for r in rejected[-8:]]
+        if spread is not None:
+            options += [_product([spread, s], n) for r in rejected[-8:] if (s := _spread(r, elems)) is not None]
+        kept = False
+        for o in options:
+            if tries >= max_tries:
+                break
+            if not np.isin(_moved(o), compute).any():
+                continue
+            tries += 1
+            bigger = _free_elements(chosen + [o], n, compute)
+            if bigger is not None and len(bigger) > len(elems):
+                chosen.append(o)
+                elems = bigger
+                kept = True
+                break
+        if not kept:
+            rejected.append(c)
+    return [tuple(int(x) for x in g) for g in chosen]
