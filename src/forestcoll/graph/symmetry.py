@@ -14,9 +14,11 @@ from fractions import Fraction
 import igraph
 import numpy as np
 
-__all__ = ["Perm", "detect_automorphisms", "element_orbits", "free_subgroup", "group_elements", "orbits"]
+__all__ = ["Perm", "canonical_order", "detect_automorphisms", "element_orbits", "centralizer_automorphisms", "free_subgroup", "group_elements", "orbits"]
 
 Perm = tuple[int, ...]
+
+RANDOM_ELEMENTS = 400  # random group elements tried per step of free_subgroup when the structured ones fail
 
 
 def orbits(n: int, generators: Sequence[Perm]) -> list[int]:
@@ -66,6 +68,47 @@ def element_orbits(elements: Sequence[Perm]) -> list[int]:
     return np.asarray(elements, dtype=np.int64).min(axis=0).tolist()
 
 
+def _coloured_graph(is_compute: Sequence[bool], arcs: Sequence[tuple[int, int, Fraction]]):
+    """The fabric for bliss: nodes coloured by kind, every arc subdivided by a vertex coloured by its bandwidth
+    (colours numbered by sorted bandwidth, so the graph does not depend on the arcs' order)."""
+    bw_colour = {bw: i for i, bw in enumerate(sorted({bw for _, _, bw in arcs}))}
+    colours = [0 if c else 1 for c in is_compute]
+    edges = []
+    arc_colour = []
+    for u, v, bw in arcs:
+        mid = len(colours)
+        colour = bw_colour[bw]
+        arc_colour.append(colour)
+        colours.append(2 + colour)
+        edges.append((u, mid))
+        edges.append((mid, v))
+    return igraph.Graph(n=len(colours), edges=edges, directed=True), colours, arc_colour, len(bw_colour)
+
+
+def canonical_order(n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[int, int, Fraction]]) -> list[int]:
+    """A relabelling ``new[i]`` of the nodes that is the same for every numbering of an isomorphic fabric
+    (bliss's canonical labelling, restricted to the nodes): searches run on it do not depend on how a file
+    happened to order or name its nodes."""
+    # every arc u -> v becomes u - a - b - v with a and b coloured (bandwidth, tail side / head side), so the
+    # direction survives in the undirected graph the labelling is computed on
+    bw_colour = {bw: i for i, bw in enumerate(sorted({bw for _, _, bw in arcs}))}
+    colours = [0 if c else 1 for c in is_compute]
+    edges = []
+    for u, v, bw in arcs:
+        a = len(colours)
+        colours += [2 + 2 * bw_colour[bw], 3 + 2 * bw_colour[bw]]
+        edges += [(u, a), (a, a + 1), (a + 1, v)]
+    graph = igraph.Graph(n=len(colours), edges=edges, directed=False)
+    # canonical_permutation()[j] is the vertex that gets canonical position j (what permute_vertices expects)
+    at = np.asarray(graph.canonical_permutation(sh="fl", color=colours), dtype=np.int64)
+    position = np.empty(len(at), dtype=np.int64)
+    position[at] = np.arange(len(at))
+    labels = position[:n]
+    new = np.empty(n, dtype=np.int64)
+    new[np.argsort(labels, kind="stable")] = np.arange(n)
+    return new.tolist()
+
+
 def detect_automorphisms(
     n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[int, int, Fraction]]
 ) -> list[Perm]:
@@ -74,21 +117,10 @@ def detect_automorphisms(
     Arcs are subdivided by a vertex coloured by the arc's bandwidth, so the
     automorphisms found preserve bandwidths; each is re-checked before use.
     """
-    bw_colour: dict[Fraction, int] = {}
-    colours = [0 if c else 1 for c in is_compute]
-    edges = []
-    arc_colour = []
-    for u, v, bw in arcs:
-        mid = len(colours)
-        colour = bw_colour.setdefault(bw, len(bw_colour))
-        arc_colour.append(colour)
-        colours.append(2 + colour)
-        edges.append((u, mid))
-        edges.append((mid, v))
-    graph = igraph.Graph(n=len(colours), edges=edges, directed=True)
+    graph, colours, arc_colour, ncol = _coloured_graph(is_compute, arcs)
     tails = np.array([u for u, _, _ in arcs], dtype=np.int64)
     heads = np.array([v for _, v, _ in arcs], dtype=np.int64)
-    ncol = max(len(bw_colour), 1)
+    ncol = max(ncol, 1)
     col = np.array(arc_colour, dtype=np.int64)
     keys = np.sort((tails * n + heads) * ncol + col)
     kind = np.array(is_compute, dtype=bool)
@@ -109,6 +141,8 @@ def _moved(p: np.ndarray) -> np.ndarray:
 
 def _semiregular_on(p: np.ndarray, points: np.ndarray) -> bool:
     """True when ``p`` moves every point of ``points`` in cycles of one common length (so <p> acts freely)."""
+    if len(points) == 0:
+        return False
     length = np.ones(len(points), dtype=np.int64)
     cur = p[points]
     while True:
@@ -119,6 +153,76 @@ def _semiregular_on(p: np.ndarray, points: np.ndarray) -> bool:
             return False
         cur = p[cur]
         length += 1
+
+
+def _cycle_lengths(p: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Length of the cycle of ``p`` through each point of ``points``."""
+    length = np.zeros(len(points), dtype=np.int64)
+    cur = p[points]
+    steps = 1
+    open_ = np.ones(len(points), dtype=bool)
+    while open_.any():
+        back = open_ & (cur == points)
+        length[back] = steps
+        open_ &= ~back
+        cur = p[cur]
+        steps += 1
+    return length
+
+
+def _semiregularize(c: np.ndarray, fixers: Sequence[np.ndarray], compute: np.ndarray, budget: int = 64) -> np.ndarray:
+    """Multiply ``c`` by automorphisms of smaller support (e.g. swaps of two GPUs on one PCIe switch) while that
+    puts more compute nodes on cycles of the longest length: a product of block swaps whose inner matchings
+    disagree becomes semiregular."""
+    def score(p: np.ndarray) -> tuple[int, int]:
+        lengths = _cycle_lengths(p, compute)
+        top = int(lengths.max())
+        return int((lengths == top).sum()), top
+
+    best = score(c)
+    while best[0] < len(compute) and budget > 0:
+        improved = False
+        for f in fixers:
+            budget -= 1
+            trial = f[c]
+            sc = score(trial)
+            if sc > best:
+                c, best, improved = trial, sc, True
+                break
+            if budget <= 0:
+                break
+        if not improved:
+            break
+    return c
+
+
+def _align(c: np.ndarray, fixers: Sequence[np.ndarray], compute: np.ndarray, hgens: Sequence[np.ndarray],
+           budget: int = 256) -> np.ndarray:
+    """Multiply ``c`` by automorphisms (``fixers``, smallest support first) while that lowers the number of
+    points where it fails to commute with the kept generators ``hgens``, then while it puts more compute nodes
+    on its longest cycles: e.g. a swap of two PCIe groups whose inner GPU matching differs between boxes
+    becomes one that commutes with the box shift and is semiregular."""
+    def score(p: np.ndarray) -> tuple[int, int, int]:
+        mismatch = sum(int((p[h] != h[p]).sum()) for h in hgens)
+        lengths = _cycle_lengths(p, compute)
+        top = int(lengths.max())
+        return -mismatch, int((lengths == top).sum()), top
+
+    best = score(c)
+    while (best[0] < 0 or best[1] < len(compute)) and budget > 0:
+        improved = False
+        for f in fixers:
+            for trial in (f[c], c[f]):
+                budget -= 1
+                sc = score(trial)
+                if sc > best:
+                    c, best, improved = trial, sc, True
+                    break
+            if improved or budget <= 0:
+                break
+        if not improved:
+            break
+    return c
 
 
 def _product(perms: Sequence[np.ndarray], n: int) -> np.ndarray:
@@ -162,22 +266,11 @@ def _spread(c: np.ndarray, elems: np.ndarray) -> np.ndarray | None:
     return out
 
 
-def free_subgroup(n: int, is_compute: Sequence[bool], generators: Sequence[Perm], max_tries: int = 400) -> list[Perm]:
-    """Generators of a subgroup H of <generators> that acts freely on the compute nodes, as large as the
-    heuristic finds (the splitter and the symmetric packer need a free action; bliss returns the whole group,
-    e.g. every transposition of identical GPUs).
-
-    Candidates: the product of each class of generators (same number of moved points, connected supports) --
-    a product of transpositions along a tree is one long cycle -- then each candidate spread over H (the
-    product of its conjugates, when disjoint) and products of two candidates.  A candidate is kept when the
-    group it spans with H still acts freely and is larger; H is checked element by element, so whatever is
-    returned is correct even when the heuristic misses a larger H.
-    """
-    compute = np.flatnonzero(np.asarray(is_compute, dtype=bool))
-    if not generators or len(compute) < 2:
-        return []
-    gens = [np.asarray(g, dtype=np.int64) for g in generators]
-    # classes: equal support size, connected supports (union-find on points)
+def _candidates(gens: list[np.ndarray], n: int, compute: np.ndarray) -> list[np.ndarray]:
+    """Elements likely to be semiregular on the compute nodes, best first: the product of each class of
+    generators (equal number of moved points, connected supports; a product of transpositions along a tree is
+    one long cycle), corrected by smaller generators towards equal cycle lengths; the generators; for small
+    generating sets (rings, tori, cubes: rotations are products of reflections) products of pairs."""
     by_size: dict[int, list[np.ndarray]] = {}
     for g in gens:
         by_size.setdefault(len(_moved(g)), []).append(g)
@@ -202,10 +295,16 @@ def free_subgroup(n: int, is_compute: Sequence[bool], generators: Sequence[Perm]
         comps: dict[int, list[np.ndarray]] = {}
         for i, g in enumerate(group):
             comps.setdefault(find(i), []).append(g)
+        smaller = [g for size2, gs in by_size.items() if size2 < size for g in gs]
         for members in comps.values():
-            cands.append(_product(members, n))
-            cands.extend(members)
-    if len(gens) <= 16:  # small groups (rings, tori, cubes): rotations are products of reflections
+            prod = _product(members, n)
+            where = np.intersect1d(_moved(prod), compute)
+            if len(where) and smaller and not _semiregular_on(prod, where):
+                prod = _semiregularize(prod, smaller, where)
+            cands.append(prod)
+    cands.sort(key=lambda c: (-int(np.isin(_moved(c), compute).sum()), -int(_cycle_lengths(c, compute).max())))
+    cands.extend(gens)
+    if len(gens) <= 16:
         cands.append(_product(gens, n))
         for i, a in enumerate(gens):
             for b in gens[i + 1:]:
@@ -213,33 +312,89 @@ def free_subgroup(n: int, is_compute: Sequence[bool], generators: Sequence[Perm]
                 inv = np.empty(n, dtype=np.int64)
                 inv[b] = np.arange(n)
                 cands.append(b[a[inv]])
+    return cands
+
+
+def centralizer_automorphisms(
+    n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[int, int, Fraction]], commuting: Sequence[Perm]
+) -> list[Perm]:
+    """Generators of the automorphisms that commute with every permutation in ``commuting``: bliss on the fabric
+    decorated with an arc i -> h(i) for each h, coloured by h (an automorphism of that graph maps h-arcs to
+    h-arcs, i.e. satisfies g(h(i)) = h(g(i)))."""
+    extra = [(u, v, Fraction(-1 - j)) for j, h in enumerate(commuting) for u, v in enumerate(h) if u != v]
+    found = detect_automorphisms(n, is_compute, list(arcs) + extra)
+    hs = [np.asarray(h, dtype=np.int64) for h in commuting]
+    out = []
+    for g in found:
+        ga = np.asarray(g, dtype=np.int64)
+        if all(np.array_equal(ga[h], h[ga]) for h in hs):
+            out.append(g)
+    return out
+
+
+def _random_elements(gens: list[np.ndarray], n: int, count: int, seed: int = 0) -> list[np.ndarray]:
+    """``count`` pseudo-random group elements by product replacement (Celler, Leedham-Green, Murray, Niemeyer,
+    O'Brien 1995), seeded: deterministic for a given generating set."""
+    rng = np.random.default_rng(seed)
+    slots = [g.copy() for g in gens]
+    while len(slots) < 10:
+        slots.append(gens[len(slots) % len(gens)].copy())
+    acc = np.arange(n, dtype=np.int64)
+    out = []
+    for step in range(count + 50):
+        i, j = rng.choice(len(slots), size=2, replace=False)
+        slots[i] = slots[j][slots[i]] if rng.random() < 0.5 else slots[i][slots[j]]
+        acc = slots[i][acc]
+        if step >= 50:
+            out.append(acc.copy())
+    return out
+
+
+def free_subgroup(n: int, is_compute: Sequence[bool], generators: Sequence[Perm],
+                  arcs: Sequence[tuple[int, int, Fraction]] | None = None, max_tries: int = 200) -> list[Perm]:
+    """Generators of an abelian subgroup H of the automorphisms that acts freely on the compute nodes, as large
+    as the heuristic finds (the splitter and the symmetric packer need a free action; bliss returns the whole
+    group, e.g. every transposition of identical GPUs).
+
+    H grows one semiregular element at a time (:func:`_candidates`).  With ``arcs`` (the fabric) each next
+    element is sought among the automorphisms that commute with H (:func:`centralizer_automorphisms`), which
+    keeps the inner matchings of boxes aligned; without, among ``generators``.  An element is kept when the
+    group it spans with H still acts freely and is larger; H is checked element by element, so whatever is
+    returned is correct even when the heuristic misses a larger H.
+    """
+    compute = np.flatnonzero(np.asarray(is_compute, dtype=bool))
+    if not generators or len(compute) < 2:
+        return []
     chosen: list[np.ndarray] = []
     elems = np.arange(n, dtype=np.int64)[None, :]
+    gens = [np.asarray(g, dtype=np.int64) for g in generators]
     tries = 0
-    rejected: list[np.ndarray] = []
-    for c in cands:
-        if len(elems) >= len(compute):
-            break
-        options = [c]
-        spread = _spread(c, elems)
-        if spread is not None:
-            options.insert(0, spread)
-        options += [_product([c, r], n) for r in rejected[-8:]]
-        if spread is not None:
-            options += [_product([spread, s], n) for r in rejected[-8:] if (s := _spread(r, elems)) is not None]
+    while len(elems) < len(compute) and tries < max_tries and gens:
         kept = False
-        for o in options:
+        cands = _candidates(gens, n, compute)
+        # random elements that are semiregular on the compute nodes, longest cycles first (bliss's generators in
+        # an unlucky numbering mix box moves with moves inside boxes; random products do not care)
+        pool = [c for c in cands + _random_elements(gens, n, RANDOM_ELEMENTS) if _semiregular_on(c, compute)]
+        pool.sort(key=lambda r: -int(_cycle_lengths(r, compute[:1])[0]))  # stable: structured ones first on ties
+        for c in pool:
             if tries >= max_tries:
                 break
-            if not np.isin(_moved(o), compute).any():
+            if not _semiregular_on(c, compute):  # every element of a free group moves every compute node
+                continue
+            if any(not np.array_equal(c[h], h[c]) for h in chosen):
                 continue
             tries += 1
-            bigger = _free_elements(chosen + [o], n, compute)
+            bigger = _free_elements(chosen + [c], n, compute)
             if bigger is not None and len(bigger) > len(elems):
-                chosen.append(o)
+                chosen.append(c)
                 elems = bigger
                 kept = True
                 break
         if not kept:
-            rejected.append(c)
+            break
+        if arcs is not None:
+            gens = [np.asarray(g, dtype=np.int64) for g in centralizer_automorphisms(
+                n, is_compute, arcs, [tuple(h.tolist()) for h in chosen])]
+        else:
+            gens = [g for g in gens if all(np.array_equal(g[h], h[g]) for h in chosen)]
     return [tuple(int(x) for x in g) for g in chosen]
