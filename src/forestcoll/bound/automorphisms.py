@@ -23,6 +23,8 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+import numpy as np
+
 from forestcoll.graph.symmetry import Perm, canonical_order, detect_automorphisms, free_subgroup, orbits
 from forestcoll.progress import Progress, report
 from forestcoll.topology.model import Topology
@@ -78,8 +80,10 @@ def fabric_symmetry(topo: Topology, progress: Progress | None = None) -> FabricS
     canon_free = free_subgroup(n, is_compute, canon_full, arcs)
     report(progress, "finding symmetries", 2, 2)
 
+    old_a, new_a = np.asarray(old, dtype=np.int64), np.asarray(new, dtype=np.int64)
+
     def back(p: Perm) -> Perm:
-        return tuple(old[p[new[i]]] for i in range(n))
+        return tuple(old_a[np.asarray(p, dtype=np.int64)[new_a]].tolist())
 
     full = tuple(back(p) for p in canon_full)
     free = tuple(back(p) for p in canon_free)

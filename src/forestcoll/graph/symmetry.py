@@ -18,7 +18,7 @@ __all__ = ["Perm", "canonical_order", "detect_automorphisms", "element_orbits", 
 
 Perm = tuple[int, ...]
 
-RANDOM_ELEMENTS = 400  # random group elements tried per step of free_subgroup when the structured ones fail
+RANDOM_ELEMENTS = 120  # random group elements tried per step of free_subgroup when the structured ones fail
 
 
 def orbits(n: int, generators: Sequence[Perm]) -> list[int]:
@@ -234,13 +234,24 @@ def _product(perms: Sequence[np.ndarray], n: int) -> np.ndarray:
 
 def _free_elements(gens: Sequence[np.ndarray], n: int, compute: np.ndarray) -> np.ndarray | None:
     """All elements of <gens> as rows (identity first) when the group acts freely on ``compute``, else None."""
-    elems = group_elements([tuple(g.tolist()) for g in gens], n, len(compute))
-    if elems is None:
-        return None
-    arr = np.asarray(elems, dtype=np.int64)
-    if (arr[1:][:, compute] == compute).any():
-        return None
-    return arr
+    identity = np.arange(n, dtype=np.int64)
+    seen = {identity.tobytes()}
+    rows = [identity]
+    frontier = [identity]
+    while frontier:
+        nxt = []
+        for g in frontier:
+            for s in gens:
+                h = s[g]
+                key = h.tobytes()
+                if key not in seen:
+                    if len(rows) >= len(compute) or (h[compute] == compute).any():
+                        return None  # larger than a free group can be, or an element fixes a compute node
+                    seen.add(key)
+                    rows.append(h)
+                    nxt.append(h)
+        frontier = nxt
+    return np.asarray(rows)
 
 
 def _spread(c: np.ndarray, elems: np.ndarray) -> np.ndarray | None:
