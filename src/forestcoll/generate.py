@@ -360,4 +360,13 @@ def _assemble(topo: Topology, coll: collectives.Collective, weights: Sequence[in
         root=root_name,
         stats=stats,
         record=TopologyRecord(topo.name, topo.name, None, fingerprint(topo)),
+        symmetry=_symmetry_record(topo, weights),
     )
+
+
+def _symmetry_record(topo: Topology, weights: Sequence[int]) -> tuple | None:
+    """(node names, generators) of the automorphisms generate packed with, for the version-2 file."""
+    gens = invariant_symmetries(topo, weights)
+    if not gens:
+        return None
+    return tuple(n.name for n in topo.nodes), tuple(tuple(int(x) for x in g) for g in gens)
