@@ -16,7 +16,7 @@ import gc
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -226,8 +226,10 @@ def generate(
     gc.disable()
     try:
         if max_height is None:
-            return _assemble(topo, coll, weights, _phases(topo, coll, weights, k, symmetry, max_k), t0)
-        return _limited(topo, coll, weights, k, symmetry, max_k, max_height, t0)
+            made = _assemble(topo, coll, weights, _phases(topo, coll, weights, k, symmetry, max_k), t0)
+        else:
+            made = _limited(topo, coll, weights, k, symmetry, max_k, max_height, t0)
+        return made if symmetry else replace(made, symmetry=None)
     finally:
         if gc_was_enabled:
             gc.enable()
