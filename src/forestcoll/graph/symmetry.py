@@ -18,6 +18,8 @@ __all__ = ["Perm", "canonical_order", "detect_automorphisms", "element_orbits", 
 
 Perm = tuple[int, ...]
 
+FIRST_ELEMENTS = 4  # first elements free_subgroup grows a group from (one above 5,000 nodes)
+STEP_CHOICES = 6  # groups compared at each step of free_subgroup (the largest is kept)
 RANDOM_ELEMENTS = 120  # random group elements tried per step of free_subgroup when the structured ones fail
 
 
@@ -131,7 +133,7 @@ def detect_automorphisms(
             continue
         mapped = np.sort((perm[tails] * n + perm[heads]) * ncol + col)
         if np.array_equal(mapped, keys):
-            result.append(tuple(int(i) for i in perm))
+            result.append(tuple(perm.tolist()))
     return result
 
 
@@ -315,6 +317,17 @@ def _candidates(gens: list[np.ndarray], n: int, compute: np.ndarray) -> list[np.
             cands.append(prod)
     cands.sort(key=lambda c: (-int(np.isin(_moved(c), compute).sum()), -int(_cycle_lengths(c, compute).max())))
     cands.extend(gens)
+    # parts that are semiregular on disjoint sets of ranks with one cycle length (e.g. a rotation of the A100
+    # boxes and one of the H100 boxes) combine into one element moving every rank
+    parts = []
+    for c in cands[:40]:
+        where = np.intersect1d(_moved(c), compute)
+        if 0 < len(where) < len(compute) and _semiregular_on(c, where):
+            parts.append((c, set(where.tolist()), int(_cycle_lengths(c, where[:1])[0])))
+    for i, (a, sa, la) in enumerate(parts):
+        for b, sb, lb in parts[i + 1:]:
+            if la == lb and not sa & sb and len(sa) + len(sb) == len(compute):
+                cands.insert(0, b[a])
     if len(gens) <= 16:
         cands.append(_product(gens, n))
         for i, a in enumerate(gens):
@@ -376,36 +389,63 @@ def free_subgroup(n: int, is_compute: Sequence[bool], generators: Sequence[Perm]
     compute = np.flatnonzero(np.asarray(is_compute, dtype=bool))
     if not generators or len(compute) < 2:
         return []
-    chosen: list[np.ndarray] = []
-    elems = np.arange(n, dtype=np.int64)[None, :]
-    gens = [np.asarray(g, dtype=np.int64) for g in generators]
-    tries = 0
-    while len(elems) < len(compute) and tries < max_tries and gens:
-        kept = False
-        cands = _candidates(gens, n, compute)
-        # random elements that are semiregular on the compute nodes, longest cycles first (bliss's generators in
-        # an unlucky numbering mix box moves with moves inside boxes; random products do not care)
-        pool = [c for c in cands + _random_elements(gens, n, RANDOM_ELEMENTS) if _semiregular_on(c, compute)]
-        pool.sort(key=lambda r: -int(_cycle_lengths(r, compute[:1])[0]))  # stable: structured ones first on ties
-        for c in pool:
-            if tries >= max_tries:
+    gens0 = [np.asarray(g, dtype=np.int64) for g in generators]
+
+    def pool_of(gens: list[np.ndarray]) -> list[np.ndarray]:
+        # structured candidates and random elements that are semiregular on the compute nodes (every element of
+        # a free group moves every compute node), longest cycles first; structured ones first on ties
+        pool = [c for c in _candidates(gens, n, compute) + _random_elements(gens, n, RANDOM_ELEMENTS)
+                if _semiregular_on(c, compute)]
+        pool.sort(key=lambda r: -int(_cycle_lengths(r, compute[:1])[0]))
+        return pool
+
+    def grow(first: np.ndarray, budget: int) -> list[np.ndarray]:
+        chosen = [first]
+        elems = _free_elements(chosen, n, compute)
+        assert elems is not None
+        tries = 0
+        while len(elems) < len(compute) and tries < budget:
+            if arcs is not None:
+                gens = [np.asarray(g, dtype=np.int64) for g in centralizer_automorphisms(
+                    n, is_compute, arcs, [tuple(h.tolist()) for h in chosen])]
+            else:
+                gens = [g for g in gens0 if all(np.array_equal(g[h], h[g]) for h in chosen)]
+            if not gens:
                 break
-            if not _semiregular_on(c, compute):  # every element of a free group moves every compute node
-                continue
-            if any(not np.array_equal(c[h], h[c]) for h in chosen):
-                continue
-            tries += 1
-            bigger = _free_elements(chosen + [c], n, compute)
-            if bigger is not None and len(bigger) > len(elems):
-                chosen.append(c)
-                elems = bigger
-                kept = True
+            pick = None  # the largest of the first few groups that stay free
+            seen = 0
+            for c in pool_of(gens):
+                if tries >= budget or seen >= STEP_CHOICES:
+                    break
+                if any(not np.array_equal(c[h], h[c]) for h in chosen):
+                    continue
+                tries += 1
+                bigger = _free_elements(chosen + [c], n, compute)
+                if bigger is not None and len(bigger) > len(elems):
+                    seen += 1
+                    if pick is None or len(bigger) > len(pick[1]):
+                        pick = (c, bigger)
+                    if len(bigger) >= len(compute):
+                        break
+            if pick is None:
                 break
-        if not kept:
+            chosen.append(pick[0])
+            elems = pick[1]
+        return chosen
+
+    def order(chosen: list[np.ndarray]) -> int:
+        found = _free_elements(chosen, n, compute)
+        return 0 if found is None else len(found)
+
+    # a few first elements (the longest-cycled that act freely), each grown greedily; the largest group wins
+    firsts = [c for c in pool_of(gens0)[:max_tries] if _free_elements([c], n, compute) is not None]
+    best: list[np.ndarray] = []
+    best_order = 1
+    for first in firsts[:FIRST_ELEMENTS if n < 5000 else 1]:
+        chosen = grow(first, max_tries)
+        found = order(chosen)
+        if found > best_order:
+            best, best_order = chosen, found
+        if best_order >= len(compute):
             break
-        if arcs is not None:
-            gens = [np.asarray(g, dtype=np.int64) for g in centralizer_automorphisms(
-                n, is_compute, arcs, [tuple(h.tolist()) for h in chosen])]
-        else:
-            gens = [g for g in gens if all(np.array_equal(g[h], h[g]) for h in chosen)]
-    return [tuple(int(x) for x in g) for g in chosen]
+    return [tuple(int(x) for x in g) for g in best]
