@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from forestcoll.bound.automorphisms import DETECT_MIN_RANKS, fabric_symmetry
 from forestcoll.errors import UsageError
 from forestcoll.graph.maxflow import FlowNetwork, check_capacities
-from forestcoll.bound.automorphisms import DETECT_MIN_RANKS, fabric_symmetry
 from forestcoll.graph.symmetry import orbits
 from forestcoll.rational import lcm_of_denominators
 from forestcoll.topology.model import Topology

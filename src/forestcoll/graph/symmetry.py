@@ -1,4 +1,4 @@
-"""Automorphisms of a fabric: closure of declared generators, orbits, and detection with bliss.
+"""Automorphisms of a fabric: closure of declared generators, orbits, detection with bliss, free subgroups.
 
 A permutation is a tuple ``p`` with ``p[i]`` the image of node ``i``.  Every
 automorphism maps compute nodes to compute nodes and preserves each arc's
@@ -14,7 +14,10 @@ from fractions import Fraction
 import igraph
 import numpy as np
 
-__all__ = ["Perm", "canonical_order", "detect_automorphisms", "element_orbits", "centralizer_automorphisms", "free_subgroup", "group_elements", "orbits"]
+__all__ = [
+    "Perm", "canonical_order", "centralizer_automorphisms", "detect_automorphisms", "element_orbits", "free_subgroup",
+    "group_elements", "orbits",
+]
 
 Perm = tuple[int, ...]
 
@@ -198,35 +201,6 @@ def _semiregularize(c: np.ndarray, fixers: Sequence[np.ndarray], compute: np.nda
     return c
 
 
-def _align(c: np.ndarray, fixers: Sequence[np.ndarray], compute: np.ndarray, hgens: Sequence[np.ndarray],
-           budget: int = 256) -> np.ndarray:
-    """Multiply ``c`` by automorphisms (``fixers``, smallest support first) while that lowers the number of
-    points where it fails to commute with the kept generators ``hgens``, then while it puts more compute nodes
-    on its longest cycles: e.g. a swap of two PCIe groups whose inner GPU matching differs between boxes
-    becomes one that commutes with the box shift and is semiregular."""
-    def score(p: np.ndarray) -> tuple[int, int, int]:
-        mismatch = sum(int((p[h] != h[p]).sum()) for h in hgens)
-        lengths = _cycle_lengths(p, compute)
-        top = int(lengths.max())
-        return -mismatch, int((lengths == top).sum()), top
-
-    best = score(c)
-    while (best[0] < 0 or best[1] < len(compute)) and budget > 0:
-        improved = False
-        for f in fixers:
-            for trial in (f[c], c[f]):
-                budget -= 1
-                sc = score(trial)
-                if sc > best:
-                    c, best, improved = trial, sc, True
-                    break
-            if improved or budget <= 0:
-                break
-        if not improved:
-            break
-    return c
-
-
 def _product(perms: Sequence[np.ndarray], n: int) -> np.ndarray:
     out = np.arange(n, dtype=np.int64)
     for p in perms:
@@ -256,27 +230,12 @@ def _free_elements(gens: Sequence[np.ndarray], n: int, compute: np.ndarray) -> n
     return np.asarray(rows)
 
 
-def _spread(c: np.ndarray, elems: np.ndarray) -> np.ndarray | None:
-    """The product of the distinct conjugates h c h^-1 (h in the group ``elems``) when their supports are disjoint
-    (then the product commutes with every h), else None."""
-    n = len(c)
-    seen: set[bytes] = set()
-    used = np.zeros(n, dtype=bool)
-    out = np.arange(n, dtype=np.int64)
-    for h in elems:
-        inv = np.empty(n, dtype=np.int64)
-        inv[h] = np.arange(n)
-        conj = h[c[inv]]
-        key = conj.tobytes()
-        if key in seen:
-            continue
-        seen.add(key)
-        moved = _moved(conj)
-        if used[moved].any():
-            return None
-        used[moved] = True
-        out[moved] = conj[moved]
-    return out
+def _find(parent: list[int], i: int) -> int:
+    """Union-find root of ``i`` (with path halving)."""
+    while parent[i] != i:
+        parent[i] = parent[parent[i]]
+        i = parent[i]
+    return i
 
 
 def _candidates(gens: list[np.ndarray], n: int, compute: np.ndarray) -> list[np.ndarray]:
@@ -291,23 +250,16 @@ def _candidates(gens: list[np.ndarray], n: int, compute: np.ndarray) -> list[np.
     for size in sorted(by_size, reverse=True):
         group = by_size[size]
         parent = list(range(len(group)))
-
-        def find(i: int) -> int:
-            while parent[i] != i:
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            return i
-
         owner: dict[int, int] = {}
         for i, g in enumerate(group):
             for pt in _moved(g).tolist():
                 if pt in owner:
-                    parent[find(i)] = find(owner[pt])
+                    parent[_find(parent, i)] = _find(parent, owner[pt])
                 else:
                     owner[pt] = i
         comps: dict[int, list[np.ndarray]] = {}
         for i, g in enumerate(group):
-            comps.setdefault(find(i), []).append(g)
+            comps.setdefault(_find(parent, i), []).append(g)
         smaller = [g for size2, gs in by_size.items() if size2 < size for g in gs]
         for members in comps.values():
             prod = _product(members, n)
