@@ -32,7 +32,7 @@ from forestcoll.trees.height import pack_height_limited
 from forestcoll.trees.packing import PackResult, pack_trees, pack_trees_symmetric
 from forestcoll.trees.routing import map_back
 from forestcoll.trees.shallow import lower_trees, rank_eccentricities
-from forestcoll.trees.splitting import split_switches, trim_switch_excess
+from forestcoll.trees.splitting import Path, split_switches, trim_switch_excess
 
 __all__ = ["LOWERING_RANKS", "PhaseResult", "check_height", "fixed_k_reach", "generate", "lowering_budget", "solve_phase"]
 
@@ -146,14 +146,29 @@ def solve_phase(
     name_of = names.__getitem__
     trees = []
     load: dict[tuple[int, int], int] = {}
+    # one Edge object per distinct (src, dst, path): on a symmetric fabric N trees of N-1 edges share a few
+    # thousand distinct edges, so the trees hold references, not N^2 objects (the memory of 4,096-GPU schedules)
+    made: dict[tuple[int, int, Path], Edge] = {}
+
+    def edge(x: int, y: int, p: Path) -> Edge:
+        key = (x, y, p)
+        e = made.get(key)
+        if e is None:
+            if reverse:
+                e = Edge(names[y], names[x], tuple(map(name_of, p[::-1])))
+            else:
+                e = Edge(names[x], names[y], tuple(map(name_of, p)))
+            made[key] = e
+        return e
+
     for root, mult, edges in routed:
         for _, _, p in edges:
             for hop in zip(p, p[1:]):
                 load[hop] = load.get(hop, 0) + mult
         if reverse:
-            sched_edges = tuple(Edge(names[y], names[x], tuple(map(name_of, p[::-1]))) for x, y, p in reversed(edges))
+            sched_edges = tuple(edge(x, y, p) for x, y, p in reversed(edges))
         else:
-            sched_edges = tuple(Edge(names[x], names[y], tuple(map(name_of, p))) for x, y, p in edges)
+            sched_edges = tuple(edge(x, y, p) for x, y, p in edges)
         trees.append(ScheduleTree(names[root], mult, name, sched_edges))
     stats["map_s"] = time.perf_counter() - t0
     stats["packed_trees"] = len(packed.trees)

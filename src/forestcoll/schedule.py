@@ -226,8 +226,7 @@ def schedule_to_dict(s: Schedule, version: int | str = 1) -> dict[str, Any]:
         pairs = compress(s.trees, names, gens)
         if version == "auto" and len(pairs) * 4 > len(s.trees):
             return schedule_to_dict(s, 1)
-        out = schedule_to_dict(s, 1)
-        del out["trees"]
+        out = _v1_dict(s, trees=False)
         out["version"] = VERSION_2
         out["nodes"] = list(names)
         out["generators"] = [list(g) for g in gens]
@@ -236,8 +235,8 @@ def schedule_to_dict(s: Schedule, version: int | str = 1) -> dict[str, Any]:
     return _v1_dict(s)
 
 
-def _v1_dict(s: Schedule) -> dict[str, Any]:
-    """The version-1 JSON object."""
+def _v1_dict(s: Schedule, trees: bool = True) -> dict[str, Any]:
+    """The version-1 JSON object (without ``trees`` when ``trees`` is False: the header version 2 shares)."""
     out: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
@@ -260,8 +259,9 @@ def _v1_dict(s: Schedule) -> dict[str, Any]:
             }
             for p in s.phases
         ],
-        "trees": [_tree_dict(t) for t in s.trees],
     }
+    if trees:
+        out["trees"] = [_tree_dict(t) for t in s.trees]
     return out
 
 

@@ -70,10 +70,6 @@ def elements(generators: Sequence[Sequence[int]], n: int, limit: int = MAX_ELEME
     return np.asarray(rows)
 
 
-def _tree_key(tree) -> tuple:
-    return (tree.phase, tree.root, tree.chunks, tuple(sorted((e.src, e.dst, e.path) for e in tree.edges)))
-
-
 def _image(tree, perm: np.ndarray, index: Mapping[str, int], names: Sequence[str]):
     from forestcoll.schedule import Edge, ScheduleTree
 
@@ -84,21 +80,74 @@ def _image(tree, perm: np.ndarray, index: Mapping[str, int], names: Sequence[str
                         tuple(Edge(m(e.src), m(e.dst), tuple(m(p) for p in e.path)) for e in tree.edges))
 
 
+class _Hasher:
+    """128-bit hashes of trees that can be computed for all group images at once: a tree's hash is the sum (mod
+    2^64, twice) of its edges' hashes, an edge's the sum of random values R[position, node] over (src, dst,
+    path...); the image under e replaces each node by e[node], one numpy gather for every element."""
+
+    def __init__(self, names: Sequence[str], width: int, seed: int = 0x5EED) -> None:
+        rng = np.random.default_rng(seed)
+        self.index = {x: i for i, x in enumerate(names)}
+        n = len(names)
+        self.width = width
+        # column n is the padding of short paths; it hashes to 0 and every permutation fixes it
+        self.table = rng.integers(0, 2**63, size=(2, width, n + 1), dtype=np.uint64)
+        self.table[:, :, n] = 0
+        self.pad = n
+        self.edge_cache: dict[int, tuple] = {}
+
+    def rows(self, edges) -> np.ndarray:
+        """(edges, width) node indices: src, dst, then the path, padded."""
+        out = np.full((len(edges), self.width), self.pad, dtype=np.int64)
+        for r, e in enumerate(edges):
+            nodes = [e.src, e.dst, *e.path]
+            out[r, :len(nodes)] = [self.index[x] for x in nodes]
+        return out
+
+    def _sum(self, nodes: np.ndarray) -> np.ndarray:
+        pos = np.arange(self.width)
+        with np.errstate(over="ignore"):
+            return np.stack([self.table[h][pos, nodes].sum(axis=-1, dtype=np.uint64) for h in (0, 1)], axis=-1)
+
+    def tree(self, tree) -> tuple:
+        a = b = 0
+        cache = self.edge_cache
+        for e in tree.edges:  # trees share Edge objects (generate interns them), so this is mostly lookups
+            h = cache.get(id(e))
+            if h is None:
+                x, y = self._sum(self.rows([e]))[0].tolist()
+                h = cache[id(e)] = (x, y, e)  # keep e alive: its id stays unique
+            a += h[0]
+            b += h[1]
+        return (tree.phase, tree.root, tree.chunks, a % 2**64, b % 2**64)
+
+    def images(self, tree, elems: np.ndarray, names: Sequence[str]) -> list[tuple]:
+        rows = self.rows(tree.edges)  # (m, width)
+        ext = np.concatenate([elems, np.full((len(elems), 1), self.pad, dtype=np.int64)], axis=1)
+        mapped = ext[:, rows]  # (|E|, m, width)
+        with np.errstate(over="ignore"):
+            sums = self._sum(mapped).sum(axis=1, dtype=np.uint64)  # (|E|, 2)
+        roots = elems[:, self.index[tree.root]]
+        return [(tree.phase, names[r], tree.chunks, int(a), int(b)) for r, (a, b) in zip(roots.tolist(), sums.tolist())]
+
+
 def compress(trees: Sequence, names: Sequence[str], generators: Sequence[Sequence[int]]) -> list[tuple[Any, Any]]:
     """(template, images) pairs whose expansion is ``trees`` as a multiset: every tree whose whole orbit under the
-    group is in ``trees`` becomes one template with ``"all"``, the rest templates of their own (``[0]``)."""
-    if not generators:
+    group is in ``trees`` becomes one template with ``"all"``, the rest templates of their own (``[0]``).  Trees
+    are compared by 128-bit hashes computed for all images at once (a false match has probability about 2^-100;
+    ``verify`` reads the expanded file like any other)."""
+    if not generators or not trees:
         return [(t, [0]) for t in trees]
     elems = elements(generators, len(names))
-    index = {x: i for i, x in enumerate(names)}
-    left = Counter(_tree_key(t) for t in trees)
+    width = 2 + max(len(e.path) for t in trees for e in t.edges) if any(t.edges for t in trees) else 2
+    hasher = _Hasher(names, width)
+    keys = [hasher.tree(t) for t in trees]
+    left = Counter(keys)
     out: list[tuple[Any, Any]] = []
-    for t in trees:
-        key = _tree_key(t)
+    for t, key in zip(trees, keys):
         if left[key] == 0:
             continue
-        images = [_image(t, e, index, names) for e in elems]
-        need = Counter(_tree_key(x) for x in images)
+        need = Counter(hasher.images(t, elems, names))
         if all(left[k] >= c for k, c in need.items()):
             left.subtract(need)
             out.append((t, "all"))
