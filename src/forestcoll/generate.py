@@ -141,11 +141,20 @@ def solve_phase(
     for key, value in lowered.stats.items():
         stats[f"lower_{key}"] = value
     t0 = time.perf_counter()
-    routed = map_back(packed.trees, {a: dict(b) for a, b in split.paths.items()}, compute)
+    bundles = {a: dict(b) for a, b in split.paths.items()}
+    routed = map_back(packed.trees, bundles, compute)
+    # link loads from what the trees took of each route (every unit taken once): distinct routes, not tree edges
+    load: dict[tuple[int, int], int] = {}
+    for arc, routes in split.paths.items():
+        left = bundles.get(arc, {})
+        for p, units in routes.items():
+            used = units - left.get(p, 0)
+            if used:
+                for hop in zip(p, p[1:]):
+                    load[hop] = load.get(hop, 0) + used
     names = [node.name for node in fabric.nodes]
     name_of = names.__getitem__
     trees = []
-    load: dict[tuple[int, int], int] = {}
     # one Edge object per distinct (src, dst, path): on a symmetric fabric N trees of N-1 edges share a few
     # thousand distinct edges, so the trees hold references, not N^2 objects (the memory of 4,096-GPU schedules)
     made: dict[tuple[int, int, Path], Edge] = {}
@@ -162,9 +171,6 @@ def solve_phase(
         return e
 
     for root, mult, edges in routed:
-        for _, _, p in edges:
-            for hop in zip(p, p[1:]):
-                load[hop] = load.get(hop, 0) + mult
         if reverse:
             sched_edges = tuple(edge(x, y, p) for x, y, p in reversed(edges))
         else:

@@ -63,7 +63,7 @@ def group_elements(generators: Sequence[Perm], n: int, limit: int) -> list[Perm]
                     if len(order) > limit:
                         return None
         frontier = nxt
-    return [tuple(int(x) for x in g) for g in order]
+    return [tuple(g.tolist()) for g in order]
 
 
 def element_orbits(elements: Sequence[Perm]) -> list[int]:

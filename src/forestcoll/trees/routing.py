@@ -61,10 +61,14 @@ def map_back(
     """
     out = []
     for tree in packed:
+        m = tree.multiplicity
+        single = [_allocate(bundles[(compute[x], compute[y])], m) for x, y in tree.arcs]
+        if all(len(a) == 1 for a in single):  # the common case: one route per arc, the tree stays whole
+            out.append((compute[tree.root], m, [(compute[x], compute[y], a[0][0]) for (x, y), a in zip(tree.arcs, single)]))
+            continue
         allocations = []
         cuts = {0, tree.multiplicity}
-        for x, y in tree.arcs:
-            alloc = _allocate(bundles[(compute[x], compute[y])], tree.multiplicity)
+        for alloc in single:
             allocations.append(alloc)
             acc = 0
             for _, a in alloc:
