@@ -142,16 +142,16 @@ def solve_phase(
         stats[f"lower_{key}"] = value
     t0 = time.perf_counter()
     bundles = {a: dict(b) for a, b in split.paths.items()}
-    routed = map_back(packed.trees, bundles, compute)
-    # link loads from what the trees took of each route (every unit taken once): distinct routes, not tree edges
-    load: dict[tuple[int, int], int] = {}
-    for arc, routes in split.paths.items():
-        left = bundles.get(arc, {})
-        for p, units in routes.items():
-            used = units - left.get(p, 0)
-            if used:
-                for hop in zip(p, p[1:]):
-                    load[hop] = load.get(hop, 0) + used
+    stats["packed_trees"] = len(packed.trees)
+    packed_trees = packed.trees  # routed tree by tree and let go as they are: never two copies of N^2 edges
+    packed.trees = lowered.trees = []
+    packed_trees.reverse()
+
+    def drain():
+        while packed_trees:
+            yield packed_trees.pop()
+
+    routed = map_back(drain(), bundles, compute)
     names = [node.name for node in fabric.nodes]
     name_of = names.__getitem__
     trees = []
@@ -176,8 +176,16 @@ def solve_phase(
         else:
             sched_edges = tuple(edge(x, y, p) for x, y, p in edges)
         trees.append(ScheduleTree(names[root], mult, name, sched_edges))
+    # link loads from what the trees took of each route (every unit taken once): distinct routes, not tree edges
+    load: dict[tuple[int, int], int] = {}
+    for arc, routes in split.paths.items():
+        left = bundles.get(arc, {})
+        for p, units in routes.items():
+            used = units - left.get(p, 0)
+            if used:
+                for hop in zip(p, p[1:]):
+                    load[hop] = load.get(hop, 0) + used
     stats["map_s"] = time.perf_counter() - t0
-    stats["packed_trees"] = len(packed.trees)
     cut = tuple(fabric.nodes[i].name for i in rate.cut.nodes)
     bandwidth = {(u, v): bw for u, v, bw in fabric.arcs}
     ratio = max(Fraction(amount) / bandwidth[hop] for hop, amount in load.items())  # max over links of chunks / bandwidth
