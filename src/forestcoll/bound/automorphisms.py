@@ -29,7 +29,7 @@ from forestcoll.graph.symmetry import Perm, canonical_order, detect_automorphism
 from forestcoll.progress import Progress, report
 from forestcoll.topology.model import Topology
 
-__all__ = ["DETECT_MIN_RANKS", "FabricSymmetry", "fabric_symmetry", "usable_symmetries"]
+__all__ = ["DETECT_MIN_RANKS", "FabricSymmetry", "fabric_symmetry", "full_automorphisms", "usable_symmetries"]
 
 DETECT_MIN_RANKS = 8  # below this, one max-flow per rank is cheaper than any search
 
@@ -56,6 +56,20 @@ def _key(topo: Topology) -> int:
 def _compute_orbits(n: int, is_compute, gens) -> int:
     orbit = orbits(n, list(gens))
     return len({orbit[i] for i in range(n) if is_compute[i]})
+
+
+_FULL: OrderedDict[int, tuple[Perm, ...]] = OrderedDict()
+
+
+def full_automorphisms(topo: Topology) -> tuple[Perm, ...]:
+    """bliss's generators of the whole automorphism group of ``topo`` (what the oracle's orbits need; cached)."""
+    key = _key(topo)
+    hit = _FULL.get(key)
+    if hit is None:
+        hit = _FULL[key] = tuple(detect_automorphisms(len(topo.nodes), topo.is_compute, topo.arcs))
+        while len(_FULL) > _CACHE_SIZE:
+            _FULL.popitem(last=False)
+    return hit
 
 
 def fabric_symmetry(topo: Topology, progress: Progress | None = None) -> FabricSymmetry:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from forestcoll.bound.automorphisms import DETECT_MIN_RANKS, fabric_symmetry
+from forestcoll.bound.automorphisms import DETECT_MIN_RANKS, full_automorphisms
 from forestcoll.errors import UsageError
 from forestcoll.graph.maxflow import FlowNetwork, check_capacities
 from forestcoll.graph.symmetry import orbits
@@ -119,7 +119,7 @@ def _orbit_targets(topo: Topology, weights: Sequence[int], symmetry: bool) -> tu
     gens = invariant(topo.symmetries)
     orbit = orbits(n, gens)
     if len({orbit[c] for c in compute}) > 1 and len(compute) > DETECT_MIN_RANKS:
-        gens += invariant(fabric_symmetry(topo).full)
+        gens += invariant(full_automorphisms(topo))
         orbit = orbits(n, gens)
     seen: set[int] = set()
     targets = []
