@@ -16,7 +16,7 @@ import gc
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -32,7 +32,7 @@ from forestcoll.trees.height import pack_height_limited
 from forestcoll.trees.packing import PackResult, pack_trees, pack_trees_symmetric
 from forestcoll.trees.routing import map_back
 from forestcoll.trees.shallow import lower_trees, rank_eccentricities
-from forestcoll.trees.splitting import split_switches, trim_switch_excess
+from forestcoll.trees.splitting import Path, split_switches, trim_switch_excess
 
 __all__ = ["LOWERING_RANKS", "PhaseResult", "check_height", "fixed_k_reach", "generate", "lowering_budget", "solve_phase"]
 
@@ -141,22 +141,51 @@ def solve_phase(
     for key, value in lowered.stats.items():
         stats[f"lower_{key}"] = value
     t0 = time.perf_counter()
-    routed = map_back(packed.trees, {a: dict(b) for a, b in split.paths.items()}, compute)
+    bundles = {a: dict(b) for a, b in split.paths.items()}
+    stats["packed_trees"] = len(packed.trees)
+    packed_trees = packed.trees  # routed tree by tree and let go as they are: never two copies of N^2 edges
+    packed.trees = lowered.trees = []
+    packed_trees.reverse()
+
+    def drain():
+        while packed_trees:
+            yield packed_trees.pop()
+
+    routed = map_back(drain(), bundles, compute)
     names = [node.name for node in fabric.nodes]
     name_of = names.__getitem__
     trees = []
-    load: dict[tuple[int, int], int] = {}
+    # one Edge object per distinct (src, dst, path): on a symmetric fabric N trees of N-1 edges share a few
+    # thousand distinct edges, so the trees hold references, not N^2 objects (the memory of 4,096-GPU schedules)
+    made: dict[tuple[int, int, Path], Edge] = {}
+
+    def edge(x: int, y: int, p: Path) -> Edge:
+        key = (x, y, p)
+        e = made.get(key)
+        if e is None:
+            if reverse:
+                e = Edge(names[y], names[x], tuple(map(name_of, p[::-1])))
+            else:
+                e = Edge(names[x], names[y], tuple(map(name_of, p)))
+            made[key] = e
+        return e
+
     for root, mult, edges in routed:
-        for _, _, p in edges:
-            for hop in zip(p, p[1:]):
-                load[hop] = load.get(hop, 0) + mult
         if reverse:
-            sched_edges = tuple(Edge(names[y], names[x], tuple(map(name_of, p[::-1]))) for x, y, p in reversed(edges))
+            sched_edges = tuple(edge(x, y, p) for x, y, p in reversed(edges))
         else:
-            sched_edges = tuple(Edge(names[x], names[y], tuple(map(name_of, p))) for x, y, p in edges)
+            sched_edges = tuple(edge(x, y, p) for x, y, p in edges)
         trees.append(ScheduleTree(names[root], mult, name, sched_edges))
+    # link loads from what the trees took of each route (every unit taken once): distinct routes, not tree edges
+    load: dict[tuple[int, int], int] = {}
+    for arc, routes in split.paths.items():
+        left = bundles.get(arc, {})
+        for p, units in routes.items():
+            used = units - left.get(p, 0)
+            if used:
+                for hop in zip(p, p[1:]):
+                    load[hop] = load.get(hop, 0) + used
     stats["map_s"] = time.perf_counter() - t0
-    stats["packed_trees"] = len(packed.trees)
     cut = tuple(fabric.nodes[i].name for i in rate.cut.nodes)
     bandwidth = {(u, v): bw for u, v, bw in fabric.arcs}
     ratio = max(Fraction(amount) / bandwidth[hop] for hop, amount in load.items())  # max over links of chunks / bandwidth
@@ -226,8 +255,10 @@ def generate(
     gc.disable()
     try:
         if max_height is None:
-            return _assemble(topo, coll, weights, _phases(topo, coll, weights, k, symmetry, max_k), t0)
-        return _limited(topo, coll, weights, k, symmetry, max_k, max_height, t0)
+            made = _assemble(topo, coll, weights, _phases(topo, coll, weights, k, symmetry, max_k), t0)
+        else:
+            made = _limited(topo, coll, weights, k, symmetry, max_k, max_height, t0)
+        return made if symmetry else replace(made, symmetry=None)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -360,4 +391,13 @@ def _assemble(topo: Topology, coll: collectives.Collective, weights: Sequence[in
         root=root_name,
         stats=stats,
         record=TopologyRecord(topo.name, topo.name, None, fingerprint(topo)),
+        symmetry=_symmetry_record(topo, weights),
     )
+
+
+def _symmetry_record(topo: Topology, weights: Sequence[int]) -> tuple | None:
+    """(node names, generators) of the automorphisms generate packed with, for the version-2 file."""
+    gens = invariant_symmetries(topo, weights)
+    if not gens:
+        return None
+    return tuple(n.name for n in topo.nodes), tuple(tuple(int(x) for x in g) for g in gens)

@@ -39,6 +39,11 @@ in between).
 * ``allreduce`` holds a ``reduce_scatter`` phase then an ``allgather`` phase;
   the second starts on a chunk once the first has finished it.
 
+Version 2 (``"version": 2``) keeps this header and replaces ``trees`` by template
+trees and the automorphisms that map them; :mod:`forestcoll.schedule_v2` states
+the expansion rule and when it is written.  Both versions read into the same
+:class:`Schedule`.
+
 A file with ``"collective": "alltoall"`` has the same header but ``"flows"``
 (every pair's data split over paths) instead of phases and trees; it is read
 into an :class:`~forestcoll.alltoall.schedule.AlltoallSchedule` (the format is
@@ -61,7 +66,7 @@ if TYPE_CHECKING:
     from forestcoll.alltoall.schedule import AlltoallSchedule
 
 __all__ = [
-    "FORMAT", "VERSION", "Edge", "PhaseInfo", "Schedule", "ScheduleTree", "TopologyRecord", "read_schedule",
+    "FORMAT", "VERSION", "Edge", "choose_version", "PhaseInfo", "Schedule", "ScheduleTree", "TopologyRecord", "read_schedule",
     "schedule_from_dict", "schedule_to_dict", "schedule_topology", "write_schedule",
 ]
 
@@ -154,6 +159,9 @@ class Schedule:
     root: str | None = None
     stats: dict[str, Any] = field(default_factory=dict, compare=False)
     record: TopologyRecord | None = None  # None: a file written before the record (name only)
+    # (node names, generators as index permutations of them): automorphisms that map trees onto trees, for the
+    # version-2 file (forestcoll.schedule_v2); None when unknown
+    symmetry: tuple[tuple[str, ...], tuple[tuple[int, ...], ...]] | None = field(default=None, compare=False)
 
     @property
     def optimal(self) -> bool:
@@ -171,9 +179,9 @@ class Schedule:
         return (f"{self.collective} on {self.topology or 'a custom topology'}: k={self.k}, {len(self.trees)} trees, "
                 f"algbw {format_rational(self.algbw)} GB/s ({'optimal' if self.optimal else share + ' of the bound'})")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, version: int | str = 1) -> dict[str, Any]:
         """The schedule file's JSON object (:func:`schedule_to_dict`)."""
-        return schedule_to_dict(self)
+        return schedule_to_dict(self, version)
 
     def phase_trees(self, phase: str) -> list[ScheduleTree]:
         return [t for t in self.trees if t.phase == phase]
@@ -185,8 +193,50 @@ class Schedule:
 # ----- JSON ---------------------------------------------------------------------------------
 
 
-def schedule_to_dict(s: Schedule) -> dict[str, Any]:
-    """The JSON object of a schedule (deterministic key order)."""
+def _tree_dict(t: ScheduleTree) -> dict[str, Any]:
+    return {
+        "root": t.root,
+        "chunks": t.chunks,
+        "phase": t.phase,
+        "direction": t.direction,
+        "edges": [{"src": e.src, "dst": e.dst, "path": list(e.path)} for e in t.edges],
+    }
+
+
+def choose_version(s: Schedule, version: int | str = "auto") -> int:
+    """1 or 2 for ``version`` 1, 2, "v1", "v2" or "auto" (2 when the schedule has at least
+    :data:`~forestcoll.schedule_v2.V2_MIN_RANKS` ranks and carries its automorphisms)."""
+    from forestcoll.schedule_v2 import V2_MIN_RANKS
+
+    if version in (1, "1", "v1"):
+        return 1
+    if version in (2, "2", "v2"):
+        return 2
+    return 2 if len(s.ranks) >= V2_MIN_RANKS and s.symmetry is not None and s.symmetry[1] else 1
+
+
+def schedule_to_dict(s: Schedule, version: int | str = 1) -> dict[str, Any]:
+    """The JSON object of a schedule (deterministic key order); ``version`` 2 or "auto": see
+    :mod:`forestcoll.schedule_v2` (auto falls back to 1 when templates would not save 4x)."""
+    chosen = choose_version(s, version)
+    if chosen == 2:
+        from forestcoll.schedule_v2 import VERSION_2, compress
+
+        names, gens = s.symmetry if s.symmetry is not None else ((), ())
+        pairs = compress(s.trees, names, gens)
+        if version == "auto" and len(pairs) * 4 > len(s.trees):
+            return schedule_to_dict(s, 1)
+        out = _v1_dict(s, trees=False)
+        out["version"] = VERSION_2
+        out["nodes"] = list(names)
+        out["generators"] = [list(g) for g in gens]
+        out["templates"] = [{**_tree_dict(t), "images": images} for t, images in pairs]
+        return out
+    return _v1_dict(s)
+
+
+def _v1_dict(s: Schedule, trees: bool = True) -> dict[str, Any]:
+    """The version-1 JSON object (without ``trees`` when ``trees`` is False: the header version 2 shares)."""
     out: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
@@ -209,17 +259,9 @@ def schedule_to_dict(s: Schedule) -> dict[str, Any]:
             }
             for p in s.phases
         ],
-        "trees": [
-            {
-                "root": t.root,
-                "chunks": t.chunks,
-                "phase": t.phase,
-                "direction": t.direction,
-                "edges": [{"src": e.src, "dst": e.dst, "path": list(e.path)} for e in t.edges],
-            }
-            for t in s.trees
-        ],
     }
+    if trees:
+        out["trees"] = [_tree_dict(t) for t in s.trees]
     return out
 
 
@@ -259,8 +301,8 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule | Alltoa
     if data.get("format", FORMAT) != FORMAT:
         raise ScheduleError(f"{source}: not a forestcoll schedule (format {data.get('format')!r})")
     version = data.get("version", VERSION)
-    if version != VERSION:
-        raise ScheduleError(f"{source}: schedule version {version!r} is not supported (this forestcoll reads {VERSION})")
+    if version not in (VERSION, 2) or isinstance(version, bool):
+        raise ScheduleError(f"{source}: schedule version {version!r} is not supported (this forestcoll reads 1 and 2)")
     collective = _req(data, "collective", str, source)
     if collective not in COLLECTIVES:
         raise ScheduleError(f"{source}: unknown collective {collective!r}")
@@ -299,16 +341,16 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule | Alltoa
         pbound = _rational(p, "bound_algbw_gbps", where) if "bound_algbw_gbps" in p else palg
         cut = _names(p.get("bottleneck_cut", []), f"{where}: bottleneck_cut")
         phases.append(PhaseInfo(name, pk, palg, pbound, cut))
-    trees = []
-    for i, t in enumerate(_req(data, "trees", list, source)):
-        where = f"{source}: trees[{i}]"
+    default_phase = phases[0].name if phases else collective
+
+    def parse_tree(t: Any, where: str) -> ScheduleTree:
         if not isinstance(t, Mapping):
             raise ScheduleError(f"{where}: expected an object")
         troot = _req(t, "root", str, where)
         chunks = _req(t, "chunks", int, where)
         if chunks < 1:
             raise ScheduleError(f"{where}: 'chunks' must be >= 1")
-        phase = t.get("phase", phases[0].name if phases else collective)
+        phase = t.get("phase", default_phase)
         if not isinstance(phase, str) or phase not in PHASES:
             raise ScheduleError(f"{where}: unknown phase {phase!r}")
         edges = []
@@ -320,9 +362,19 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule | Alltoa
             dst = _req(e, "dst", str, ewhere)
             path = _names(e.get("path", [src, dst]), f"{ewhere}: path")
             edges.append(Edge(src, dst, path))
-        trees.append(ScheduleTree(troot, chunks, phase, tuple(edges)))
+        return ScheduleTree(troot, chunks, phase, tuple(edges))
+
+    symmetry = None
+    if version == 2:
+        from forestcoll.schedule_v2 import templates_from_dict
+
+        trees = templates_from_dict(data, source, parse_tree)
+        symmetry = (tuple(data["nodes"]), tuple(tuple(g) for g in data.get("generators", [])))
+    else:
+        trees = [parse_tree(t, f"{source}: trees[{i}]") for i, t in enumerate(_req(data, "trees", list, source))]
     topology, record = _topology_record(data.get("topology", ""), source)
-    return Schedule(collective, topology, ranks, k, algbw, bound, tuple(phases), tuple(trees), root, record=record)
+    return Schedule(collective, topology, ranks, k, algbw, bound, tuple(phases), tuple(trees), root, record=record,
+                    symmetry=symmetry)
 
 
 def _topology_record(value: Any, source: str) -> tuple[str, TopologyRecord | None]:
@@ -343,9 +395,10 @@ def _topology_record(value: Any, source: str) -> tuple[str, TopologyRecord | Non
     return name, TopologyRecord(spec, name, path, fp)
 
 
-def write_schedule(sched: Schedule | AlltoallSchedule, path: str) -> str:
-    """Write the schedule JSON to ``path`` whole (temporary file, then rename); returns the text."""
-    text = dump_json(sched.to_dict())
+def write_schedule(sched: Schedule | AlltoallSchedule, path: str, version: int | str = "auto") -> str:
+    """Write the schedule JSON to ``path`` whole (temporary file, then rename); returns the text.  ``version``:
+    1, 2 or "auto" (:func:`choose_version`; all-to-all schedules are always version 1)."""
+    text = dump_json(sched.to_dict(version) if isinstance(sched, Schedule) else sched.to_dict())
     atomic_write_text(path, text)
     return text
 

@@ -20,9 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from forestcoll.bound.automorphisms import DETECT_MIN_RANKS, full_automorphisms
 from forestcoll.errors import UsageError
 from forestcoll.graph.maxflow import FlowNetwork, check_capacities
-from forestcoll.graph.symmetry import detect_automorphisms, orbits
+from forestcoll.graph.symmetry import orbits
 from forestcoll.rational import lcm_of_denominators
 from forestcoll.topology.model import Topology
 
@@ -117,8 +118,8 @@ def _orbit_targets(topo: Topology, weights: Sequence[int], symmetry: bool) -> tu
 
     gens = invariant(topo.symmetries)
     orbit = orbits(n, gens)
-    if len({orbit[c] for c in compute}) > 1 and len(compute) > 8:
-        gens += invariant(detect_automorphisms(n, topo.is_compute, topo.arcs))
+    if len({orbit[c] for c in compute}) > 1 and len(compute) > DETECT_MIN_RANKS:
+        gens += invariant(full_automorphisms(topo))
         orbit = orbits(n, gens)
     seen: set[int] = set()
     targets = []

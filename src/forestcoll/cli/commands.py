@@ -305,7 +305,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.output:
         from forestcoll.schedule import write_schedule
 
-        write_schedule(sched, args.output)
+        write_schedule(sched, args.output, args.schedule_format)
     if args.json:
         render.print_json(sched)
         return 0

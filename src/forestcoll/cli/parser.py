@@ -111,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="write the schedule JSON (or the MSCCL++ plan / MSCCL XML, with --format) here")
     p.add_argument("--json", action="store_true", help="print the schedule JSON on stdout")
     p.add_argument("--no-symmetry", action="store_true", help="do not exploit automorphisms")
+    p.add_argument("--schedule-format", choices=("auto", "v1", "v2"), default="auto",
+                   help="schedule file version: v1 lists every tree; v2 lists template trees and the automorphisms "
+                        "that map them (linear size); auto (default): v2 from 256 ranks when it is 4x smaller")
     p.add_argument("--format", choices=("json", "mscclpp", "msccl"),
                    help="json (default): schedule JSON; mscclpp: MSCCL++ execution plan; msccl: MSCCL XML (legacy; "
                         "the default with --sizes)")

@@ -30,7 +30,7 @@ from forestcoll.units import parse_bandwidth, parse_latency
 
 __all__ = [
     "COMPUTE", "NODE_KINDS", "SWITCH", "Link", "Node", "Topology", "TopologyBuilder", "fingerprint", "from_networkx",
-    "make_topology", "to_networkx",
+    "make_topology", "shuffled", "to_networkx",
 ]
 
 COMPUTE = "compute"
@@ -375,3 +375,30 @@ def fingerprint(topo: Topology) -> str:
     lines += [f"node {n.name!r} {n.kind}" for n in sorted(topo.nodes, key=lambda n: n.name)]
     lines += [f"link {a!r} {b!r} {bw.numerator}/{bw.denominator}" for (a, b), bw in sorted(bandwidth.items())]
     return "sha256:" + hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def shuffled(topo: Topology, seed: int = 0, rename: bool = True) -> Topology:
+    """The same fabric as a user's file might give it: nodes and links in a random order (seeded, so
+    deterministic), declared symmetries dropped, and with ``rename`` every node called ``v<random number>``
+    (boxes ``b<number>``).  For tests and benchmarks of symmetry detection."""
+    import random
+
+    rng = random.Random(seed)
+    order = list(range(len(topo.nodes)))
+    rng.shuffle(order)
+    labels = list(range(len(topo.nodes)))
+    rng.shuffle(labels)
+    boxes = sorted({n.box for n in topo.nodes if n.box is not None})
+    box_labels = list(range(len(boxes)))
+    rng.shuffle(box_labels)
+    box_name = {b: f"b{box_labels[i]}" for i, b in enumerate(boxes)}
+    if rename:
+        name = {n.name: f"v{labels[i]}" for i, n in enumerate(topo.nodes)}
+    else:
+        name = {n.name: n.name for n in topo.nodes}
+    nodes = tuple(Node(name[topo.nodes[i].name], topo.nodes[i].kind,
+                       (box_name[topo.nodes[i].box] if rename else topo.nodes[i].box) if topo.nodes[i].box else None)
+                  for i in order)
+    links = [Link(name[lk.src], name[lk.dst], lk.bandwidth, lk.cls, lk.latency_us) for lk in topo.links]
+    rng.shuffle(links)
+    return Topology(nodes, tuple(links), f"{topo.name} (shuffled{', renamed' if rename else ''})")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
+from forestcoll.bound.automorphisms import usable_symmetries
 from forestcoll.bound.fixed_k import floor_caps, min_scale_for_k, next_breakpoint, smallest_optimal_k
 from forestcoll.bound.optimal import PreparedPhase
 from forestcoll.errors import TopologyError, UsageError
@@ -27,9 +28,10 @@ DEFAULT_MAX_K = 100_000
 
 
 def invariant_symmetries(topo: Topology, weights: Sequence[int]) -> list[tuple[int, ...]]:
-    """The declared automorphisms of ``topo`` that preserve the root weights."""
+    """Automorphisms of ``topo`` acting freely on its compute nodes (declared, or detected when that pays:
+    :func:`~forestcoll.bound.automorphisms.usable_symmetries`) that preserve the root weights."""
     n = len(topo.nodes)
-    return [p for p in topo.symmetries if all(weights[p[i]] == weights[i] for i in range(n))]
+    return [p for p in usable_symmetries(topo) if all(weights[p[i]] == weights[i] for i in range(n))]
 
 
 MAX_SCALE_STEPS = 10_000

@@ -266,6 +266,7 @@ class SymmetricPacker:
         self.heads = np.array([b for _, b in arcs], dtype=np.int64)
         self.res = np.array([caps[a] for a in arcs], dtype=np.int64)
         self.arc_id = {a: i for i, a in enumerate(arcs)}
+        self.arc_tuples = [(int(a), int(b)) for a, b in arcs]
         self.id_matrix = np.full((n, n), -1, dtype=np.int64)
         self.id_matrix[self.tails, self.heads] = np.arange(len(arcs))
         images = self.id_matrix[self.G[:, self.tails], self.G[:, self.heads]]
@@ -283,6 +284,8 @@ class SymmetricPacker:
         self.maxflows = 0
         self.checks = 0
         self.learned: list = []  # (X mask, X[G]): sets that refused a batch, with their images
+        # each costs |H| x N bytes: at most 256 of them and about 256 MB in all (16 at 4,096 ranks)
+        self.max_learned = max(8, min(256, (256 << 20) // max(1, self.h * n)))
         self._learned_keys: set[bytes] = set()
 
     # ----- tentative state and its test ----------------------------------------------------------
@@ -330,7 +333,7 @@ class SymmetricPacker:
 
     def _learn(self, sink) -> None:
         key = sink.tobytes()
-        if key not in self._learned_keys and len(self.learned) < 256:
+        if key not in self._learned_keys and len(self.learned) < self.max_learned:
             self._learned_keys.add(key)
             self.learned.append((sink, sink[self.G]))
 
@@ -514,12 +517,13 @@ class SymmetricPacker:
         return {(int(a), int(b)): int(r) for a, b, r in zip(self.tails, self.heads, self.res) if r > 0}
 
     def images(self, tree: Tree) -> list[Tree]:
-        """The |H| trees a base tree stands for."""
+        """The |H| trees a base tree stands for.  Their arcs are shared (x, y) tuples, one per arc of the
+        network, so |H| trees of N-1 arcs cost a reference per arc, not a tuple and two ints."""
         G = self.G
-        return [
-            Tree(int(G[g, tree.root]), tree.multiplicity, tuple((int(G[g, x]), int(G[g, y])) for x, y in tree.arcs))
-            for g in range(self.h)
-        ]
+        ids = self._image_ids(list(tree.arcs)).tolist()
+        shared = self.arc_tuples
+        roots = G[:, tree.root].tolist()
+        return [Tree(roots[g], tree.multiplicity, tuple(map(shared.__getitem__, ids[g]))) for g in range(self.h)]
 
     def run(self) -> tuple[list[Tree], bool]:
         """Base trees' images for as much demand as symmetry allows; True when all demand is met."""

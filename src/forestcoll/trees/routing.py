@@ -11,7 +11,7 @@ is used at most once, so link loads equal the capacities the packing respected.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from forestcoll.trees.packing import Tree
 from forestcoll.trees.splitting import Path
@@ -53,18 +53,22 @@ def _allocate(bundle: dict[Path, int], need: int) -> list[tuple[Path, int]]:
 
 
 def map_back(
-    packed: Sequence[Tree], bundles: dict[tuple[int, int], dict[Path, int]], compute: Sequence[int]
-) -> list[tuple[int, int, list[tuple[int, int, Path]]]]:
+    packed: Iterable[Tree], bundles: dict[tuple[int, int], dict[Path, int]], compute: Sequence[int]
+) -> Iterator[tuple[int, int, list[tuple[int, int, Path]]]]:
     """Replace logical arcs by physical paths, splitting a tree where its units take different paths.
 
-    Returns (root node, multiplicity, [(src, dst, path)]) in node indices.
+    Yields (root node, multiplicity, [(src, dst, path)]) in node indices, tree by tree (a caller that builds
+    its own trees from them never holds all of them twice); ``bundles`` is used up as they are yielded.
     """
-    out = []
     for tree in packed:
+        m = tree.multiplicity
+        single = [_allocate(bundles[(compute[x], compute[y])], m) for x, y in tree.arcs]
+        if all(len(a) == 1 for a in single):  # the common case: one route per arc, the tree stays whole
+            yield compute[tree.root], m, [(compute[x], compute[y], a[0][0]) for (x, y), a in zip(tree.arcs, single)]
+            continue
         allocations = []
         cuts = {0, tree.multiplicity}
-        for x, y in tree.arcs:
-            alloc = _allocate(bundles[(compute[x], compute[y])], tree.multiplicity)
+        for alloc in single:
             allocations.append(alloc)
             acc = 0
             for _, a in alloc:
@@ -80,5 +84,4 @@ def map_back(
                         edges.append((compute[x], compute[y], p))
                         break
                     acc += a
-            out.append((compute[tree.root], hi - lo, edges))
-    return out
+            yield compute[tree.root], hi - lo, edges
