@@ -24,7 +24,8 @@ Markers: an HTML comment on the line right before the fence, visible in the mark
 Every block runs from a temporary copy of the repository root (the top-level entries symlinked, so
 relative paths such as docs/examples/... and examples/... resolve and files a command writes land in the
 copy, never in the checkout), with ``.venv/bin`` first on PATH and ``../shared`` next to the copy when
-the real one exists.  The blocks of one file run in order in the same copy, as a reader pastes them.
+the real one exists.  The blocks of one section (a ``## `` heading of one file) run in order in the same
+copy, as a reader pastes them; sections are independent of each other (and may run in parallel).
 
 Masking rule (applied to shown and real output alike, nothing else is masked):
   1. a wall-clock duration -- a decimal number followed by `` s`` (``0.64 s``, ``time  0.009 s``) and the
@@ -45,6 +46,7 @@ SHOWN_KINDS = {"text", "yaml", "json", "xml"}
 MARKERS = ("needs shared-data", "skip:", "output", "make-demo")
 
 _FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
+_HEADING = re.compile(r"^## (.+)$", re.M)
 _MARK = re.compile(r"<!--\s*doc-test:\s*(.*?)\s*-->\s*$")
 
 
@@ -55,6 +57,7 @@ class Block:
     kind: str  # the fence's language ("" when unlabelled)
     text: str
     markers: tuple[str, ...] = field(default=())
+    section: str = ""  # the '## ' heading the block is under ("" before the first)
 
     @property
     def id(self) -> str:
@@ -79,12 +82,15 @@ class Block:
 def blocks(path: Path) -> list[Block]:
     """The fenced blocks of one markdown file, in order, with the doc-test markers on the line before each."""
     text = path.read_text()
+    fences = list(_FENCE.finditer(text))
+    heads = [h for h in _HEADING.finditer(text) if not any(f.start() < h.start() < f.end() for f in fences)]
     out = []
-    for m in _FENCE.finditer(text):
+    for m in fences:
+        section = ([""] + [h.group(1).strip() for h in heads if h.start() < m.start()])[-1]
         before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
         mark = _MARK.search(before)
         markers = _split_markers(mark.group(1)) if mark else ()
-        out.append(Block(path, text.count("\n", 0, m.start()) + 1, m.group(1).lower(), m.group(2), markers))
+        out.append(Block(path, text.count("\n", 0, m.start()) + 1, m.group(1).lower(), m.group(2), markers, section))
     return out
 
 

@@ -44,24 +44,24 @@ def test_every_doc_has_blocks_and_the_run_list_is_not_empty():
 def test_output_markers_follow_a_python_script():
     for prev, block in zip(ALL, ALL[1:]):
         if "output" in block.markers:
-            assert prev.path == block.path and prev.kind == "python" and ">>>" not in prev.text, block.id
+            assert (prev.path, prev.section) == (block.path, block.section) and prev.kind == "python" and ">>>" not in prev.text, block.id
 
 
 # ----- running the blocks -----------------------------------------------------------------------
 
 
 class DocRun:
-    """One temporary copy of the repository root per markdown file; its blocks run there in order."""
+    """One temporary copy of the repository root per section of a markdown file; its blocks run there in order."""
 
     def __init__(self, base: Path):
         self.base = base
-        self.copies: dict[Path, Path] = {}
-        self.globs: dict[Path, dict] = {}
-        self.stdout: dict[Path, str] = {}  # the last python script's stdout, per file
+        self.copies: dict[tuple, Path] = {}
+        self.globs: dict[tuple, dict] = {}
+        self.stdout: dict[tuple, str] = {}  # the last python script's stdout, per section
 
-    def copy(self, doc: Path) -> Path:
+    def copy(self, doc: tuple) -> Path:
         if doc not in self.copies:
-            top = self.base / doc.stem
+            top = self.base / f"{doc[0].stem}-{len(self.copies)}"
             repo = top / "repo"
             repo.mkdir(parents=True)
             for entry in ROOT.iterdir():
@@ -96,43 +96,50 @@ def _check_console(block: Block, steps, cwd: Path, env: dict):
     assert not failures, f"{block.id}: " + "\n".join(failures)
 
 
-RUN = [b for b in ALL if b.runs]
+# the blocks of one section share a copy and run in order: under pytest-xdist (`make test` runs -n 2
+# --dist loadgroup) each section's blocks go to one worker
+RUN = [pytest.param(b, id=b.id, marks=pytest.mark.xdist_group(f"{b.path.name}#{b.section}")) for b in ALL if b.runs]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
+@pytest.mark.parametrize("block", RUN)
 def test_block_runs_as_pasted(block: Block, docrun: DocRun):
     if block.skip_reason:
         pytest.skip(f"{block.id}: {block.skip_reason}")
     if block.needs_shared and not (SHARED / "data").is_dir():
         pytest.skip(f"{block.id}: needs {SHARED / 'data'}")
-    cwd, env = docrun.copy(block.path), docrun.env()
+    key = (block.path, block.section)
+    cwd, env = docrun.copy(key), docrun.env()
     if block.kind == "console":
         _check_console(block, console_steps(block.text), cwd, env)
     elif "make-demo" in block.markers:
         steps = console_steps(block.text, prompt=".venv/bin/")
         recipe = _make_demo_recipe()
+        (cwd / "out").mkdir(exist_ok=True)  # the recipe's silent `@mkdir -p $(OUT)`
         assert [c for c, _ in steps] == recipe, f"{block.id}: the transcript's commands are not the Makefile's demo recipe"
         _check_console(block, steps, cwd, env)
     elif "output" in block.markers:
-        real = [mask(line, str(cwd)) for line in docrun.stdout.get(block.path, "").splitlines()]
+        real = [mask(line, str(cwd)) for line in docrun.stdout.get(key, "").splitlines()]
         want = [mask(line) for line in block.text.splitlines()]
         assert matches(want, real), f"{block.id}: shown\n{block.text}\nreal\n" + "\n".join(real)
     elif block.kind == "python" and ">>>" in block.text:
-        globs = docrun.globs.setdefault(block.path, {})
+        globs = docrun.globs.setdefault(key, {})
         test = doctest.DocTestParser().get_doctest(block.text, globs, block.id, str(block.path), block.line)
         runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
         here = os.getcwd()
         os.chdir(cwd)
         try:
             runner.run(test, clear_globs=False)
+            globs.update(test.globs)  # DocTest works on a copy: the next session of this file sees these names
         finally:
             os.chdir(here)
         result = runner.summarize(verbose=False)
         assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {block.id} fail"
     elif block.kind == "python":
-        proc = subprocess.run([sys.executable, "-"], input=block.text, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-        docrun.stdout[block.path] = proc.stdout
+        script = cwd / f"_doc_{block.path.stem}_{block.line}.py"  # a file: multiprocessing's spawn re-imports it
+        script.write_text(block.text)
+        proc = subprocess.run([sys.executable, script.name], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+        docrun.stdout[key] = proc.stdout
         assert proc.returncode == 0, f"{block.id}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     else:  # bash, sh, shell
         proc = subprocess.run(["bash", "-e", "-c", block.text], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
