@@ -96,18 +96,40 @@ def _check_console(block: Block, steps, cwd: Path, env: dict):
     assert not failures, f"{block.id}: " + "\n".join(failures)
 
 
-# the blocks of one section share a copy and run in order: under pytest-xdist (`make test` runs -n 2
-# --dist loadgroup) each section's blocks go to one worker
-RUN = [pytest.param(b, id=b.id, marks=pytest.mark.xdist_group(f"{b.path.name}#{b.section}")) for b in ALL if b.runs]
+def _sections():
+    """The runnable blocks grouped by (file, '## ' section), in order: a section is pasted top to bottom."""
+    groups: dict[tuple, list[Block]] = {}
+    for b in ALL:
+        if b.runs:
+            groups.setdefault((b.path, b.section), []).append(b)
+    for (path, section), group in groups.items():
+        slug = "-".join(section.lower().replace("`", "").split()[:4]) or "top"
+        yield pytest.param(group, id=f"{path.name}#{slug}")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("block", RUN)
-def test_block_runs_as_pasted(block: Block, docrun: DocRun):
-    if block.skip_reason:
-        pytest.skip(f"{block.id}: {block.skip_reason}")
-    if block.needs_shared and not (SHARED / "data").is_dir():
-        pytest.skip(f"{block.id}: needs {SHARED / 'data'}")
+@pytest.mark.parametrize("group", list(_sections()))
+def test_blocks_run_as_pasted(group: list[Block], docrun: DocRun):
+    """Each section's blocks, in order, in one copy; every failing block is reported (by file:line), not just the first."""
+    failures, skipped, ran = [], [], 0
+    for block in group:
+        if block.skip_reason:
+            skipped.append(f"{block.id}: {block.skip_reason}")
+            continue
+        if block.needs_shared and not (SHARED / "data").is_dir():
+            skipped.append(f"{block.id}: needs {SHARED / 'data'}")
+            continue
+        try:
+            _run_block(block, docrun)
+            ran += 1
+        except AssertionError as exc:
+            failures.append(str(exc))
+    assert not failures, "\n\n".join(failures)
+    if not ran:
+        pytest.skip("; ".join(skipped))
+
+
+def _run_block(block: Block, docrun: DocRun) -> None:
     key = (block.path, block.section)
     cwd, env = docrun.copy(key), docrun.env()
     if block.kind == "console":
@@ -126,15 +148,15 @@ def test_block_runs_as_pasted(block: Block, docrun: DocRun):
         globs = docrun.globs.setdefault(key, {})
         test = doctest.DocTestParser().get_doctest(block.text, globs, block.id, str(block.path), block.line)
         runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
-        here = os.getcwd()
+        here, report = os.getcwd(), []
         os.chdir(cwd)
         try:
-            runner.run(test, clear_globs=False)
+            runner.run(test, out=report.append, clear_globs=False)
             globs.update(test.globs)  # DocTest works on a copy: the next session of this file sees these names
         finally:
             os.chdir(here)
         result = runner.summarize(verbose=False)
-        assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {block.id} fail"
+        assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {block.id} fail\n" + "".join(report)
     elif block.kind == "python":
         script = cwd / f"_doc_{block.path.stem}_{block.line}.py"  # a file: multiprocessing's spawn re-imports it
         script.write_text(block.text)
