@@ -36,11 +36,11 @@ demo: $(VENV)/.base
 	$(BIN)/forestcoll mscclpp run $(OUT)/dgx-a100x2-allreduce.plan.json
 	$(BIN)/forestcoll simulate $(OUT)/dgx-a100x2-allreduce.plan.json -t dgx-a100:nodes=2 --size 1040MiB --trees $(OUT)/dgx-a100x2-allreduce.json
 
-# two workers (pytest-xdist): the suite is CPU-bound and CI has 2 cores; --dist loadgroup keeps each
-# README/docs section's blocks on one worker, in order (tests/test_docs.py)
+# two workers (pytest-xdist): the suite is CPU-bound and CI has 2 cores (each README/docs section is one
+# test in tests/test_docs.py, so its blocks stay in order on one worker)
 test: $(VENV)/.test
 	@echo "make test: the whole suite, about 8 minutes on 2 idle cores (make check: the fast tier, about 1 minute)"
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2
 
 check: $(VENV)/.test
 	$(BIN)/python -m pytest -m "not slow"
