@@ -1,6 +1,6 @@
 # forestcoll: two entry points on a fresh machine (only Python >= 3.11 needed).
 #   make demo   set up .venv, generate + verify an optimal allreduce for a 2x8 DGX-A100, export it to an MSCCL++ plan, run that
-#   make test   set up .venv with the test and torch extras, run the whole test suite (~8 min on 2 cores)
+#   make test   set up .venv with the test and torch extras, run the whole test suite (~10 min on 2 cores)
 #   make check  the fast tier for the edit loop: the suite without the tests marked slow (< 60 s)
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -39,7 +39,7 @@ demo: $(VENV)/.base
 # two workers (pytest-xdist): the suite is CPU-bound and CI has 2 cores (each README/docs section is one
 # test in tests/test_docs.py, so its blocks stay in order on one worker)
 test: $(VENV)/.test
-	@echo "make test: the whole suite, about 8 minutes on 2 idle cores (make check: the fast tier, about 1 minute)"
+	@echo "make test: the whole suite and every README/docs block, about 10 minutes on 2 idle cores (make check: the fast tier, about 1 minute)"
 	$(BIN)/python -m pytest -n 2
 
 check: $(VENV)/.test

@@ -10,6 +10,7 @@ from __future__ import annotations
 import doctest
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -103,7 +104,7 @@ def _sections():
         if b.runs:
             groups.setdefault((b.path, b.section), []).append(b)
     for (path, section), group in groups.items():
-        slug = "-".join(section.lower().replace("`", "").split()[:4]) or "top"
+        slug = "-".join(re.findall(r"[a-z0-9+]+", section.lower())[:4]) or "top"
         yield pytest.param(group, id=f"{path.name}#{slug}")
 
 
