@@ -1,6 +1,6 @@
 # forestcoll: two entry points on a fresh machine (only Python >= 3.11 needed).
 #   make demo   set up .venv, generate + verify an optimal allreduce for a 2x8 DGX-A100, export it to an MSCCL++ plan, run that
-#   make test   set up .venv with the test and torch extras, run the whole test suite
+#   make test   set up .venv with the test and torch extras, run the whole test suite (~10 min on 2 cores)
 #   make check  the fast tier for the edit loop: the suite without the tests marked slow (< 60 s)
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -36,8 +36,11 @@ demo: $(VENV)/.base
 	$(BIN)/forestcoll mscclpp run $(OUT)/dgx-a100x2-allreduce.plan.json
 	$(BIN)/forestcoll simulate $(OUT)/dgx-a100x2-allreduce.plan.json -t dgx-a100:nodes=2 --size 1040MiB --trees $(OUT)/dgx-a100x2-allreduce.json
 
+# two workers (pytest-xdist): the suite is CPU-bound and CI has 2 cores (each README/docs section is one
+# test in tests/test_docs.py, so its blocks stay in order on one worker)
 test: $(VENV)/.test
-	$(BIN)/python -m pytest
+	@echo "make test: the whole suite and every README/docs block, about 10 minutes on 2 idle cores (make check: the fast tier, about 1 minute)"
+	$(BIN)/python -m pytest -n 2
 
 check: $(VENV)/.test
 	$(BIN)/python -m pytest -m "not slow"

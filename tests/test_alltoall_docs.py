@@ -1,16 +1,18 @@
-"""Every python block in docs/alltoall.md runs as pasted."""
+"""Every python script block in docs/alltoall.md runs as pasted, in-process (fast tier; tests/test_docs.py
+runs them again as scripts, with their shown output, in the slow tier).  Blocks with a doc-test skip marker
+(a torch fragment) are left to that marker."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
+from doc_blocks import blocks
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "alltoall.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
+BLOCKS = [b for b in blocks(DOC) if b.kind == "python" and not b.skip_reason]
 
 
-@pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
-def test_doc_block_runs(code):
-    exec(compile(code, str(DOC), "exec"), {})
+@pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
+def test_doc_block_runs(block):
+    exec(compile(block.text, str(DOC), "exec"), {})
