@@ -6,7 +6,8 @@ and k = 1: the layout the exporter chose, thread blocks per GPU, operations per 
 algbw of one call at 1 GiB and at 16 MiB of the plan (exported for that size: pipeline slices are cut for it)
 against its own trees, both on the same network model.  An optimal k whose plan needs more thread blocks than a GPU
 runs at once (104) is refused; the row after it measures the schedule `generate --format mscclpp` exports then
-(`fitting_schedule`: the largest power of two below it whose plan fits, a thread block per tree edge if it can).  "trees (runtime routes)" runs the trees on the routes a GPU-to-GPU
+(`fitting_schedule`: of the powers of two below it whose plans fit, the one whose trees simulate fastest at 1 GiB on
+the executor's routes).  "trees (runtime routes)" runs the trees on the routes a GPU-to-GPU
 transfer takes inside a box (CUDA IPC): where it differs from "trees", the schedule uses paths the runtime does not
 take by itself (PCIe instead of NVLink, the network between two GPUs of one box).  "plan" simulates port channels
 as the executor sets them up (CUDA IPC inside a host), "plan (NIC ports)" with every port channel through the
@@ -25,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -35,26 +35,13 @@ from forestcoll.generate import generate
 from forestcoll.mscclpp.export import ExportError, export_mscclpp, fitting_schedule
 from forestcoll.mscclpp.interpreter import run_plan
 from forestcoll.mscclpp.plan import read_plan
-from forestcoll.schedule import Schedule
 from forestcoll.simulate import build_network, simulate
-from forestcoll.simulate.mscclpp import simulate_plan
+from forestcoll.simulate.mscclpp import on_runtime_routes, simulate_plan
 from forestcoll.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "data" / "mscclpp-plans"
 SIZES = (1 << 30, 16 << 20)
-
-
-def on_runtime_routes(sched: Schedule, net) -> Schedule:
-    """The schedule with every edge's path replaced by the model's route between its two GPUs."""
-    idx = {r: i for i, r in enumerate(net.ranks)}
-
-    def path(e):
-        links, _lat = net.route(idx[e.src], idx[e.dst])
-        return (net.names[net.ends[links[0]][0]], *(net.names[net.ends[x][1]] for x in links))
-
-    trees = tuple(replace(t, edges=tuple(replace(e, path=path(e)) for e in t.edges)) for t in sched.trees)
-    return replace(sched, trees=trees)
 
 
 def export_table(console: Console, markdown: bool, quick: bool) -> list:

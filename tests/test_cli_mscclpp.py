@@ -86,12 +86,27 @@ def test_generate_falls_back_to_a_k_that_fits(tmp_path):
                          "--max-threadblocks", "20", "--no-check")
     assert code == 0, err
     assert "note       the optimal k=13 does not fit: allgather k=13 needs" in out
-    assert "exported k=4, the largest power of two below it whose plan fits with a thread block per tree edge" in out
+    # k = 4, 2 and 1 fit and simulate alike at 1 GiB: the tie goes to the largest k
+    assert "exported k=4, the fastest of the powers of two below it whose plans fit, simulated at 1GiB" in out
     # with --k the user's k is kept: refused with the limit and the way out
     code, out, err = cli("generate", "dgx-a100:nodes=2", "-c", "allgather", "--k", "13", "--format", "mscclpp", "-o",
                          str(tmp_path / "q.json"), "--max-threadblocks", "20")
     one_line_error(code, out, err, "more than the 20 a GPU runs at once (--max-threadblocks")
     assert "generate with a smaller k" in err and not (tmp_path / "q.json").exists()
+
+
+def test_generate_fallback_picks_the_faster_fitting_k(tmp_path):
+    # mi250 (one box) allreduce: k=3 needs 41 thread blocks even at the 'level' layout; k=2 and k=1 fit in 40, and
+    # at 4 MiB k=1's trees simulate faster (86.0 against 82.6 GB/s): the largest fitting power of two would be k=2
+    plan = tmp_path / "p.json"
+    code, out, err = cli("generate", "mi250", "-c", "allreduce", "--format", "mscclpp", "-o", str(plan),
+                         "--max-threadblocks", "40", "--design-size", "4MiB", "--no-check", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["chunks_per_root"] == 1, data
+    note = next(n for n in data["notes"] if n.startswith("the optimal k=3 does not fit"))
+    assert "exported k=1, the fastest of the powers of two below it whose plans fit, simulated at 4MiB" in note
+    assert "k=2 82.6" in note
 
 
 def test_generate_by_size_writes_plans(tmp_path):

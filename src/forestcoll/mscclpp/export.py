@@ -42,7 +42,7 @@ from forestcoll.schedule import Schedule, schedule_topology
 from forestcoll.topology import Topology
 
 __all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "chunk_bytes", "export_mscclpp", "self_check",
-           "fitting_schedule", "write_generated_plan", "write_mscclpp"]
+           "fitting_powers", "fitting_schedule", "write_generated_plan", "write_mscclpp"]
 
 DEFAULT_MAX_MESSAGE = U32 - 1  # the executor's offsets are 32-bit
 DEFAULT_LL_MAX_MESSAGE = 1 << 20
@@ -249,34 +249,52 @@ def write_mscclpp(sched: Schedule, path: str, topology: Topology | str | None = 
 
 def fitting_schedule(topology: Topology, collective: str, sched: Schedule, options: ExportOptions | None = None,
                      **generate_kwargs: Any) -> tuple[Schedule, str] | None:
-    """The schedule to export when ``sched``'s plan needs more thread blocks than ``options.max_threadblocks``: the
-    largest power of two k below its k whose plan fits with one thread block per tree edge (the finest layout:
-    coarser blocks couple trees that reach them at different times, which costs 10-20% on deep trees), or failing
-    that with any layout; with a phrase saying which.  None when no power of two fits."""
+    """The schedule to export when ``sched``'s plan needs more thread blocks than ``options.max_threadblocks``:
+    among the powers of two k below its k whose plans fit (:func:`fitting_powers`), the one whose trees simulate
+    fastest at the design size (``options.design_size``, default 1 GiB) on the routes the executor takes
+    (:func:`forestcoll.simulate.mscclpp.on_runtime_routes`: CUDA IPC between two GPUs of a box), ties to the
+    larger k; with a phrase saying how it was chosen.  None when no power of two fits."""
+    from forestcoll.simulate.core import simulate
+    from forestcoll.simulate.mscclpp import on_runtime_routes
+    from forestcoll.simulate.network import build_network
+    from forestcoll.units import format_size
+
+    fitting = fitting_powers(topology, collective, sched, options, **generate_kwargs)
+    if not fitting:
+        return None
+    base = options or ExportOptions()
+    size = base.design_size or min(base.max_message_size or (1 << 30), 1 << 30)
+    net = build_network(topology)
+    rates = {kk: simulate(net, on_runtime_routes(s, net), sched.collective, size).algbw_gbps
+             for kk, s in fitting.items()}
+    chosen = max(rates, key=lambda kk: (rates[kk], kk))
+    others = ", ".join(f"k={kk} {rates[kk]:.1f}" for kk in sorted(rates, reverse=True) if kk != chosen)
+    how = (f"the fastest of the powers of two below it whose plans fit, simulated at {format_size(size)} "
+           f"({rates[chosen]:.1f} GB/s" + (f"; {others}" if others else "") + ")")
+    return fitting[chosen], how
+
+
+def fitting_powers(topology: Topology, collective: str, sched: Schedule, options: ExportOptions | None = None,
+                   **generate_kwargs: Any) -> dict[int, Schedule]:
+    """The schedules at the powers of two k below ``sched.k`` whose plans fit the executor's thread blocks
+    (with any layout the exporter picks), largest k first; once one fits, every smaller k is tried too (fewer
+    trees need no more thread blocks, but a smaller k may still be faster: shallower trees, fewer pieces)."""
     from dataclasses import replace
 
     from forestcoll.generate import generate
 
-    base = options or ExportOptions()
-    cache: dict[int, Schedule] = {}
-
-    def fits(kk: int, layout: str) -> bool:
-        if kk not in cache:
-            cache[kk] = generate(topology, collective, k=kk, **generate_kwargs)
+    base = replace(options or ExportOptions(), check=False)
+    found: dict[int, Schedule] = {}
+    for kk in sorted((2**i for i in range(20) if 2**i < sched.k), reverse=True):
+        cand = generate(topology, collective, k=kk, **generate_kwargs)
         try:
-            export_mscclpp(cache[kk], topology, replace(base, layout=layout, check=False))
+            export_mscclpp(cand, topology, base)
         except ExportError as exc:
             if "thread blocks per GPU" in str(exc):
-                return False
+                continue
             raise
-        return True
-
-    smaller = sorted((2**i for i in range(20) if 2**i < sched.k), reverse=True)
-    chosen = next((kk for kk in smaller if fits(kk, "edge")), None)
-    if chosen is not None:
-        return cache[chosen], "whose plan fits with a thread block per tree edge"
-    chosen = next((kk for kk in smaller if fits(kk, "auto")), None)
-    return (cache[chosen], "whose plan fits") if chosen is not None else None
+        found[kk] = cand
+    return found
 
 
 def write_generated_plan(topology: Topology, collective: str, path: str, *, k: int | None = None,
@@ -303,7 +321,7 @@ def write_generated_plan(topology: Topology, collective: str, path: str, *, k: i
     fallback, how = found
     result = write_mscclpp(fallback, path, topology, options)
     result.notes.insert(0, f"the optimal k={sched.k} does not fit: " + str(first).split(" (--max-threadblocks")[0]
-                        + f"; exported k={fallback.k}, the largest power of two below it {how}; its trees reach "
+                        + f"; exported k={fallback.k}, {how}; its trees reach "
                         + f"{float(fallback.algbw / sched.bound_algbw):.1%} of the bound")
     return fallback, result
 

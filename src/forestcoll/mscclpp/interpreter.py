@@ -48,10 +48,10 @@ from typing import Any
 import numpy as np
 
 from forestcoll.errors import UsageError
+from forestcoll.limits import MAX_ITERATIONS, MAX_MSCCL_ELEMENTS, MAX_SEED, check_count
 from forestcoll.mscclpp.machine import Machine
 from forestcoll.mscclpp.plan import Plan, PlanError
 from forestcoll.mscclpp.run_result import RunResult, Stuck
-from forestcoll.limits import MAX_ITERATIONS, MAX_MSCCL_ELEMENTS, MAX_SEED, check_count
 from forestcoll.mscclpp.semantics import COLLECTIVES, U32, buffer_sizes, check_message_size
 from forestcoll.mscclpp.state import Fault, TbState
 

@@ -569,6 +569,21 @@ def plan_simulation(net: Network, plan: Plan, size: int = 1 << 30, schedule: Sch
 # ----- one plan per size range (generate --sizes --format mscclpp) --------------------------------------
 
 
+def on_runtime_routes(sched: Schedule, net: Network) -> Schedule:
+    """``sched`` with every tree edge's path replaced by the model's route between its two GPUs: the route a
+    GPU-to-GPU transfer of a plan takes (CUDA IPC inside a box), not the path the trees were packed on."""
+    from dataclasses import replace
+
+    idx = {r: i for i, r in enumerate(net.ranks)}
+
+    def path(e):
+        links, _lat = net.route(idx[e.src], idx[e.dst])
+        return (net.names[net.ends[links[0]][0]], *(net.names[net.ends[x][1]] for x in links))
+
+    trees = tuple(replace(t, edges=tuple(replace(e, path=path(e)) for e in t.edges)) for t in sched.trees)
+    return replace(sched, trees=trees)
+
+
 def fitting_candidates(candidates: dict[str, Schedule], topo, options=None) -> tuple[dict[str, Schedule], list[str]]:
     """The candidate schedules whose plans fit the executor's limits (``options``:
     :class:`forestcoll.mscclpp.export.ExportOptions`), and a note for each one left out."""
