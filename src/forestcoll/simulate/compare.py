@@ -26,7 +26,7 @@ from forestcoll.simulate.network import Network
 from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
-__all__ = ["COMPARED", "Comparison", "compare", "compare_topology", "default_workers", "plot_comparison", "run_jobs"]
+__all__ = ["BEST", "COMPARED", "Comparison", "best_rows", "compare", "compare_topology", "default_workers", "plot_comparison", "run_jobs"]
 
 
 @dataclass
@@ -170,6 +170,7 @@ def plot_comparison(comp: Comparison, path: str) -> None:
     if ext not in ("png", "svg", "pdf"):
         raise UsageError(f"{path}: the plot must be .png, .svg or .pdf")
     styles = {"forestcoll": ("#d62728", "o", "-"), "forestcoll-k1": ("#ff7f0e", "s", "-"),
+              BEST: ("#000000", "*", "-"),
               "ring": ("#1f77b4", "^", "--"), "double-binary-tree": ("#2ca02c", "v", "--"),
               "hierarchical": ("#9467bd", "D", ":"), "direct": ("#7f7f7f", "x", ":")}
     fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
@@ -209,7 +210,32 @@ def _flow_schedule(topo: Topology, root: str | None):
     return made.schedule
 
 
-COMPARED = ("forestcoll", "forestcoll-k1")  # forestcoll's schedules compare_topology runs besides the baselines
+# forestcoll's schedules compare_topology runs besides the baselines ("forestcoll-h": the height-limited one, named
+# forestcoll-h<H>; "forestcoll-ring": the ring written as a forestcoll schedule, which generate --sizes can export)
+# and the per-size best of them
+COMPARED = ("forestcoll", "forestcoll-k1", "forestcoll-k2", "forestcoll-h", "forestcoll-ring", "forestcoll-best")
+BEST = "forestcoll-best"
+
+
+def _wanted(name: str, algorithms: Sequence[str] | None) -> bool:
+    if algorithms is None:
+        return True
+    return name in algorithms or (name.startswith("forestcoll-h") and "forestcoll-h" in algorithms)
+
+
+def best_rows(results: Sequence[SimResult]) -> list[SimResult]:
+    """Per size, the fastest of forestcoll's schedules (``algorithm`` starting ``forestcoll``) renamed
+    ``forestcoll-best``, with ``extra["chosen"]`` naming it: what ``generate --sizes`` picks at that size (before its
+    2% hysteresis and its rule that the runtime's chunking must divide the size)."""
+    from dataclasses import replace
+
+    out = []
+    for size in sorted({r.size_bytes for r in results}):
+        ours = [r for r in results if r.size_bytes == size and r.algorithm.startswith("forestcoll")]
+        if ours:
+            top = max(ours, key=lambda r: r.algbw_gbps)
+            out.append(replace(top, algorithm=BEST, extra={**top.extra, "chosen": top.algorithm}))
+    return out
 
 
 def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[int] = (1 << 20, 1 << 30), *,
@@ -217,9 +243,10 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
                      root: str | None = None, latency_us: Mapping[str, float] | None = None, workers: int = 1,
                      plot: str | None = None, fairness: str = "max-min", slice_bytes: int = DEFAULT_SLICE,
                      max_slices: int = DEFAULT_MAX_SLICES, status: Callable[[str], Any] | None = None) -> Comparison:
-    """What ``forestcoll compare`` does: forestcoll's optimal and k = 1 schedules and every baseline that
-    applies (or just ``algorithms``), simulated at every size on ``topology``; with ``plot`` the picture is
-    written there.  ``status(text)``, if given, returns a context manager shown while the runs go."""
+    """What ``forestcoll compare`` does: forestcoll's candidates (the optimal k, k = 1 and 2, one height-limited
+    schedule, the ring written as a forestcoll schedule: :func:`~forestcoll.simulate.select.candidate_schedules`),
+    every baseline that applies (or just ``algorithms``), simulated at every size on ``topology``, and first the
+    ``forestcoll-best`` row per size (:func:`best_rows`); with ``plot`` the picture is written there.  ``status(text)``, if given, returns a context manager shown while the runs go."""
     from forestcoll.simulate.network import load_network
     from forestcoll.simulate.select import candidate_schedules
 
@@ -234,11 +261,15 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
     topo = net.topology
     collective = collectives.canonical(collective)
     if collectives.get(collective).tree_based:
-        schedules = candidate_schedules(topo, net, collective, root, ks=[1], ring=False)
+        cands = candidate_schedules(topo, net, collective, root, ks=[1, 2], ring_name="forestcoll-ring")
+        # forestcoll-best is the best of every candidate unless --algorithms names some of them
+        picked = algorithms is None or (BEST in algorithms and not any(a.startswith("forestcoll") and a != BEST
+                                                                      for a in algorithms))
+        schedules = {k: v for k, v in cands.items() if picked or _wanted(k, algorithms)}
     else:
         schedules = {"forestcoll": _flow_schedule(topo, root)}
-    if algorithms is not None:
-        schedules = {k: v for k, v in schedules.items() if k in algorithms}
+        if algorithms is not None:
+            schedules = {k: v for k, v in schedules.items() if k in algorithms or BEST in algorithms}
     if collectives.get(collective).tree_based:
         names: Sequence[str] = tuple(baselines.BASELINES)
     else:
@@ -248,6 +279,12 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
     with status(f"simulating up to {total} runs ...") if status else contextlib.nullcontext():
         comp = compare(topo, net, collective, sizes, schedules, base, root=root, workers=workers, fairness=fairness,
                        slice_bytes=slice_bytes, max_slices=max_slices)
+    if algorithms is None or BEST in algorithms:
+        best = best_rows(comp.results)
+        if algorithms is not None and BEST in algorithms:  # asked for the best row, not every candidate's
+            comp.results = [r for r in comp.results if not r.algorithm.startswith("forestcoll") or
+                            _wanted(r.algorithm, algorithms)]
+        comp.results = best + comp.results
     if plot:
         plot_comparison(comp, plot)
         comp.plot = plot

@@ -1,8 +1,8 @@
 """The best schedule per range of call sizes, and one MSCCL file (or MSCCL++ plan) per range.
 
-:func:`candidate_schedules` builds forestcoll's schedule at the optimal k and
-at powers of two below it, and the ring written as a schedule (when it
-verifies); :func:`select_schedules` simulates them at every size and keeps the
+:func:`candidate_schedules` builds forestcoll's schedule at the optimal k,
+at powers of two below it, one height-limited schedule (shallower than all of
+them), and the ring written as a schedule (when it verifies); :func:`select_schedules` simulates them at every size and keeps the
 best per size, where the runtimes can use its file (the element count must
 split into nchunksperloop chunks), merged into ranges with a 2% hysteresis;
 :func:`export_by_size` writes each range's schedule as a self-checked MSCCL
@@ -27,7 +27,7 @@ from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
 __all__ = ["ExportedRange", "Selection", "SizeExport", "SizeRange", "candidate_schedules", "export_by_size",
-           "select_schedules", "usable"]
+           "height_candidate", "select_schedules", "usable"]
 
 
 @dataclass
@@ -67,9 +67,11 @@ class Selection:
 
 
 def candidate_schedules(topo: Topology, net: Network, collective: str, root: str | None = None,
-                        ks: Sequence[int] | None = None, ring: bool = True) -> dict[str, Schedule]:
+                        ks: Sequence[int] | None = None, ring: bool = True, height: bool = True,
+                        ring_name: str = "ring") -> dict[str, Schedule]:
     """forestcoll at the optimal k (``"forestcoll"``) and at each of ``ks`` below it (``"forestcoll-k<k>"``;
-    default: the powers of two up to 64), and with ``ring`` the ring as a schedule (when it verifies)."""
+    default: the powers of two up to 64); with ``height`` one height-limited schedule (``"forestcoll-h<H>"``,
+    :func:`height_candidate`); with ``ring`` the ring as a schedule (``ring_name``, when it verifies)."""
     from forestcoll.generate import generate
     from forestcoll.verify import verify
 
@@ -78,14 +80,34 @@ def candidate_schedules(topo: Topology, net: Network, collective: str, root: str
     for k in (ks if ks is not None else [2**i for i in range(0, 7)]):
         if k < best.k:
             cands[f"forestcoll-k{k}"] = generate(topo, collective, k=k, root=root)
+    if height:
+        found = height_candidate(topo, collective, list(cands.values()), root)
+        if found is not None:
+            cands[f"forestcoll-h{found.max_height()}"] = found
     if ring:
         try:
             sched = baselines.ring_schedule(net, collective, root)
             if verify(sched, topo).ok:
-                cands["ring"] = sched
+                cands[ring_name] = sched
         except ForestCollError:
             pass
     return cands
+
+
+def height_candidate(topo: Topology, collective: str, others: Sequence[Schedule],
+                     root: str | None = None) -> Schedule | None:
+    """One schedule shallower than every one of ``others``: ``generate --max-height H`` at H = their lowest
+    height - 1 (one search, a few seconds to half a minute on 32 ranks; shallower trees pay fewer hop latencies
+    per piece, which wins at small sizes).  None when no such tree exists or the search finds none."""
+    from forestcoll.generate import generate
+
+    target = min(s.max_height() for s in others) - 1
+    if target < 1:
+        return None
+    try:
+        return generate(topo, collective, root=root, max_height=target)
+    except ForestCollError:
+        return None
 
 
 def usable(sched: Schedule, size: int, element_bytes: int = 4) -> bool:
