@@ -36,7 +36,7 @@ from forestcoll.mscclpp.export import ExportError, export_mscclpp, fitting_sched
 from forestcoll.mscclpp.interpreter import run_plan
 from forestcoll.mscclpp.plan import read_plan
 from forestcoll.simulate import build_network, simulate
-from forestcoll.simulate.mscclpp import on_runtime_routes, simulate_plan
+from forestcoll.simulate.mscclpp import executor_rate, on_runtime_routes, simulate_plan
 from forestcoll.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ def export_table(console: Console, markdown: bool, quick: bool) -> list:
                     # over the thread-block limit: say so, and measure the way out (generate --format mscclpp picks it)
                     rows.append([spec, coll, label, "refused: " + str(exc).split(" (--max-threadblocks")[0]]
                                 + ["-"] * (len(columns) - 4))
-                    sched = fitting_schedule(topo, coll, sched)[0]
+                    sched = fitting_schedule(topo, coll, sched, rate=executor_rate(topo))[0]
                     label = f"{sched.k} (fallback)"
                 if quick and spec == "mi250:nodes=2" and k is None:
                     rows.append([spec, coll, label] + ["skipped (--quick)"] + ["-"] * (len(columns) - 4))

@@ -285,9 +285,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     topo = topology(args)
     if args.format == "mscclpp":
         from forestcoll.mscclpp.export import write_generated_plan
+        from forestcoll.simulate.mscclpp import executor_rate
 
         sched, result = write_generated_plan(topo, args.collective, args.output, k=args.k, root=args.root,
-                                             symmetry=not args.no_symmetry, max_k=args.max_k, options=options)
+                                             symmetry=not args.no_symmetry, max_k=args.max_k, options=options,
+                                             rate=executor_rate(topo))
         if args.json:
             render.print_json(result)
             return 0

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -248,25 +249,25 @@ def write_mscclpp(sched: Schedule, path: str, topology: Topology | str | None = 
 
 
 def fitting_schedule(topology: Topology, collective: str, sched: Schedule, options: ExportOptions | None = None,
+                     rate: Callable[[Schedule, int], float] | None = None,
                      **generate_kwargs: Any) -> tuple[Schedule, str] | None:
     """The schedule to export when ``sched``'s plan needs more thread blocks than ``options.max_threadblocks``:
-    among the powers of two k below its k whose plans fit (:func:`fitting_powers`), the one whose trees simulate
-    fastest at the design size (``options.design_size``, default 1 GiB) on the routes the executor takes
-    (:func:`forestcoll.simulate.mscclpp.on_runtime_routes`: CUDA IPC between two GPUs of a box), ties to the
-    larger k; with a phrase saying how it was chosen.  None when no power of two fits."""
-    from forestcoll.simulate.core import simulate
-    from forestcoll.simulate.mscclpp import on_runtime_routes
-    from forestcoll.simulate.network import build_network
+    among the powers of two k below its k whose plans fit (:func:`fitting_powers`), the one with the highest
+    ``rate(schedule, size)`` at the design size (``options.design_size``, default 1 GiB), ties to the larger k
+    (the CLI passes :func:`forestcoll.simulate.mscclpp.executor_rate`: the trees simulated on the routes the
+    executor takes; without ``rate`` the largest fitting k is taken); with a phrase saying how it was chosen.
+    None when no power of two fits."""
     from forestcoll.units import format_size
 
     fitting = fitting_powers(topology, collective, sched, options, **generate_kwargs)
     if not fitting:
         return None
+    if rate is None:
+        top = max(fitting)
+        return fitting[top], "the largest power of two below it whose plan fits"
     base = options or ExportOptions()
     size = base.design_size or min(base.max_message_size or (1 << 30), 1 << 30)
-    net = build_network(topology)
-    rates = {kk: simulate(net, on_runtime_routes(s, net), sched.collective, size).algbw_gbps
-             for kk, s in fitting.items()}
+    rates = {kk: rate(s, size) for kk, s in fitting.items()}
     chosen = max(rates, key=lambda kk: (rates[kk], kk))
     others = ", ".join(f"k={kk} {rates[kk]:.1f}" for kk in sorted(rates, reverse=True) if kk != chosen)
     how = (f"the fastest of the powers of two below it whose plans fit, simulated at {format_size(size)} "
@@ -299,7 +300,8 @@ def fitting_powers(topology: Topology, collective: str, sched: Schedule, options
 
 def write_generated_plan(topology: Topology, collective: str, path: str, *, k: int | None = None,
                          root: str | None = None, symmetry: bool = True, max_k: int | None = None,
-                         options: ExportOptions | None = None) -> tuple[Schedule, ExportResult]:
+                         options: ExportOptions | None = None,
+                         rate: Callable[[Schedule, int], float] | None = None) -> tuple[Schedule, ExportResult]:
     """Generate the schedule and write its plan (what ``forestcoll generate --format mscclpp`` does).  Without ``k``
     the optimal schedule is used when its plan fits the executor's thread blocks, else :func:`fitting_schedule`'s,
     with a note saying so.  A given ``k`` is used as it is (or refused)."""
@@ -315,7 +317,7 @@ def write_generated_plan(topology: Topology, collective: str, path: str, *, k: i
         if k is not None or "thread blocks per GPU" not in str(exc):
             raise
         first = exc
-    found = fitting_schedule(topology, collective, sched, options, **kwargs)
+    found = fitting_schedule(topology, collective, sched, options, rate, **kwargs)
     if found is None:
         raise first
     fallback, how = found

@@ -269,7 +269,7 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
     else:
         schedules = {"forestcoll": _flow_schedule(topo, root)}
         if algorithms is not None:
-            schedules = {k: v for k, v in schedules.items() if k in algorithms or BEST in algorithms}
+            schedules = {k: v for k, v in schedules.items() if k in algorithms}
     if collectives.get(collective).tree_based:
         names: Sequence[str] = tuple(baselines.BASELINES)
     else:
@@ -279,7 +279,7 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
     with status(f"simulating up to {total} runs ...") if status else contextlib.nullcontext():
         comp = compare(topo, net, collective, sizes, schedules, base, root=root, workers=workers, fairness=fairness,
                        slice_bytes=slice_bytes, max_slices=max_slices)
-    if algorithms is None or BEST in algorithms:
+    if collectives.get(collective).tree_based and (algorithms is None or BEST in algorithms):
         best = best_rows(comp.results)
         if algorithms is not None and BEST in algorithms:  # asked for the best row, not every candidate's
             comp.results = [r for r in comp.results if not r.algorithm.startswith("forestcoll") or

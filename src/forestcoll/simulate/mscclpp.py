@@ -584,6 +584,17 @@ def on_runtime_routes(sched: Schedule, net: Network) -> Schedule:
     return replace(sched, trees=trees)
 
 
+def executor_rate(topology) -> Any:
+    """``rate(schedule, size)``: the algbw (GB/s) of ``schedule``'s trees simulated at ``size`` on the routes an
+    MSCCL++ plan's transfers take (:func:`on_runtime_routes`); what the fallback of ``generate --format mscclpp``
+    ranks fitting schedules by."""
+    from forestcoll.simulate.core import simulate
+    from forestcoll.simulate.network import build_network
+
+    net = build_network(topology)
+    return lambda sched, size: simulate(net, on_runtime_routes(sched, net), sched.collective, size).algbw_gbps
+
+
 def fitting_candidates(candidates: dict[str, Schedule], topo, options=None) -> tuple[dict[str, Schedule], list[str]]:
     """The candidate schedules whose plans fit the executor's limits (``options``:
     :class:`forestcoll.mscclpp.export.ExportOptions`), and a note for each one left out."""
