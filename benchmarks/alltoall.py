@@ -15,6 +15,11 @@ over the same single route: where the schedule spreads a pair over two NIC
 ports or two spines (H100 dump, leaf-spine) it shows half, because the model
 cannot map channels to NICs as the runtime does.
 
+Table 4 (MSCCL++): the plan exported from the same schedule (lint and a run in
+the interpreter included in its export time), simulated with the plan model
+(``forestcoll.simulate.mscclpp``) at 1 MiB / 64 MiB / 1 GiB next to the
+schedule itself and direct.
+
 Table 2 (scale): generation with the fabric's symmetry and, as the baseline
 measured in the same run, without it (the plain source-aggregated LP), for
 64 / 256 / 1024 ranks; runs longer than --limit seconds are cut off.
@@ -22,6 +27,7 @@ measured in the same run, without it (the plain source-aggregated LP), for
     python benchmarks/alltoall.py                       # all tables
     python benchmarks/alltoall.py --markdown            # markdown for the README
     python benchmarks/alltoall.py --plot docs/img/alltoall.png
+    python benchmarks/alltoall.py --markdown --table mscclpp
 """
 
 from __future__ import annotations
@@ -201,12 +207,54 @@ def xml_table(console: Console, markdown: bool) -> None:
           "lint + interpreter ok", "XML algbw @1 GiB", "of schedule"], rows, markdown, 1)
 
 
+def mscclpp_table(console: Console, markdown: bool, fabrics: list[str] | None = None) -> None:
+    """The MSCCL++ plan of each fabric's chunks='auto' schedule: its size figures, export + self-check time, and its
+    simulated algbw against the schedule's own and direct's (the plan is cut for 1 GiB, the default design size)."""
+    from forestcoll.alltoall.mscclpp import export_alltoall_mscclpp
+    from forestcoll.mscclpp.export import ExportError, ExportOptions
+    from forestcoll.simulate.alltoall import simulate_alltoall
+    from forestcoll.simulate.mscclpp import simulate_plan
+
+    rows = []
+    for label, how in FABRICS + [("ring:n=5", None), ("torus:dims=2x4", None), ("dgx-1", None)]:
+        if fabrics and label not in fabrics:
+            continue
+        if how and not os.path.exists(how[0]):
+            continue
+        topo = load_topology(*how) if how else load_topology(label)
+        sched = generate_alltoall(topo, chunks="auto").schedule
+        t0 = time.perf_counter()
+        try:
+            out = export_alltoall_mscclpp(sched, topo, ExportOptions(inplace=False))
+        except ExportError as exc:
+            rows.append([label, str(sched.k), f"refused: {exc}", *["-"] * 8])
+            continue
+        export_s = time.perf_counter() - t0
+        net = build_network(topo)
+        t1 = time.perf_counter()
+        cells = []
+        for size in SIZES:
+            plan_bw = simulate_plan(net, out.plan, size).algbw_gbps
+            sched_bw = simulate_alltoall(net, sched, size).algbw_gbps
+            direct_bw = simulate_alltoall(net, "direct", size).algbw_gbps
+            cells.append(f"{plan_bw:.1f} / {sched_bw:.1f} / {direct_bw:.1f}")
+        last = (plan_bw, sched_bw)
+        s = out.stats
+        rows.append([label, str(sched.k), str(s.threadblocks_per_gpu), str(s.ops_per_threadblock),
+                     f"{s.memory_channels}+{s.port_channels}", str(s.scratch_chunks), f"{export_s:.2f}", *cells,
+                     f"{last[0] / last[1]:.2f}", f"{time.perf_counter() - t1:.1f}"])
+    show(console, "Table 4: MSCCL++ plan of the chunks='auto' schedule (simulated algbw GB/s: plan / schedule / direct)",
+         ["topology", "k", "tbs/GPU", "ops/tb", "channels/GPU (mem+port)", "scratch chunks", "export + check s",
+          "1 MiB", "64 MiB", "1 GiB", "plan / schedule @1 GiB", "sim s"], rows, markdown, 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--plot", default=None, help="write the algbw-vs-size plot here (png/svg)")
     ap.add_argument("--limit", type=float, default=300.0, help="cut-off for the runs without symmetry (seconds)")
-    ap.add_argument("--table", choices=("fabrics", "scale", "xml", "all"), default="all")
+    ap.add_argument("--table", choices=("fabrics", "scale", "xml", "mscclpp", "all"), default="all")
+    ap.add_argument("--fabric", action="append", default=None, help="with --table mscclpp: only these rows")
     args = ap.parse_args()
     console = Console()
     print(f"load: {os.getloadavg()[0]:.2f} (1-min average), {os.cpu_count()} cores")
@@ -214,6 +262,8 @@ def main() -> None:
         fabric_table(console, args.markdown, args.plot)
     if args.table in ("xml", "all"):
         xml_table(console, args.markdown)
+    if args.table in ("mscclpp", "all"):
+        mscclpp_table(console, args.markdown, args.fabric)
     if args.table in ("scale", "all"):
         scale_table(console, args.markdown, args.limit)
 

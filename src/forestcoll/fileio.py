@@ -12,7 +12,7 @@ from typing import Any
 from forestcoll.errors import ForestCollError
 
 __all__ = ["atomic_write_bytes", "atomic_write_text", "check_output", "dump_json", "ensure_directory", "is_plan", "load_json",
-           "read_text", "sniff"]
+           "parse_json", "read_text", "sniff"]
 
 
 def _umask() -> int:
@@ -104,21 +104,23 @@ def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
         raise ForestCollError(f"{path}: cannot read ({exc.strerror})") from None
 
 
-def _parse_json(text: str, path: str | os.PathLike[str], invalid: str) -> Any:
-    """JSON read exactly (non-integer numbers as Decimal); every failure a one-line ForestCollError."""
+def parse_json(text: str, path: str | os.PathLike[str], invalid: str = "invalid JSON", *, parse_float: Any = Decimal,
+               error: type[ForestCollError] = ForestCollError) -> Any:
+    """JSON text parsed (non-integer numbers as Decimal unless ``parse_float`` says otherwise); every failure
+    (syntax, an integer past Python's digit limit, nesting) a one-line ``error``."""
     try:
-        return json.loads(text, parse_float=Decimal)
+        return json.loads(text, parse_float=parse_float)
     except json.JSONDecodeError as exc:
-        raise ForestCollError(f"{path}: {invalid} at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise error(f"{path}: {invalid} at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except ValueError:  # an integer beyond Python's 4300-digit conversion limit
-        raise ForestCollError(f"{path}: a number has too many digits (see docs/limits.md)") from None
+        raise error(f"{path}: a number has too many digits (see docs/limits.md)") from None
     except RecursionError:
-        raise ForestCollError(f"{path}: JSON nested too deeply") from None
+        raise error(f"{path}: JSON nested too deeply") from None
 
 
 def load_json(path: str | os.PathLike[str], what: str = "JSON file") -> Any:
     """Parse a JSON file exactly: non-integer numbers become Decimal (never float)."""
-    return _parse_json(read_text(path, what), path, "invalid JSON")
+    return parse_json(read_text(path, what), path)
 
 
 def sniff(path: str | os.PathLike[str], what: str = "file") -> tuple[str, Any]:
@@ -127,7 +129,7 @@ def sniff(path: str | os.PathLike[str], what: str = "file") -> tuple[str, Any]:
     text = read_text(path, what)
     if text.lstrip().startswith("<"):
         return "xml", text
-    return "json", _parse_json(text, path, "neither JSON nor XML: invalid JSON")
+    return "json", parse_json(text, path, "neither JSON nor XML: invalid JSON")
 
 
 def is_plan(value: Any) -> bool:

@@ -318,9 +318,6 @@ def generate_alltoall(args: argparse.Namespace) -> int:
     from forestcoll.alltoall.generate import generate_alltoall as generate
 
     refuse_flags(args, "root")
-    if args.format == "mscclpp":
-        raise UsageError("MSCCL++ plans of all-to-all schedules are not built yet: use --format msccl (MSCCL XML) "
-                         "or the schedule JSON")
     if args.sizes:
         raise UsageError("--sizes chooses among tree schedules; an alltoall schedule serves every size "
                          "(generate it with --format msccl)")
@@ -328,6 +325,11 @@ def generate_alltoall(args: argparse.Namespace) -> int:
         if not args.output:
             raise UsageError("--format msccl needs -o FILE.xml")
         options = export_options(args)
+    if args.format == "mscclpp":
+        if not args.output:
+            raise UsageError("--format mscclpp needs -o FILE.json")
+        args.mode = args.mode or "out-of-place"
+        options = mscclpp_options(args)
     topo = topology(args)
     made = generate(topo, chunks=args.k if args.k is not None else "auto", symmetry=not args.no_symmetry)
     if not made.ok or made.schedule is None:
@@ -336,6 +338,9 @@ def generate_alltoall(args: argparse.Namespace) -> int:
     if args.format == "msccl":
         print(f"schedule   {made.message}")
         return write_msccl(sched, options, args)
+    if args.format == "mscclpp":
+        print(f"schedule   {made.message}")
+        return write_mscclpp(sched, topo, options, args)
     if args.output:
         from forestcoll.schedule import write_schedule
 
@@ -421,13 +426,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     fmt = export_format(args)
     if fmt == "msccl" and args.topology:
         raise UsageError("--topology applies to --format mscclpp only (an MSCCL file does not depend on it)")
-    options = export_options(args) if fmt == "msccl" else mscclpp_options(args)
     sched = read_schedule(args.schedule)
+    if fmt == "mscclpp" and sched.collective == ALLTOALL.name:
+        args.mode = args.mode or "out-of-place"  # an all-to-all runs out of place only
+    options = export_options(args) if fmt == "msccl" else mscclpp_options(args)
     parts = f"{len(sched.flows)} flows" if sched.collective == ALLTOALL.name else f"{len(sched.trees)} trees"
     print(f"schedule   {args.schedule}: {sched.collective}, k={sched.k}, {parts}, {len(sched.ranks)} ranks")
     if fmt == "mscclpp":
-        if sched.collective == ALLTOALL.name:
-            raise UsageError("MSCCL++ plans of all-to-all schedules are not built yet: use --format msccl (MSCCL XML)")
         return write_mscclpp(sched, args.topology, options, args)
     return write_msccl(sched, options, args)
 
@@ -438,6 +443,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 def write_mscclpp(sched, topo, options, args: argparse.Namespace) -> int:
     from forestcoll.mscclpp.export import write_mscclpp as write
 
+    if sched.collective == ALLTOALL.name:
+        from forestcoll.alltoall.mscclpp import write_alltoall_mscclpp as write
     result = write(sched, args.output, topo, options)
     if getattr(args, "json", False):
         render.print_json(result)

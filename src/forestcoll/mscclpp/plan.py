@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forestcoll.errors import ForestCollError
-from forestcoll.fileio import read_text
+from forestcoll.fileio import parse_json, read_text
 
 U64_MAX = (1 << 64) - 1
 BUFFER_TYPES = ("i", "o", "s")
@@ -431,14 +431,7 @@ def parse_plan(text: str, source: str = "plan.json") -> Plan:
     if text.lstrip().startswith("<"):
         raise PlanError(f"{source}: an XML file (an MSCCL algorithm?), not an MSCCL++ execution plan (JSON); "
                         "`forestcoll msccl run|lint` reads MSCCL files")
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PlanError(f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except ValueError:  # an integer beyond Python's 4300-digit conversion limit
-        raise PlanError(f"{source}: a number has too many digits (see docs/limits.md)") from None
-    except RecursionError:
-        raise PlanError(f"{source}: JSON nested too deeply") from None
+    obj = parse_json(text, source, parse_float=float, error=PlanError)
     return plan_from_json(obj, source)
 
 
