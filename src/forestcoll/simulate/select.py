@@ -12,12 +12,13 @@ file with its minBytes / maxBytes (``forestcoll generate --sizes``).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from forestcoll import collectives
 from forestcoll.errors import ForestCollError, UsageError
+from forestcoll.progress import Progress
 from forestcoll.schedule import Schedule
 from forestcoll.simulate import baselines
 from forestcoll.simulate.compare import default_workers, run_jobs
@@ -120,19 +121,30 @@ def usable(sched: Schedule, size: int, element_bytes: int = 4) -> bool:
 def select_schedules(topo: Topology, net: Network, collective: str, sizes: Sequence[int],
                      candidates: dict[str, Schedule], *, fairness: str = "max-min", workers: int = 1,
                      margin: float = 0.02, runtime_sizes: bool = True, element_bytes: int = 4,
-                     progress: Callable[[SimResult], None] | None = None) -> Selection:
+                     progress: Progress | None = None, exhaustive: bool = False) -> Selection:
     """The candidate with the highest simulated algbw at each size, merged into size ranges.
 
     With ``runtime_sizes`` a candidate competes at a size only if the runtimes can use its file there
     (:func:`usable`, ``element_bytes``-byte elements; 16 for MSCCL++, whose chunks are whole 16-byte units).  The previous size's winner is kept while it is within ``margin``
-    of the best, so near-ties do not split the ranges."""
-    jobs = [(sched, collective, size, {"fairness": fairness, "name": name})
-            for size in sizes for name, sched in candidates.items()]
-    table = run_jobs(net, jobs, workers, progress)
+    of the best, so near-ties do not split the ranges.  A candidate whose lower bound on the time is above the
+    best time found divided by ``1 - margin`` is not simulated (:func:`forestcoll.simulate.race.race`: the same
+    ranges as simulating all, which ``exhaustive`` does; ``table`` then lacks the rows skipped).
+    ``progress`` gets ``("simulating candidates", done, total)`` per candidate and size."""
+    from forestcoll.simulate.race import STAGE, race_sizes
+
+    competing = {size: {name: sched for name, sched in candidates.items()
+                        if not runtime_sizes or usable(sched, size, element_bytes)} for size in sizes}
+    if exhaustive:
+        jobs = [(sched, collective, size, {"fairness": fairness, "name": name})
+                for size in sizes for name, sched in competing[size].items()]
+        table = run_jobs(net, jobs, workers, progress, STAGE)
+    else:
+        raced = race_sizes(net, list(sizes), competing, slack=margin, workers=workers, progress=progress,
+                           fairness=fairness)
+        table = [r for size in sizes for r in raced[size].results]
     winners: list[tuple[int, str]] = []
     for size in sorted(sizes):
-        rows = [r for r in table if r.size_bytes == size
-                and (not runtime_sizes or usable(candidates[r.algorithm], size, element_bytes))]
+        rows = [r for r in table if r.size_bytes == size]
         if not rows:
             raise UsageError(f"no candidate schedule can run a {format_size(size)} call (its chunking does not divide it)")
         best = max(rows, key=lambda r: (r.algbw_gbps, -list(candidates).index(r.algorithm)))
@@ -199,7 +211,7 @@ class SizeExport:
 def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str, *,
                    extra: Mapping[str, str] | None = None, root: str | None = None, options=None,
                    fairness: str = "max-min", check: bool = True, latency_us: Mapping[str, float] | None = None,
-                   workers: int | None = None, progress: Callable[[SimResult], None] | None = None,
+                   workers: int | None = None, progress: Progress | None = None,
                    format: str = "msccl") -> SizeExport:
     """Select the best schedule per size range on ``topology`` and write one MSCCL file per range into
     ``outdir`` (``options``: :class:`~forestcoll.msccl.export.ExportOptions`, whose size range and name each
