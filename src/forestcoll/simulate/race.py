@@ -3,8 +3,8 @@
 Every simulated time is at least the program's lower bound
 (:func:`forestcoll.simulate.engine.lower_bound`: the busiest link's bytes over
 its capacity, and the longest dependency chain at full link speed plus
-latencies).  :func:`race` simulates the candidates in the order of their
-bounds and skips each one whose bound is already above the best time found
+latencies).  :func:`race` simulates the candidates in the order of their link
+bounds (a likely winner first) and skips each one whose bound is already above the best time found
 (divided by ``1 - slack``, so that a caller keeping the previous winner while
 it is within ``slack`` of the best still sees every candidate it could keep).
 The winner, and every time within that slack of it, are therefore exactly what
@@ -50,10 +50,11 @@ class RaceResult:
 def race(net: Network, size: int, candidates: Mapping[str, Schedule], *, best_s: float = math.inf,
          slack: float = 0.0, fairness: str = "max-min", slice_bytes: int = DEFAULT_SLICE,
          max_slices: int = DEFAULT_MAX_SLICES, per_byte: dict[str, float] | None = None,
-         step=None) -> RaceResult:
+         step=None, first: str | None = None) -> RaceResult:
     """Simulate those of ``candidates`` (name -> schedule) that can finish a ``size``-byte call within
     ``best_s / (1 - slack)`` seconds (``best_s``: the best time already known, e.g. of schedules simulated by
-    the caller), lowering that limit as faster ones are found.  ``per_byte`` caches each candidate's link
+    the caller), lowering that limit as faster ones are found; ``first`` (e.g. the winner at the previous size)
+    is simulated first, the others in the order of their bounds.  ``per_byte`` caches each candidate's link
     bound per byte across calls.  ``step(name)`` is called once per candidate, simulated or skipped."""
     per_byte = {} if per_byte is None else per_byte
     slicing = (float(slice_bytes), int(max_slices))
@@ -68,29 +69,19 @@ def race(net: Network, size: int, candidates: Mapping[str, Schedule], *, best_s:
             per_byte[name] = link_bound(tree_program(sched, net, _PROBE, *slicing).build(), cap) / _PROBE
         bounds[name] = per_byte[name] * size
     out = RaceResult([])
-    programs = {}
-    for name in sorted(candidates, key=lambda n: bounds[n]):  # link bound first: no program built for those it prunes
-        if bounds[name] > limit():
-            out.pruned[name] = bounds[name]
-            continue
-        programs[name] = tree_program(candidates[name], net, float(size), *slicing).build()
-        bounds[name] = max(bounds[name], path_bound(programs[name], cap))
-    for name in sorted(programs, key=lambda n: bounds[n]):
-        if bounds[name] > limit():
-            out.pruned[name] = bounds[name]
-        else:
+    for name in sorted(candidates, key=lambda n: (n != first, bounds[n])):
+        if bounds[name] <= limit():  # the link bound first: no program is built for those it prunes
             sched = candidates[name]
-            res = simulate_program(programs[name], net, name, sched.collective, size, {"k": sched.k},
-                                   fairness=fairness)
-            out.results.append(res)
-            best_s = min(best_s, res.time_s)
-        programs[name] = None  # free it
+            program = tree_program(sched, net, float(size), *slicing).build()
+            bounds[name] = max(bounds[name], path_bound(program, cap))
+            if bounds[name] <= limit():
+                res = simulate_program(program, net, name, sched.collective, size, {"k": sched.k}, fairness=fairness)
+                out.results.append(res)
+                best_s = min(best_s, res.time_s)
+        if not out.results or out.results[-1].algorithm != name:
+            out.pruned[name] = bounds[name]
         if step is not None:
             step(name)
-    if step is not None:
-        for name in candidates:
-            if name in out.pruned and name not in programs:
-                step(name)
     return out
 
 
@@ -128,9 +119,12 @@ def race_sizes(net: Network, sizes: Sequence[int], candidates: Mapping[int, Mapp
             count[0] += 1
             report(progress, STAGE, count[0], total)
 
+        first = None
         for size in sizes:
             out[size] = race(net, size, candidates[size], best_s=best_s.get(size, math.inf), slack=slack,
-                             per_byte=per_byte, step=step, **opts)
+                             per_byte=per_byte, step=step, first=first, **opts)
+            top = out[size].best()
+            first = top.algorithm if top is not None else first
         return out
     jobs = [(size, dict(candidates[size]), best_s.get(size, math.inf), slack, opts) for size in sizes]
     with ProcessPoolExecutor(max_workers=workers, initializer=_init, initargs=(net,)) as pool:
