@@ -79,7 +79,14 @@ def fitting(topo, net, collective: str, sched):
         from forestcoll.msccl.export import fitting_msccl
     except ImportError:
         return None
-    found = fitting_msccl(topo, collective, sched, rate=lambda s, size: simulate(net, s, size=size).algbw_gbps)
+    try:
+        from forestcoll.simulate.race import ranking_rate
+
+        rate = ranking_rate(net)
+    except ImportError:
+        def rate(s, size):
+            return simulate(net, s, size=size).algbw_gbps
+    found = fitting_msccl(topo, collective, sched, rate=rate)
     return found[0] if found else None
 
 

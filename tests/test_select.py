@@ -124,3 +124,18 @@ def test_lower_bound_never_above_the_simulated_time(spec, collective):
                 t = run(prog, net.capacity, fairness).time
                 assert lower_bound(prog, net.capacity) <= t * (1 + 1e-9)
             assert lower_bound(prog, net.capacity) == max(link_bound(prog, net.capacity), path_bound(prog, net.capacity))
+
+
+@pytest.mark.parametrize("spec", ["hypercube:dim=3", "dgx-a100", "torus:dims=3x2"])
+def test_ranking_rate_keeps_the_fastest(spec):
+    """The export fallbacks' rate skips schedules that cannot beat the fastest seen: the argmax is unchanged."""
+    from forestcoll.simulate.race import ranking_rate
+
+    net = load_network(spec)
+    cands = candidate_schedules(net.topology, net, "allreduce", ks=[1, 2], height=False, ring_name="forestcoll-ring")
+    for size in (64 << 10, 16 << 20):
+        rate = ranking_rate(net)
+        got = {n: rate(s, size) for n, s in cands.items()}
+        full = {n: simulate(net, s, size=size).algbw_gbps for n, s in cands.items()}
+        assert max(got.values()) == max(full.values())
+        assert all(got[n] >= full[n] * (1 - 1e-9) for n in cands)  # a skipped one gets an upper bound

@@ -302,13 +302,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.format == "msccl":
         if args.k is None and args.max_height is None:  # over the runtime's limits: the fastest k that fits, said
             from forestcoll.msccl.export import write_generated_msccl
-            from forestcoll.simulate.core import simulate
             from forestcoll.simulate.network import build_network
+            from forestcoll.simulate.race import ranking_rate
 
-            net = build_network(topo)
             sched, result = write_generated_msccl(
-                topo, sched, args.output, options, check=not args.no_check,
-                rate=lambda s, size: simulate(net, s, size=size).algbw_gbps,
+                topo, sched, args.output, options, check=not args.no_check, rate=ranking_rate(build_network(topo)),
                 root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k)
             sched = with_source(sched, args)
             render.print_schedule_line(sched, topo)

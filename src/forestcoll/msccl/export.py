@@ -508,31 +508,31 @@ def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOpt
                   rate: Callable[[Schedule, int], float] | None = None, size: int = 1 << 30,
                   **generate_kwargs: Any) -> tuple[Schedule, str] | None:
     """The schedule to export when ``sched``'s MSCCL file exceeds the runtime's limits (steps per thread block,
-    thread blocks per GPU): among the powers of two k below ``sched.k`` whose files fit, the one with the highest
-    ``rate(schedule, size)`` (ties to the larger k; without ``rate`` the largest k), and a phrase saying how it
-    was chosen.  None when none fits.  (``rate`` comes from the caller: this layer does not simulate.)"""
+    thread blocks per GPU): among the powers of two k below ``sched.k`` whose files fit (from k = 1 up to the first
+    that does not), the one with the highest ``rate(schedule, size)`` (asked largest k first; ties to the larger
+    k; without ``rate`` the largest k), and a phrase saying how it was chosen.  None when none fits.  (``rate`` comes from the caller: this layer does not simulate.)"""
     from forestcoll.generate import generate
     from forestcoll.units import format_size
 
     base = options or ExportOptions()
     fitting: dict[int, Schedule] = {}
-    for kk in sorted((2**i for i in range(20) if 2**i < sched.k), reverse=True):
+    # smallest k first, up to the first that does not fit (more trees never need fewer steps or blocks): a large
+    # k's failing export costs as much as many small ones
+    for kk in sorted(2**i for i in range(20) if 2**i < sched.k):
         cand = generate(topology, collective, k=kk, **generate_kwargs)
         try:
             export_msccl(cand, base)
         except ExportError as exc:
             if _over_limits(exc):
-                continue
+                break
             raise
         fitting[kk] = cand
-        if rate is None:
-            break
     if not fitting:
         return None
     if rate is None:
         top = max(fitting)
         return fitting[top], "the largest power of two below it whose file fits"
-    rates = {kk: rate(s, size) for kk, s in fitting.items()}
+    rates = {kk: rate(fitting[kk], size) for kk in sorted(fitting, reverse=True)}
     chosen = max(rates, key=lambda kk: (rates[kk], kk))
     others = ", ".join(f"k={kk} {rates[kk]:.1f}" for kk in sorted(rates, reverse=True) if kk != chosen)
     return fitting[chosen], (f"the fastest of the powers of two below it whose files fit, trees simulated at "

@@ -30,7 +30,7 @@ from forestcoll.simulate.engine import link_bound, path_bound
 from forestcoll.simulate.network import Network
 from forestcoll.simulate.trees import tree_program
 
-__all__ = ["RaceResult", "race", "race_sizes"]
+__all__ = ["RaceResult", "race", "race_sizes", "ranking_rate"]
 
 _PROBE = float(1 << 20)  # the size at which the per-byte link bound is measured (any size gives the same)
 _EPS = 1e-6  # the engine merges events within a relative 1e-9: prune only clearly above the limit
@@ -133,3 +133,19 @@ def race_sizes(net: Network, sizes: Sequence[int], candidates: Mapping[int, Mapp
             done += len(candidates[size])
             report(progress, STAGE, done, total)
     return out
+
+
+def ranking_rate(net: Network, **opts):
+    """``rate(schedule, size)`` for ranking schedules one after another (the export fallbacks): the simulated algbw
+    (GB/s), except that a schedule whose lower bound cannot beat the fastest one seen at that size is not
+    simulated and gets the rate of its bound instead (lower than that fastest one's, so the choice is unchanged)."""
+    best: dict[int, float] = {}
+
+    def rate(sched: Schedule, size: int) -> float:
+        got = race(net, size, {"s": sched}, best_s=best.get(size, math.inf), **opts)
+        if got.results:
+            best[size] = min(best.get(size, math.inf), got.results[0].time_s)
+            return got.results[0].algbw_gbps
+        return size / got.pruned["s"] / 1e9
+
+    return rate
