@@ -73,20 +73,13 @@ def best_baseline(net, collective: str, size: int):
 
 
 def fitting(topo, net, collective: str, sched):
-    """The schedule ``generate --format msccl`` exports when the optimal k exceeds the runtime's limits (the
-    fastest fitting power of two at 1 GiB), or None (older checkouts, or none fits)."""
+    """The schedule ``generate --format msccl`` exports when the optimal k exceeds the runtime's limits (the fitting
+    power of two with the highest exact rate), or None (older checkouts, or none fits)."""
     try:
         from forestcoll.msccl.export import fitting_msccl
     except ImportError:
         return None
-    try:
-        from forestcoll.simulate.race import ranking_rate
-
-        rate = ranking_rate(net)
-    except ImportError:
-        def rate(s, size):
-            return simulate(net, s, size=size).algbw_gbps
-    found = fitting_msccl(topo, collective, sched, rate=rate)
+    found = fitting_msccl(topo, collective, sched)  # as generate --format msccl: the highest exact rate that fits
     return found[0] if found else None
 
 
@@ -133,7 +126,7 @@ def main() -> None:
                 if found is not None:
                     algo, xml_k = export_msccl(found).algo, found.k
                     print(f"{label} {collective}: the optimal k={sched.k} does not fit MSCCL ({why}); "
-                          f"the file is k={xml_k} (fastest fitting power of two at 1 GiB)", flush=True)
+                          f"the file is k={xml_k} (the fitting power of two with the highest exact rate)", flush=True)
             bound = float(sched.bound_algbw)
             picks = per_size_choice(topo, net, collective) if args.choice else None
             for size, name in SIZES:

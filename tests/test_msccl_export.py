@@ -191,8 +191,8 @@ def test_fitting_msccl_takes_the_fastest_k_that_fits(tmp_path):
     assert fallback.k < sched.k and fallback.k in seen and "fastest" in how
     assert rate(fallback, 0) == max(a - k / 1000 for k, a in seen.items())
     assert export_msccl(fallback, opts).steps_per_tb <= 64
-    largest, _ = fitting_msccl(topo, "allreduce", sched, opts)  # no rate: the largest k that fits
-    assert largest.k == max(seen)
+    top, how = fitting_msccl(topo, "allreduce", sched, opts)  # no rate: the highest exact rate that fits
+    assert float(top.algbw) == max(seen.values()) and "exact rate" in how
     out, result = write_generated_msccl(topo, sched, str(tmp_path / "a.xml"), opts, check=True, rate=rate)
     assert out.k == fallback.k and (tmp_path / "a.xml").exists()
     assert result.notes[0].startswith(f"the optimal k={sched.k} does not fit")

@@ -510,7 +510,7 @@ def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOpt
     """The schedule to export when ``sched``'s MSCCL file exceeds the runtime's limits (steps per thread block,
     thread blocks per GPU): among the powers of two k below ``sched.k`` whose files fit (from k = 1 up to the first
     that does not), the one with the highest ``rate(schedule, size)`` (asked largest k first; ties to the larger
-    k; without ``rate`` the largest k), and a phrase saying how it was chosen.  None when none fits.  (``rate`` comes from the caller: this layer does not simulate.)"""
+    k; without ``rate`` the highest exact rate of the trees, ties to the larger k), and a phrase saying how it was chosen.  None when none fits.  (``rate`` comes from the caller: this layer does not simulate.)"""
     from forestcoll.generate import generate
     from forestcoll.units import format_size
 
@@ -530,8 +530,9 @@ def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOpt
     if not fitting:
         return None
     if rate is None:
-        top = max(fitting)
-        return fitting[top], "the largest power of two below it whose file fits"
+        top = max(fitting, key=lambda kk: (fitting[kk].algbw, kk))
+        return fitting[top], (f"the power of two below it whose file fits with the highest exact rate "
+                              f"({float(fitting[top].algbw):.1f} GB/s)")
     rates = {kk: rate(fitting[kk], size) for kk in sorted(fitting, reverse=True)}
     chosen = max(rates, key=lambda kk: (rates[kk], kk))
     others = ", ".join(f"k={kk} {rates[kk]:.1f}" for kk in sorted(rates, reverse=True) if kk != chosen)
