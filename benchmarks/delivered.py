@@ -1,13 +1,16 @@
 """Benchmark: what a user gets, not what we prove: every artefact simulated against the exact bound.
 
 For each fabric (2 x DGX-A100, 2 x MI250, and the imported NCCL / RCCL dumps
-H100-topology.xml and topo_8p_940.xml as 4 boxes on a rail fabric) and each of
+H100-topology.xml and topo_8p_940.xml as 4 boxes on a rail fabric, found
+through ../shared/data/MANIFEST.tsv and skipped when absent) and each of
 allreduce and allgather it prints the exact bound and the simulated algbw, at
 1 MiB, 16 MiB and 1 GiB, of
 
 * the optimal trees (``forestcoll generate``), with their height;
 * the MSCCL file exported from them (``forestcoll export --format msccl``),
-  simulated as the runtime executes it;
+  simulated as the runtime executes it; when the optimal k exceeds the
+  runtime's limits, the file ``generate --format msccl`` writes instead (the
+  fitting power of two with the highest exact rate; its k is named);
 * the best baseline (ring, double binary tree, hierarchical, direct: the best
   of those that apply, named);
 * with ``--choice``: what the per-size selection (``generate --sizes``,
