@@ -76,14 +76,17 @@ class SimResult:
 
 def simulate_program(prog: ProgramBuilder | Program, net: Network, name: str, collective: str, size: int,
                      extra: dict[str, Any] | None = None, sharing: str = "weighted", fairness: str = "max-min",
-                     bus_factor: Fraction | None = None) -> SimResult:
+                     bus_factor: Fraction | None = None, stop_at: float = math.inf) -> SimResult | None:
     """Run a program (a builder is built with ``sharing`` first) and package the result (``bus_factor``:
-    busbw / algbw, default the collective's)."""
+    busbw / algbw, default the collective's).  None when the call would take longer than ``stop_at`` seconds
+    (the run stops there)."""
     t0 = time.perf_counter()
     program = prog if isinstance(prog, Program) else prog.build(sharing)
     if program.size == 0:
         raise UsageError(f"{name}: moves no data between ranks (no transfers), so it has no time or rate to simulate")
-    res = run(program, net.capacity, fairness)
+    res = run(program, net.capacity, fairness, stop_at)
+    if res.stopped:
+        return None
     unfinished = int(np.isnan(res.delivered).sum())
     if unfinished:
         raise UsageError(f"{name}: {unfinished} of {program.size} transfers never run (their dependencies never happen); "

@@ -125,6 +125,7 @@ class EngineResult:
     delivered: np.ndarray
     events: int  # event times processed
     recomputes: int  # max-min recomputations
+    stopped: bool = False  # run(stop_at=...) gave up: the program would end after stop_at (``time`` is a lower bound)
 
 
 def max_min_rates(ptr: np.ndarray, idx: np.ndarray, active: np.ndarray, weight: np.ndarray,
@@ -231,9 +232,10 @@ def lower_bound(program: Program, capacity: np.ndarray) -> float:
     return max(link_bound(program, capacity), path_bound(program, capacity))
 
 
-def run(program: Program, capacity: np.ndarray, fairness: str = "max-min") -> EngineResult:
+def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_at: float = np.inf) -> EngineResult:
     """Simulate ``program`` on links of the given capacities (bytes per second); ``fairness`` is
-    "max-min" (weighted progressive filling) or "link" (per-link processor sharing, faster)."""
+    "max-min" (weighted progressive filling) or "link" (per-link processor sharing, faster).  Once the next
+    event lies after ``stop_at`` seconds the run stops (``stopped``; the program cannot end sooner than that)."""
     share_fn = max_min_rates if fairness == "max-min" else link_share_rates
     n = program.size
     need = np.fromiter((len(d) for d in program.deps), dtype=np.int64, count=n)
@@ -315,6 +317,8 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min") -> En
         target = min(t_done, t_deliver)
         if not np.isfinite(target):
             break  # only transfers that can never get bandwidth: reported as unfinished by the caller
+        if target > stop_at:
+            return EngineResult(target, sent, delivered, events, recomputes, stopped=True)
         dt = target - now
         if len(act):
             remaining[act] -= rates * dt

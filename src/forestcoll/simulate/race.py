@@ -7,6 +7,8 @@ latencies).  :func:`race` simulates the candidates in the order of their link
 bounds (a likely winner first) and skips each one whose bound is already above the best time found
 (divided by ``1 - slack``, so that a caller keeping the previous winner while
 it is within ``slack`` of the best still sees every candidate it could keep).
+A candidate that passes the bounds is simulated only until its clock passes
+that limit (the engine's ``stop_at``): past it, it cannot win either.
 The winner, and every time within that slack of it, are therefore exactly what
 simulating every candidate would give; only the losers' rows are missing.
 
@@ -74,10 +76,14 @@ def race(net: Network, size: int, candidates: Mapping[str, Schedule], *, best_s:
             sched = candidates[name]
             program = tree_program(sched, net, float(size), *slicing).build()
             bounds[name] = max(bounds[name], path_bound(program, cap))
-            if bounds[name] <= limit():
-                res = simulate_program(program, net, name, sched.collective, size, {"k": sched.k}, fairness=fairness)
-                out.results.append(res)
-                best_s = min(best_s, res.time_s)
+            if bounds[name] <= limit():  # simulated, but only as long as it can still win
+                res = simulate_program(program, net, name, sched.collective, size, {"k": sched.k}, fairness=fairness,
+                                       stop_at=limit())
+                if res is None:
+                    bounds[name] = limit()
+                else:
+                    out.results.append(res)
+                    best_s = min(best_s, res.time_s)
         if not out.results or out.results[-1].algorithm != name:
             out.pruned[name] = bounds[name]
         if step is not None:
