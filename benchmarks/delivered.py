@@ -1,13 +1,16 @@
 """Benchmark: what a user gets, not what we prove: every artefact simulated against the exact bound.
 
 For each fabric (2 x DGX-A100, 2 x MI250, and the imported NCCL / RCCL dumps
-H100-topology.xml and topo_8p_940.xml as 4 boxes on a rail fabric) and each of
+H100-topology.xml and topo_8p_940.xml as 4 boxes on a rail fabric, found
+through ../shared/data/MANIFEST.tsv and skipped when absent) and each of
 allreduce and allgather it prints the exact bound and the simulated algbw, at
 1 MiB, 16 MiB and 1 GiB, of
 
 * the optimal trees (``forestcoll generate``), with their height;
 * the MSCCL file exported from them (``forestcoll export --format msccl``),
-  simulated as the runtime executes it;
+  simulated as the runtime executes it; when the optimal k exceeds the
+  runtime's limits, the file ``generate --format msccl`` writes instead (the
+  fitting power of two with the highest exact rate; its k is named);
 * the best baseline (ring, double binary tree, hierarchical, direct: the best
   of those that apply, named);
 * with ``--choice``: what the per-size selection (``generate --sizes``,
@@ -41,13 +44,27 @@ from forestcoll.simulate.network import build_network
 from forestcoll.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
-DUMPS = ROOT.parent / "shared" / "data" / "nccl-topo"
+DATA = ROOT.parent / "shared" / "data"
 RAIL4 = {"nodes": "4", "fabric": "rail"}
+
+
+def dump(name: str) -> str:
+    """The path of a shared NCCL/RCCL dump, found through ../shared/data/MANIFEST.tsv (first column: its path
+    under data/); a path that does not exist when the data (or the file) is absent."""
+    manifest = DATA / "MANIFEST.tsv"
+    if manifest.exists():
+        for line in manifest.read_text().splitlines():
+            rel = line.split("\t", 1)[0]
+            if rel.rsplit("/", 1)[-1] == name:
+                return str(DATA / rel)
+    return str(DATA / "nccl-topo" / name)
+
+
 FABRICS = [
     ("dgx-a100:nodes=2", "dgx-a100:nodes=2", None),
     ("mi250:nodes=2", "mi250:nodes=2", None),
-    ("H100-topology.xml x4 rail", str(DUMPS / "H100-topology.xml"), RAIL4),
-    ("topo_8p_940.xml x4 rail", str(DUMPS / "topo_8p_940.xml"), RAIL4),
+    ("H100-topology.xml x4 rail", dump("H100-topology.xml"), RAIL4),
+    ("topo_8p_940.xml x4 rail", dump("topo_8p_940.xml"), RAIL4),
 ]
 SIZES = [(1 << 20, "1MiB"), (16 << 20, "16MiB"), (1 << 30, "1GiB")]
 
@@ -56,6 +73,17 @@ def best_baseline(net, collective: str, size: int):
     results = [simulate(net, name, collective, size) for name in baselines.BASELINES
                if baselines.applicable(name, net, collective)]
     return max(results, key=lambda r: r.algbw_gbps)
+
+
+def fitting(topo, net, collective: str, sched):
+    """The schedule ``generate --format msccl`` exports when the optimal k exceeds the runtime's limits (the fitting
+    power of two with the highest exact rate), or None (older checkouts, or none fits)."""
+    try:
+        from forestcoll.msccl.export import fitting_msccl
+    except ImportError:
+        return None
+    found = fitting_msccl(topo, collective, sched)  # as generate --format msccl: the highest exact rate that fits
+    return found[0] if found else None
 
 
 def per_size_choice(topo, net, collective: str):
@@ -92,10 +120,16 @@ def main() -> None:
         net = build_network(topo)
         for collective in args.collectives.split(","):
             sched = generate(topo, collective)
+            xml_k = sched.k
             try:
                 algo = export_msccl(sched).algo
-            except ExportError as exc:  # the optimal k may not fit the runtime's limits: say so in the table
+            except ExportError as exc:  # the optimal k may not fit the runtime's limits: the fastest k that fits
                 algo, why = None, str(exc).split(":")[0]
+                found = fitting(topo, net, collective, sched)
+                if found is not None:
+                    algo, xml_k = export_msccl(found).algo, found.k
+                    print(f"{label} {collective}: the optimal k={sched.k} does not fit MSCCL ({why}); "
+                          f"the file is k={xml_k} (the fitting power of two with the highest exact rate)", flush=True)
             bound = float(sched.bound_algbw)
             picks = per_size_choice(topo, net, collective) if args.choice else None
             for size, name in SIZES:
@@ -103,7 +137,8 @@ def main() -> None:
                 xml = simulate_msccl(algo, net, size) if algo is not None else None
                 base = best_baseline(net, collective, size)
                 row = [label, collective, f"{bound:.1f}", name, f"{tree.algbw_gbps:.1f} ({tree.algbw_gbps / bound:.2f})",
-                       f"{xml.algbw_gbps:.1f} ({xml.algbw_gbps / tree.algbw_gbps:.2f} of trees)" if xml else f"- ({why})",
+                       (f"{xml.algbw_gbps:.1f} ({xml.algbw_gbps / tree.algbw_gbps:.2f} of trees"
+                        + (f"; k={xml_k}" if xml_k != sched.k else "") + ")") if xml else f"- ({why})",
                        f"{base.algbw_gbps:.1f} {base.algorithm}", str(sched.max_height())]
                 if args.choice:
                     pick = picks.get(size) if picks else None

@@ -166,3 +166,33 @@ def test_run_in_small_message_regime():
     algo = export_msccl(sched, proto="LL", max_bytes=65536).algo
     r = run_algo(algo)
     assert r.ok and r.max_count > 1 and r.iterations == 1
+
+
+def test_fitting_msccl_takes_the_fastest_k_that_fits(tmp_path):
+    """dgx-1 allreduce: the optimal k=162 in one channel of single-chunk steps needs 868 steps per thread block
+    (> 64); the fallback exports a power of two below it whose file fits, the fastest by the given rate."""
+    from forestcoll.generate import generate
+    from forestcoll.msccl.export import ExportError, ExportOptions, export_msccl, fitting_msccl, write_generated_msccl
+    from forestcoll.topology import load_topology
+
+    topo = load_topology("dgx-1")
+    sched = generate(topo, "allreduce")
+    opts = ExportOptions(channels=1, max_cnt=1)
+    with pytest.raises(ExportError, match="steps"):
+        export_msccl(sched, opts)
+    seen = {}
+
+    def rate(s, size):
+        seen[s.k] = float(s.algbw)
+        return float(s.algbw) - s.k / 1000  # exact rate, ties broken towards the smaller k
+    found = fitting_msccl(topo, "allreduce", sched, opts, rate)
+    assert found is not None
+    fallback, how = found
+    assert fallback.k < sched.k and fallback.k in seen and "fastest" in how
+    assert rate(fallback, 0) == max(a - k / 1000 for k, a in seen.items())
+    assert export_msccl(fallback, opts).steps_per_tb <= 64
+    top, how = fitting_msccl(topo, "allreduce", sched, opts)  # no rate: the highest exact rate that fits
+    assert float(top.algbw) == max(seen.values()) and "exact rate" in how
+    out, result = write_generated_msccl(topo, sched, str(tmp_path / "a.xml"), opts, check=True, rate=rate)
+    assert out.k == fallback.k and (tmp_path / "a.xml").exists()
+    assert result.notes[0].startswith(f"the optimal k={sched.k} does not fit")

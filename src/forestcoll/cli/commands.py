@@ -300,6 +300,20 @@ def cmd_generate(args: argparse.Namespace) -> int:
                      max_height=args.max_height)
     sched = with_source(sched, args)
     if args.format == "msccl":
+        if args.k is None and args.max_height is None:  # over the runtime's limits: the fastest k that fits, said
+            from forestcoll.msccl.export import write_generated_msccl
+
+            # ranked by the trees' exact rate: simulating 32 ranks' trees per k took minutes (H100 x4 rail)
+            sched, result = write_generated_msccl(
+                topo, sched, args.output, options, check=not args.no_check,
+                root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k)
+            sched = with_source(sched, args)
+            render.print_schedule_line(sched, topo)
+            if getattr(args, "json", False):
+                render.print_json(result)
+            else:
+                render.print_export(result)
+            return 0
         render.print_schedule_line(sched, topo)
         return write_msccl(sched, options, args)
     if args.output:

@@ -335,11 +335,16 @@ def print_comparison(comp) -> None:
         table.add_row(*row)
     Console(width=200).print(table)
     last = comp.sizes()[-1]
+    ours = "forestcoll-best" if comp.get("forestcoll-best", last) else "forestcoll"
+    if ours == "forestcoll-best":
+        print("forestcoll-best is, per size, the fastest forestcoll schedule: "
+              + ", ".join(f"{format_size(s)} {comp.get(ours, s).extra.get('chosen')}" for s in comp.sizes()
+                          if comp.get(ours, s)))
     others = ("direct", "hierarchical") if comp.collective == ALLTOALL.name else ("ring", "double-binary-tree")
     for other in others:
-        sp = comp.speedup(last, other)
+        sp = comp.speedup(last, other, of=ours)
         if sp:
-            print(f"forestcoll vs {other} at {format_size(last)}: {sp:.2f}x ({(sp - 1) * 100:+.0f}%)")
+            print(f"{ours} vs {other} at {format_size(last)}: {sp:.2f}x ({(sp - 1) * 100:+.0f}%)")
     if comp.plot:
         print(f"wrote {comp.plot}")
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -51,8 +52,8 @@ from forestcoll.schedule import Schedule
 if TYPE_CHECKING:
     from forestcoll.alltoall.schedule import AlltoallSchedule
 
-__all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "export_msccl", "self_check", "stages",
-           "write_msccl"]
+__all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "export_msccl", "fitting_msccl", "self_check",
+           "stages", "write_msccl", "write_generated_msccl"]
 
 LAYOUTS = ("stage", "tree")
 MAX_BANDS = 2  # the stage layout tries up to this many channels per stage
@@ -495,3 +496,67 @@ def write_msccl(sched: Schedule | AlltoallSchedule, path: str, options: ExportOp
     result.output = str(path)
     return result
 
+
+
+def _over_limits(exc: ExportError) -> bool:
+    """Whether an export failed on the runtime's step / thread-block limits (a smaller k needs fewer of both)."""
+    text = str(exc)
+    return "steps;" in text or "thread blocks on one GPU" in text
+
+
+def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOptions | None = None,
+                  rate: Callable[[Schedule, int], float] | None = None, size: int = 1 << 30,
+                  **generate_kwargs: Any) -> tuple[Schedule, str] | None:
+    """The schedule to export when ``sched``'s MSCCL file exceeds the runtime's limits (steps per thread block,
+    thread blocks per GPU): among the powers of two k below ``sched.k`` whose files fit (from k = 1 up to the first
+    that does not), the one with the highest ``rate(schedule, size)`` (asked largest k first; ties to the larger
+    k; without ``rate`` the highest exact rate of the trees, ties to the larger k), and a phrase saying how it was chosen.  None when none fits.  (``rate`` comes from the caller: this layer does not simulate.)"""
+    from forestcoll.generate import generate
+    from forestcoll.units import format_size
+
+    base = options or ExportOptions()
+    fitting: dict[int, Schedule] = {}
+    # smallest k first, up to the first that does not fit (more trees never need fewer steps or blocks): a large
+    # k's failing export costs as much as many small ones
+    for kk in sorted(2**i for i in range(20) if 2**i < sched.k):
+        cand = generate(topology, collective, k=kk, **generate_kwargs)
+        try:
+            export_msccl(cand, base)
+        except ExportError as exc:
+            if _over_limits(exc):
+                break
+            raise
+        fitting[kk] = cand
+    if not fitting:
+        return None
+    if rate is None:
+        top = max(fitting, key=lambda kk: (fitting[kk].algbw, kk))
+        return fitting[top], (f"the power of two below it whose file fits with the highest exact rate "
+                              f"({float(fitting[top].algbw):.1f} GB/s)")
+    rates = {kk: rate(fitting[kk], size) for kk in sorted(fitting, reverse=True)}
+    chosen = max(rates, key=lambda kk: (rates[kk], kk))
+    others = ", ".join(f"k={kk} {rates[kk]:.1f}" for kk in sorted(rates, reverse=True) if kk != chosen)
+    return fitting[chosen], (f"the fastest of the powers of two below it whose files fit, trees simulated at "
+                             f"{format_size(size)} ({rates[chosen]:.1f} GB/s" + (f"; {others}" if others else "") + ")")
+
+
+def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportOptions | None = None,
+                          check: bool = True, rate: Callable[[Schedule, int], float] | None = None,
+                          **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
+    """Write ``sched``'s MSCCL file, or, when it exceeds the runtime's limits, :func:`fitting_msccl`'s schedule's
+    with a note saying so (what ``forestcoll generate --format msccl`` does without ``--k``)."""
+    try:
+        return sched, write_msccl(sched, path, options, check)
+    except ExportError as exc:
+        if not _over_limits(exc):
+            raise
+        first = exc
+    found = fitting_msccl(topology, sched.collective, sched, options, rate, **generate_kwargs)
+    if found is None:
+        raise first
+    fallback, how = found
+    result = write_msccl(fallback, path, options, check)
+    bound = sched.bound_algbw
+    reach = f"; its trees reach {float(fallback.algbw / bound):.1%} of the bound" if bound else ""
+    result.notes.insert(0, f"the optimal k={sched.k} does not fit: {first}; exported k={fallback.k}, {how}{reach}")
+    return fallback, result

@@ -19,6 +19,7 @@ from typing import Any
 
 from forestcoll import collectives
 from forestcoll.errors import UsageError
+from forestcoll.progress import Progress, report
 from forestcoll.schedule import Schedule
 from forestcoll.simulate import baselines
 from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE, SimResult, simulate
@@ -26,7 +27,7 @@ from forestcoll.simulate.network import Network
 from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
-__all__ = ["COMPARED", "Comparison", "compare", "compare_topology", "default_workers", "plot_comparison", "run_jobs"]
+__all__ = ["BEST", "COMPARED", "Comparison", "best_rows", "compare", "compare_topology", "default_workers", "plot_comparison", "run_jobs"]
 
 
 @dataclass
@@ -94,21 +95,22 @@ def _run_one(job: tuple) -> SimResult:
     return simulate(_WORKER_NET, algorithm, collective, size, **kwargs)
 
 
-def run_jobs(net: Network, jobs: list[tuple], workers: int, progress: Callable[[SimResult], None] | None = None) -> list[SimResult]:
-    """Simulate every (algorithm, collective, size, options) job, in ``workers`` processes when > 1."""
+def run_jobs(net: Network, jobs: list[tuple], workers: int, progress: Progress | None = None,
+             stage: str = "simulating", done: int = 0, total: int | None = None) -> list[SimResult]:
+    """Simulate every (algorithm, collective, size, options) job, in ``workers`` processes when > 1; reports
+    ``(stage, done, total)`` to ``progress`` after each job, counting on from ``done``."""
+    total = total if total is not None else done + len(jobs)
     results: list[SimResult] = []
     if workers <= 1 or len(jobs) <= 1:
         _init_worker(net)
         for job in jobs:
             results.append(_run_one(job))
-            if progress:
-                progress(results[-1])
+            report(progress, stage, done + len(results), total)
         return results
     with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(net,)) as pool:
         for res in pool.map(_run_one, jobs):
             results.append(res)
-            if progress:
-                progress(res)
+            report(progress, stage, done + len(results), total)
     return results
 
 
@@ -122,8 +124,9 @@ def default_workers() -> int:
 def compare(topo: Topology, net: Network, collective: str, sizes: Sequence[int], schedules: dict[str, Schedule],
             baseline_names: Sequence[str] | None = None, *, fairness: str = "max-min", slice_bytes: int = DEFAULT_SLICE,
             max_slices: int = DEFAULT_MAX_SLICES, root: str | None = None, workers: int = 1,
-            progress: Callable[[SimResult], None] | None = None) -> Comparison:
-    """Simulate ``schedules`` (name -> schedule) and the baselines at every size."""
+            progress: Progress | None = None, total: int | None = None) -> Comparison:
+    """Simulate ``schedules`` (name -> schedule) and the baselines at every size; ``progress`` gets
+    ``("simulating", done, total)`` per run (``total``: all the runs the caller will report, default these)."""
     from forestcoll.bound import optimal_bound
 
     collective = collectives.canonical(collective)
@@ -136,7 +139,7 @@ def compare(topo: Topology, net: Network, collective: str, sizes: Sequence[int],
             jobs.append((sched, collective, size, {**opts, "name": name}))
         for b in names:
             jobs.append((b, collective, size, {**opts, "root": root}))
-    results = run_jobs(net, jobs, workers, progress)
+    results = run_jobs(net, jobs, workers, progress, "simulating", 0, total)
     if collectives.get(collective).tree_based:
         bound = optimal_bound(topo, collective, root).algbw
     else:
@@ -170,6 +173,7 @@ def plot_comparison(comp: Comparison, path: str) -> None:
     if ext not in ("png", "svg", "pdf"):
         raise UsageError(f"{path}: the plot must be .png, .svg or .pdf")
     styles = {"forestcoll": ("#d62728", "o", "-"), "forestcoll-k1": ("#ff7f0e", "s", "-"),
+              BEST: ("#000000", "*", "-"),
               "ring": ("#1f77b4", "^", "--"), "double-binary-tree": ("#2ca02c", "v", "--"),
               "hierarchical": ("#9467bd", "D", ":"), "direct": ("#7f7f7f", "x", ":")}
     fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
@@ -209,18 +213,56 @@ def _flow_schedule(topo: Topology, root: str | None):
     return made.schedule
 
 
-COMPARED = ("forestcoll", "forestcoll-k1")  # forestcoll's schedules compare_topology runs besides the baselines
+# forestcoll's schedules compare_topology shows by default besides the baselines, and the per-size best of every
+# candidate; the other candidates (k = 2, the height-limited "forestcoll-h<H>", the ring written as a forestcoll
+# schedule "forestcoll-ring", which generate --sizes can export) compete for the best row and get rows when named
+SHOWN = ("forestcoll", "forestcoll-k1")
+COMPARED = ("forestcoll", "forestcoll-k1", "forestcoll-k2", "forestcoll-h", "forestcoll-ring", "forestcoll-best")
+BEST = "forestcoll-best"
+
+
+def _wanted(name: str, algorithms: Sequence[str] | None) -> bool:
+    if algorithms is None:
+        return name in SHOWN
+    return name in algorithms or (name.startswith("forestcoll-h") and "forestcoll-h" in algorithms)
+
+
+def best_rows(results: Sequence[SimResult], pruned: Mapping[int, Sequence[str]] | None = None) -> list[SimResult]:
+    """Per size, the fastest of forestcoll's schedules (``algorithm`` starting ``forestcoll``) renamed
+    ``forestcoll-best``, with ``extra["chosen"]`` naming it: what ``generate --sizes`` picks at that size (before its
+    2% hysteresis and its rule that the runtime's chunking must divide the size).  ``pruned[size]``: candidates not
+    simulated there because their lower bound was already slower (listed in ``extra["pruned"]``)."""
+    from dataclasses import replace
+
+    out = []
+    for size in sorted({r.size_bytes for r in results}):
+        ours = [r for r in results if r.size_bytes == size and r.algorithm.startswith("forestcoll")]
+        if ours:
+            top = max(ours, key=lambda r: r.algbw_gbps)
+            skipped = sorted((pruned or {}).get(size, ()))
+            out.append(replace(top, algorithm=BEST, extra={**top.extra, "chosen": top.algorithm,
+                                                           **({"pruned": skipped} if skipped else {})}))
+    return out
 
 
 def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[int] = (1 << 20, 1 << 30), *,
                      extra: Mapping[str, str] | None = None, algorithms: Sequence[str] | None = None,
                      root: str | None = None, latency_us: Mapping[str, float] | None = None, workers: int = 1,
                      plot: str | None = None, fairness: str = "max-min", slice_bytes: int = DEFAULT_SLICE,
-                     max_slices: int = DEFAULT_MAX_SLICES, status: Callable[[str], Any] | None = None) -> Comparison:
-    """What ``forestcoll compare`` does: forestcoll's optimal and k = 1 schedules and every baseline that
-    applies (or just ``algorithms``), simulated at every size on ``topology``; with ``plot`` the picture is
-    written there.  ``status(text)``, if given, returns a context manager shown while the runs go."""
+                     max_slices: int = DEFAULT_MAX_SLICES, status: Callable[[str], Any] | None = None,
+                     progress: Progress | None = None, exhaustive: bool = False) -> Comparison:
+    """What ``forestcoll compare`` does: forestcoll's candidates (the optimal k, k = 1 and 2, one height-limited
+    schedule, the ring written as a forestcoll schedule: :func:`~forestcoll.simulate.select.candidate_schedules`),
+    every baseline that applies (or just ``algorithms``), simulated at every size on ``topology``, and first the
+    ``forestcoll-best`` row per size (:func:`best_rows`); with ``plot`` the picture is written there.
+
+    Rows: ``forestcoll`` and ``forestcoll-k1`` (or the candidates ``algorithms`` names) at every size; the other
+    candidates compete for the best row only, each simulated only where its lower bound
+    (:func:`forestcoll.simulate.race.race`) does not already lose to the best found (``exhaustive``: everywhere,
+    the same best rows).  ``status(text)``, if given, returns a context manager shown while the runs go;
+    ``progress`` gets ``(stage, done, total)`` per candidate (or baseline) and size."""
     from forestcoll.simulate.network import load_network
+    from forestcoll.simulate.race import STAGE, race_sizes
     from forestcoll.simulate.select import candidate_schedules
 
     if algorithms is not None:
@@ -233,23 +275,47 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
     net = load_network(topology, extra, latency_us)
     topo = net.topology
     collective = collectives.canonical(collective)
-    if collectives.get(collective).tree_based:
-        schedules = candidate_schedules(topo, net, collective, root, ks=[1], ring=False)
+    tree_based = collectives.get(collective).tree_based
+    want_best = tree_based and (algorithms is None or BEST in algorithms)
+    hidden: dict[str, Schedule] = {}
+    shown: list[str] = []
+    if tree_based:
+        report(progress, "generating candidates", 0, None)
+        cands = candidate_schedules(topo, net, collective, root, ks=[1, 2], ring_name="forestcoll-ring")
+        shown = [k for k in cands if _wanted(k, algorithms)]
+        schedules = {k: cands[k] for k in shown}
+        if want_best:
+            hidden = {k: v for k, v in cands.items() if k not in schedules}
+            if exhaustive:
+                schedules, hidden = cands, {}
     else:
         schedules = {"forestcoll": _flow_schedule(topo, root)}
-    if algorithms is not None:
-        schedules = {k: v for k, v in schedules.items() if k in algorithms}
-    if collectives.get(collective).tree_based:
+        if algorithms is not None:
+            schedules = {k: v for k, v in schedules.items() if k in algorithms}
+    if tree_based:
         names: Sequence[str] = tuple(baselines.BASELINES)
     else:
         from forestcoll.simulate.alltoall import BASELINES as names
     base = [b for b in names if algorithms is None or b in algorithms]
-    total = len(sizes) * (len(schedules) + len(base))
+    applicable = [b for b in base if baselines.applicable(b, net, collective)] if tree_based else base
+    shown_runs = len(sizes) * (len(schedules) + len(applicable))
+    total = shown_runs + len(sizes) * len(hidden)
+    raced: dict = {}
     with status(f"simulating up to {total} runs ...") if status else contextlib.nullcontext():
         comp = compare(topo, net, collective, sizes, schedules, base, root=root, workers=workers, fairness=fairness,
-                       slice_bytes=slice_bytes, max_slices=max_slices)
+                       slice_bytes=slice_bytes, max_slices=max_slices, progress=progress, total=total)
+        if hidden:
+            known = {size: min((r.time_s for r in comp.results if r.size_bytes == size and r.algorithm in schedules),
+                               default=float("inf")) for size in sizes}
+            raced = race_sizes(net, list(sizes), {size: hidden for size in sizes}, best_s=known, workers=workers,
+                               progress=progress, done=shown_runs, total=total, fairness=fairness,
+                               slice_bytes=slice_bytes, max_slices=max_slices)
+    if want_best:
+        extra_rows = [r for res in raced.values() for r in res.results]
+        best = best_rows(comp.results + extra_rows, {size: list(res.pruned) for size, res in raced.items()})
+        comp.results = best + [r for r in comp.results if not r.algorithm.startswith("forestcoll") or r.algorithm in shown]
+    report(progress, STAGE, total, total)
     if plot:
         plot_comparison(comp, plot)
         comp.plot = plot
     return comp
-

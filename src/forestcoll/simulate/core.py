@@ -16,7 +16,7 @@ from forestcoll import collectives
 from forestcoll.errors import ForestCollError, UsageError
 from forestcoll.schedule import Schedule
 from forestcoll.simulate import baselines
-from forestcoll.simulate.engine import ProgramBuilder, run
+from forestcoll.simulate.engine import Program, ProgramBuilder, run
 from forestcoll.simulate.network import Network
 from forestcoll.simulate.trees import tree_program
 
@@ -75,15 +75,19 @@ class SimResult:
         return out
 
 
-def simulate_program(prog: ProgramBuilder, net: Network, name: str, collective: str, size: int,
+def simulate_program(prog: ProgramBuilder | Program, net: Network, name: str, collective: str, size: int,
                      extra: dict[str, Any] | None = None, sharing: str = "weighted", fairness: str = "max-min",
-                     bus_factor: Fraction | None = None) -> SimResult:
-    """Run a built program and package the result (``bus_factor``: busbw / algbw, default the collective's)."""
+                     bus_factor: Fraction | None = None, stop_at: float = math.inf) -> SimResult | None:
+    """Run a program (a builder is built with ``sharing`` first) and package the result (``bus_factor``:
+    busbw / algbw, default the collective's).  None when the call would take longer than ``stop_at`` seconds
+    (the run stops there)."""
     t0 = time.perf_counter()
-    program = prog.build(sharing)
+    program = prog if isinstance(prog, Program) else prog.build(sharing)
     if program.size == 0:
         raise UsageError(f"{name}: moves no data between ranks (no transfers), so it has no time or rate to simulate")
-    res = run(program, net.capacity, fairness)
+    res = run(program, net.capacity, fairness, stop_at)
+    if res.stopped:
+        return None
     unfinished = int(np.isnan(res.delivered).sum())
     if unfinished:
         raise UsageError(f"{name}: {unfinished} of {program.size} transfers never run (their dependencies never happen); "

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["EngineResult", "Program", "ProgramBuilder", "link_share_rates", "max_min_rates", "run"]
+__all__ = ["EngineResult", "Program", "ProgramBuilder", "link_bound", "link_loads", "link_share_rates", "lower_bound",
+           "max_min_rates", "path_bound", "run"]
 
 SENT, DELIVERED = 0, 1
 _TOL = 1e-9
@@ -134,6 +135,7 @@ class EngineResult:
     delivered: np.ndarray
     events: int  # event times processed
     recomputes: int  # max-min recomputations
+    stopped: bool = False  # run(stop_at=...) gave up: the program would end after stop_at (``time`` is a lower bound)
 
 
 def max_min_rates(ptr: np.ndarray, idx: np.ndarray, active: np.ndarray, weight: np.ndarray,
@@ -196,9 +198,54 @@ def link_share_rates(ptr: np.ndarray, idx: np.ndarray, active: np.ndarray, weigh
     return weight * np.minimum.reduceat(per_weight, first)
 
 
-def run(program: Program, capacity: np.ndarray, fairness: str = "max-min") -> EngineResult:
+def link_loads(program: Program, nlinks: int) -> np.ndarray:
+    """Bytes each link carries over the whole program."""
+    counts = program.class_ptr[1:] - program.class_ptr[:-1]
+    per_class = np.bincount(program.cls, weights=program.nbytes, minlength=len(counts))
+    owner = np.repeat(np.arange(len(counts)), counts)
+    return np.bincount(program.class_idx, weights=per_class[owner], minlength=nlinks)
+
+
+def link_bound(program: Program, capacity: np.ndarray) -> float:
+    """A lower bound on :func:`run`'s time: the busiest link's bytes over its capacity (no transfer
+    ever gets more than a link's capacity, whatever the sharing)."""
+    loads = link_loads(program, len(capacity))
+    return float((loads / capacity).max()) if len(loads) else 0.0
+
+
+def path_bound(program: Program, capacity: np.ndarray) -> float:
+    """A lower bound on :func:`run`'s time: the longest chain of dependencies, each transfer taking at least
+    its bytes over its path's slowest link (alone on the fabric) and then its latency."""
+    counts = program.class_ptr[1:] - program.class_ptr[:-1]
+    slowest = np.full(len(counts), np.inf)
+    if len(program.class_idx):
+        owner = np.repeat(np.arange(len(counts)), counts)
+        np.minimum.at(slowest, owner, capacity[program.class_idx])
+    fastest = np.where(counts[program.cls] > 0, program.nbytes / slowest[program.cls], 0.0).tolist()
+    lat = program.latency.tolist()
+    sent = [0.0] * program.size
+    done = [0.0] * program.size
+    for t, deps in enumerate(program.deps):
+        start = 0.0
+        for ev in deps:
+            at = done[ev >> 1] if ev & 1 else sent[ev >> 1]
+            if at > start:
+                start = at
+        sent[t] = start + fastest[t]
+        done[t] = sent[t] + lat[t]
+    return max(done, default=0.0)
+
+
+def lower_bound(program: Program, capacity: np.ndarray) -> float:
+    """The larger of :func:`link_bound` and :func:`path_bound`: :func:`run` never finishes sooner, under either
+    fairness (both bounds hold for any sharing that never exceeds a link's capacity)."""
+    return max(link_bound(program, capacity), path_bound(program, capacity))
+
+
+def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_at: float = np.inf) -> EngineResult:
     """Simulate ``program`` on links of the given capacities (bytes per second); ``fairness`` is
-    "max-min" (weighted progressive filling) or "link" (per-link processor sharing, faster)."""
+    "max-min" (weighted progressive filling) or "link" (per-link processor sharing, faster).  Once the next
+    event lies after ``stop_at`` seconds the run stops (``stopped``; the program cannot end sooner than that)."""
     share_fn = max_min_rates if fairness == "max-min" else link_share_rates
     n = program.size
     need = np.fromiter((len(d) for d in program.deps), dtype=np.int64, count=n)
@@ -280,6 +327,8 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min") -> En
         target = min(t_done, t_deliver)
         if not np.isfinite(target):
             break  # only transfers that can never get bandwidth: reported as unfinished by the caller
+        if target > stop_at:
+            return EngineResult(target, sent, delivered, events, recomputes, stopped=True)
         dt = target - now
         if len(act):
             remaining[act] -= rates * dt

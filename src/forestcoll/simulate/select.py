@@ -1,8 +1,8 @@
 """The best schedule per range of call sizes, and one MSCCL file (or MSCCL++ plan) per range.
 
-:func:`candidate_schedules` builds forestcoll's schedule at the optimal k and
-at powers of two below it, and the ring written as a schedule (when it
-verifies); :func:`select_schedules` simulates them at every size and keeps the
+:func:`candidate_schedules` builds forestcoll's schedule at the optimal k,
+at powers of two below it, one height-limited schedule (shallower than all of
+them), and the ring written as a schedule (when it verifies); :func:`select_schedules` simulates them at every size and keeps the
 best per size, where the runtimes can use its file (the element count must
 split into nchunksperloop chunks), merged into ranges with a 2% hysteresis;
 :func:`export_by_size` writes each range's schedule as a self-checked MSCCL
@@ -12,12 +12,13 @@ file with its minBytes / maxBytes (``forestcoll generate --sizes``).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from forestcoll import collectives
 from forestcoll.errors import ForestCollError, UsageError
+from forestcoll.progress import Progress
 from forestcoll.schedule import Schedule
 from forestcoll.simulate import baselines
 from forestcoll.simulate.compare import default_workers, run_jobs
@@ -27,7 +28,7 @@ from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
 __all__ = ["ExportedRange", "Selection", "SizeExport", "SizeRange", "candidate_schedules", "export_by_size",
-           "select_schedules", "usable"]
+           "height_candidate", "select_schedules", "usable"]
 
 
 @dataclass
@@ -67,9 +68,11 @@ class Selection:
 
 
 def candidate_schedules(topo: Topology, net: Network, collective: str, root: str | None = None,
-                        ks: Sequence[int] | None = None, ring: bool = True) -> dict[str, Schedule]:
+                        ks: Sequence[int] | None = None, ring: bool = True, height: bool = True,
+                        ring_name: str = "ring") -> dict[str, Schedule]:
     """forestcoll at the optimal k (``"forestcoll"``) and at each of ``ks`` below it (``"forestcoll-k<k>"``;
-    default: the powers of two up to 64), and with ``ring`` the ring as a schedule (when it verifies)."""
+    default: the powers of two up to 64); with ``height`` one height-limited schedule (``"forestcoll-h<H>"``,
+    :func:`height_candidate`); with ``ring`` the ring as a schedule (``ring_name``, when it verifies)."""
     from forestcoll.generate import generate
     from forestcoll.verify import verify
 
@@ -78,14 +81,34 @@ def candidate_schedules(topo: Topology, net: Network, collective: str, root: str
     for k in (ks if ks is not None else [2**i for i in range(0, 7)]):
         if k < best.k:
             cands[f"forestcoll-k{k}"] = generate(topo, collective, k=k, root=root)
+    if height:
+        found = height_candidate(topo, collective, list(cands.values()), root)
+        if found is not None:
+            cands[f"forestcoll-h{found.max_height()}"] = found
     if ring:
         try:
             sched = baselines.ring_schedule(net, collective, root)
             if verify(sched, topo).ok:
-                cands["ring"] = sched
+                cands[ring_name] = sched
         except ForestCollError:
             pass
     return cands
+
+
+def height_candidate(topo: Topology, collective: str, others: Sequence[Schedule],
+                     root: str | None = None) -> Schedule | None:
+    """One schedule shallower than every one of ``others``: ``generate --max-height H`` at H = their lowest
+    height - 1 (one search, a few seconds to half a minute on 32 ranks; shallower trees pay fewer hop latencies
+    per piece, which wins at small sizes).  None when no such tree exists or the search finds none."""
+    from forestcoll.generate import generate
+
+    target = min(s.max_height() for s in others) - 1
+    if target < 1:
+        return None
+    try:
+        return generate(topo, collective, root=root, max_height=target)
+    except ForestCollError:
+        return None
 
 
 def usable(sched: Schedule, size: int, element_bytes: int = 4) -> bool:
@@ -98,19 +121,30 @@ def usable(sched: Schedule, size: int, element_bytes: int = 4) -> bool:
 def select_schedules(topo: Topology, net: Network, collective: str, sizes: Sequence[int],
                      candidates: dict[str, Schedule], *, fairness: str = "max-min", workers: int = 1,
                      margin: float = 0.02, runtime_sizes: bool = True, element_bytes: int = 4,
-                     progress: Callable[[SimResult], None] | None = None) -> Selection:
+                     progress: Progress | None = None, exhaustive: bool = False) -> Selection:
     """The candidate with the highest simulated algbw at each size, merged into size ranges.
 
     With ``runtime_sizes`` a candidate competes at a size only if the runtimes can use its file there
     (:func:`usable`, ``element_bytes``-byte elements; 16 for MSCCL++, whose chunks are whole 16-byte units).  The previous size's winner is kept while it is within ``margin``
-    of the best, so near-ties do not split the ranges."""
-    jobs = [(sched, collective, size, {"fairness": fairness, "name": name})
-            for size in sizes for name, sched in candidates.items()]
-    table = run_jobs(net, jobs, workers, progress)
+    of the best, so near-ties do not split the ranges.  A candidate whose lower bound on the time is above the
+    best time found divided by ``1 - margin`` is not simulated (:func:`forestcoll.simulate.race.race`: the same
+    ranges as simulating all, which ``exhaustive`` does; ``table`` then lacks the rows skipped).
+    ``progress`` gets ``("simulating candidates", done, total)`` per candidate and size."""
+    from forestcoll.simulate.race import STAGE, race_sizes
+
+    competing = {size: {name: sched for name, sched in candidates.items()
+                        if not runtime_sizes or usable(sched, size, element_bytes)} for size in sizes}
+    if exhaustive:
+        jobs = [(sched, collective, size, {"fairness": fairness, "name": name})
+                for size in sizes for name, sched in competing[size].items()]
+        table = run_jobs(net, jobs, workers, progress, STAGE)
+    else:
+        raced = race_sizes(net, list(sizes), competing, slack=margin, workers=workers, progress=progress,
+                           fairness=fairness)
+        table = [r for size in sizes for r in raced[size].results]
     winners: list[tuple[int, str]] = []
     for size in sorted(sizes):
-        rows = [r for r in table if r.size_bytes == size
-                and (not runtime_sizes or usable(candidates[r.algorithm], size, element_bytes))]
+        rows = [r for r in table if r.size_bytes == size]
         if not rows:
             raise UsageError(f"no candidate schedule can run a {format_size(size)} call (its chunking does not divide it)")
         best = max(rows, key=lambda r: (r.algbw_gbps, -list(candidates).index(r.algorithm)))
@@ -177,7 +211,7 @@ class SizeExport:
 def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str, *,
                    extra: Mapping[str, str] | None = None, root: str | None = None, options=None,
                    fairness: str = "max-min", check: bool = True, latency_us: Mapping[str, float] | None = None,
-                   workers: int | None = None, progress: Callable[[SimResult], None] | None = None,
+                   workers: int | None = None, progress: Progress | None = None,
                    format: str = "msccl") -> SizeExport:
     """Select the best schedule per size range on ``topology`` and write one MSCCL file per range into
     ``outdir`` (``options``: :class:`~forestcoll.msccl.export.ExportOptions`, whose size range and name each

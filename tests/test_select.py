@@ -1,0 +1,141 @@
+"""Latency-aware choice: compare's forestcoll-best row and generate --sizes' selection never lose to what they
+were offered, on small fabrics at given sizes."""
+
+import pytest
+
+from forestcoll.simulate import baselines
+from forestcoll.simulate.compare import BEST, compare_topology
+from forestcoll.simulate.core import simulate
+from forestcoll.simulate.engine import link_bound, lower_bound, path_bound, run
+from forestcoll.simulate.network import load_network
+from forestcoll.simulate.select import candidate_schedules, select_schedules
+from forestcoll.simulate.trees import tree_program
+
+SIZES = [64 << 10, 1 << 20, 16 << 20]
+
+
+def exhaustive_best(spec, collective, sizes):
+    """Every candidate compare offers, simulated at every size: (name, algbw) of the fastest per size."""
+    net = load_network(spec)
+    cands = candidate_schedules(net.topology, net, collective, ks=[1, 2], ring_name="forestcoll-ring")
+    out = {}
+    for size in sizes:
+        runs = [simulate(net, s, size=size, name=n) for n, s in cands.items()]
+        top = max(runs, key=lambda r: r.algbw_gbps)
+        out[size] = (top.algorithm, top.algbw_gbps)
+    return out
+
+
+@pytest.mark.parametrize("spec", ["ring:n=4", "hypercube:dim=3", "dgx-a100"])
+@pytest.mark.parametrize("collective", ["allreduce", "allgather"])
+def test_best_row_never_loses_to_the_baselines(spec, collective):
+    comp = compare_topology(spec, collective, SIZES, workers=1)
+    for size in SIZES:
+        best = comp.get(BEST, size)
+        assert best is not None and best.extra["chosen"].startswith("forestcoll")
+        ours = [r for r in comp.results if r.size_bytes == size and r.algorithm.startswith("forestcoll")
+                and r.algorithm != BEST]
+        assert best.algbw_gbps >= max(r.algbw_gbps for r in ours)
+        offered = [comp.get(b, size) for b in ("ring", "double-binary-tree") if comp.get(b, size) is not None]
+        assert offered
+        for other in offered:
+            assert best.algbw_gbps >= other.algbw_gbps, (size, other.algorithm, best.extra["chosen"])
+
+
+def test_best_picks_a_non_optimal_candidate_where_it_is_faster():
+    # hypercube:dim=3 allreduce: at 64 KiB k=2 beats the optimal k (fewer, larger pieces pay fewer latencies)
+    comp = compare_topology("hypercube:dim=3", "allreduce", [64 << 10], workers=1)
+    best = comp.get(BEST, 64 << 10)
+    assert best.extra["chosen"] != "forestcoll"
+    assert best.algbw_gbps > comp.get("forestcoll", 64 << 10).algbw_gbps
+
+
+def test_best_only_when_asked():
+    comp = compare_topology("ring:n=4", "allreduce", [1 << 20], algorithms=[BEST, "ring"], workers=1)
+    assert set(comp.algorithms()) == {BEST, "ring"}
+    comp = compare_topology("ring:n=4", "allreduce", [1 << 20], algorithms=["forestcoll", "ring"], workers=1)
+    assert set(comp.algorithms()) == {"forestcoll", "ring"}
+
+
+def test_selection_never_loses_to_a_candidate_it_was_offered():
+    net = load_network("hypercube:dim=3")
+    cands = candidate_schedules(net.topology, net, "allreduce")
+    assert "ring" in cands and any(n.startswith("forestcoll-k") for n in cands)
+    sel = select_schedules(net.topology, net, "allreduce", SIZES, cands, runtime_sizes=False, margin=0.0)
+    for rng in sel.ranges:
+        for size, algbw in rng.measured.items():
+            assert algbw == max(r.algbw_gbps for r in sel.table if r.size_bytes == size)
+
+
+@pytest.mark.slow
+def test_height_candidate_is_shallower():
+    net = load_network("mi250")
+    cands = candidate_schedules(net.topology, net, "allgather", ks=[1], ring=False)
+    shallow = [n for n in cands if n.startswith("forestcoll-h")]
+    assert shallow, list(cands)
+    h = cands[shallow[0]].max_height()
+    assert shallow[0] == f"forestcoll-h{h}"
+    assert h < min(s.max_height() for n, s in cands.items() if n != shallow[0])
+
+
+@pytest.mark.parametrize("spec,collective", [("ring:n=4", "allreduce"), ("hypercube:dim=3", "allreduce"),
+                                             ("hypercube:dim=3", "allgather"), ("dgx-a100", "allreduce"),
+                                             ("dgx-a100", "reduce-scatter"), ("torus:dims=3x2", "allgather"),
+                                             ("ring:n=5", "broadcast")])
+def test_pruned_best_is_the_exhaustive_best(spec, collective):
+    """compare skips candidates whose lower bound already loses: its best row is still the fastest of all of them."""
+    sizes = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20]
+    comp = compare_topology(spec, collective, sizes, workers=1)
+    ref = exhaustive_best(spec, collective, sizes)
+    for size in sizes:
+        best = comp.get(BEST, size)
+        assert best.algbw_gbps == ref[size][1], (size, best.extra["chosen"], ref[size])
+    assert any(comp.get(BEST, s).extra.get("pruned") for s in sizes)  # it did skip something
+    again = compare_topology(spec, collective, sizes, workers=1, exhaustive=True)
+    assert [(r.algorithm, r.size_bytes, r.algbw_gbps, r.extra.get("chosen")) for r in again.results] == \
+        [(r.algorithm, r.size_bytes, r.algbw_gbps, r.extra.get("chosen")) for r in comp.results]
+
+
+@pytest.mark.parametrize("spec", ["hypercube:dim=3", "torus:dims=3x2", "dgx-a100"])
+def test_pruned_selection_is_the_exhaustive_selection(spec):
+    net = load_network(spec)
+    cands = candidate_schedules(net.topology, net, "allreduce")
+    sizes = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20]
+    whole = net.topology.num_compute & (net.topology.num_compute - 1) == 0  # 6 ranks: chunks do not divide 2^n
+    fast = select_schedules(net.topology, net, "allreduce", sizes, cands, runtime_sizes=whole)
+    slow = select_schedules(net.topology, net, "allreduce", sizes, cands, runtime_sizes=whole, exhaustive=True)
+    assert [(r.min_bytes, r.max_bytes, r.name, r.measured) for r in fast.ranges] == \
+        [(r.min_bytes, r.max_bytes, r.name, r.measured) for r in slow.ranges]
+    assert len(fast.table) < len(slow.table)
+
+
+@pytest.mark.parametrize("spec", ["ring:n=4", "hypercube:dim=3", "torus:dims=3x2"])
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "broadcast"])
+def test_lower_bound_never_above_the_simulated_time(spec, collective):
+    net = load_network(spec)
+    cands = candidate_schedules(net.topology, net, collective, ks=[1, 2], height=False)
+    for size in (1 << 10, 64 << 10, 1 << 20, 64 << 20):
+        progs = [tree_program(s, net, float(size), float(1 << 20), 16) for s in cands.values()]
+        progs += [baselines.BASELINES[b](net, collective, float(size), (float(1 << 20), 16)) for b in baselines.BASELINES
+                  if baselines.applicable(b, net, collective) and not (collective == "broadcast" and b in ("ring", "direct"))]
+        for builder in progs:
+            prog = builder.build()
+            for fairness in ("max-min", "link"):
+                t = run(prog, net.capacity, fairness).time
+                assert lower_bound(prog, net.capacity) <= t * (1 + 1e-9)
+            assert lower_bound(prog, net.capacity) == max(link_bound(prog, net.capacity), path_bound(prog, net.capacity))
+
+
+@pytest.mark.parametrize("spec", ["hypercube:dim=3", "dgx-a100", "torus:dims=3x2"])
+def test_ranking_rate_keeps_the_fastest(spec):
+    """The export fallbacks' rate skips schedules that cannot beat the fastest seen: the argmax is unchanged."""
+    from forestcoll.simulate.race import ranking_rate
+
+    net = load_network(spec)
+    cands = candidate_schedules(net.topology, net, "allreduce", ks=[1, 2], height=False, ring_name="forestcoll-ring")
+    for size in (64 << 10, 16 << 20):
+        rate = ranking_rate(net)
+        got = {n: rate(s, size) for n, s in cands.items()}
+        full = {n: simulate(net, s, size=size).algbw_gbps for n, s in cands.items()}
+        assert max(got.values()) == max(full.values())
+        assert all(got[n] >= full[n] * (1 - 1e-9) for n in cands)  # a skipped one gets an upper bound
