@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-import igraph
 import numpy as np
+
+from forestcoll.graph.igraph_import import import_igraph
 
 __all__ = ["Perm", "detect_automorphisms", "element_orbits", "group_elements", "orbits"]
 
@@ -26,7 +27,7 @@ def orbits(n: int, generators: Sequence[Perm]) -> list[int]:
     src = np.tile(np.arange(n), len(generators))
     dst = np.concatenate([np.asarray(p, dtype=np.int64) for p in generators])
     moved = src != dst
-    graph = igraph.Graph(n=n, edges=np.column_stack([src[moved], dst[moved]]).tolist(), directed=False)
+    graph = import_igraph().Graph(n=n, edges=np.column_stack([src[moved], dst[moved]]).tolist(), directed=False)
     membership = graph.connected_components().membership
     smallest: dict[int, int] = {}
     for i, m in enumerate(membership):
@@ -85,7 +86,7 @@ def detect_automorphisms(
         colours.append(2 + colour)
         edges.append((u, mid))
         edges.append((mid, v))
-    graph = igraph.Graph(n=len(colours), edges=edges, directed=True)
+    graph = import_igraph().Graph(n=len(colours), edges=edges, directed=True)
     tails = np.array([u for u, _, _ in arcs], dtype=np.int64)
     heads = np.array([v for _, v, _ in arcs], dtype=np.int64)
     ncol = max(len(bw_colour), 1)
