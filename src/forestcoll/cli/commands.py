@@ -175,6 +175,14 @@ def latency(args: argparse.Namespace) -> dict[str, float]:
     return parse_class_latencies(getattr(args, "latency", None))
 
 
+def progress_for(args: argparse.Namespace):
+    """The progress display of one long library call: a bar on a terminal after ~2 s, nothing with --quiet
+    (:mod:`forestcoll.cli.progress`); use as ``with progress_for(args) as progress:``."""
+    from forestcoll.cli.progress import progress_display
+
+    return progress_display(getattr(args, "quiet", False))
+
+
 def positive_int(text: str, flag: str) -> int:
     try:
         value = int(text)
@@ -211,7 +219,8 @@ def cmd_bound(args: argparse.Namespace) -> int:
     topo = topology(args)
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
-    report = bound_report(topo, args.collective, args.root, args.k, not args.no_symmetry)
+    with progress_for(args) as progress:
+        report = bound_report(topo, args.collective, args.root, args.k, not args.no_symmetry, progress=progress)
     if args.k is not None:
         from dataclasses import replace
 
@@ -287,17 +296,19 @@ def cmd_generate(args: argparse.Namespace) -> int:
         from forestcoll.mscclpp.export import write_generated_plan
         from forestcoll.simulate.mscclpp import executor_rate
 
-        sched, result = write_generated_plan(topo, args.collective, args.output, k=args.k, root=args.root,
-                                             symmetry=not args.no_symmetry, max_k=args.max_k, options=options,
-                                             rate=executor_rate(topo))
+        with progress_for(args) as progress:
+            sched, result = write_generated_plan(topo, args.collective, args.output, k=args.k, root=args.root,
+                                                 symmetry=not args.no_symmetry, max_k=args.max_k, options=options,
+                                                 rate=executor_rate(topo), progress=progress)
         if args.json:
             render.print_json(result)
             return 0
         render.print_schedule_line(sched, topo)
         render.print_mscclpp_export(result)
         return 0
-    sched = generate(topo, args.collective, k=args.k, root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k,
-                     max_height=args.max_height)
+    with progress_for(args) as progress:
+        sched = generate(topo, args.collective, k=args.k, root=args.root, symmetry=not args.no_symmetry,
+                         max_k=args.max_k, max_height=args.max_height, progress=progress)
     sched = with_source(sched, args)
     if args.format == "msccl":
         render.print_schedule_line(sched, topo)
@@ -371,11 +382,25 @@ def generate_by_size(args: argparse.Namespace) -> int:
         if args.proto != "Simple":
             raise UsageError("--sizes picks Simple or LL per size range; leave out --proto")
     options = export_options(args) if args.format == "msccl" else mscclpp_options(args)
-    out = export_by_size(args.topology, args.collective, sizes, args.output, extra=cluster_options(args), root=args.root,
-                         options=options, fairness=args.fairness, check=not args.no_check, latency_us=latency(args),
-                         format=args.format)
+    with progress_for(args) as progress:
+        out = export_by_size(args.topology, args.collective, sizes, args.output, extra=cluster_options(args),
+                             root=args.root, options=options, fairness=args.fairness, check=not args.no_check,
+                             latency_us=latency(args), format=args.format, progress=_count_runs(progress))
     render.print_size_export(out)
     return 0
+
+
+def _count_runs(progress):
+    """export_by_size's per-simulation callback as a count of runs for ``progress`` (None stays None)."""
+    if progress is None:
+        return None
+    done = [0]
+
+    def one(_result) -> None:
+        done[0] += 1
+        progress("simulating candidates", done[0], None)
+
+    return one
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -389,7 +414,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
         report = verify_alltoall(sched, topo)
     else:
-        report = verify(sched, topo)
+        with progress_for(args) as progress:
+            report = verify(sched, topo, progress=progress)
     if args.json:
         render.print_json(report)
     elif sched.collective == ALLTOALL.name:
@@ -445,7 +471,11 @@ def write_mscclpp(sched, topo, options, args: argparse.Namespace) -> int:
 
     if sched.collective == ALLTOALL.name:
         from forestcoll.alltoall.mscclpp import write_alltoall_mscclpp as write
-    result = write(sched, args.output, topo, options)
+    with progress_for(args) as progress:
+        if sched.collective == ALLTOALL.name:
+            result = write(sched, args.output, topo, options)
+        else:
+            result = write(sched, args.output, topo, options, progress=progress)
     if getattr(args, "json", False):
         render.print_json(result)
     else:
@@ -460,9 +490,11 @@ def cmd_mscclpp_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--launches must be >= 1, got {args.launches}")
     if args.show < 0:
         raise UsageError(f"--show must be >= 0, got {args.show}")
-    result = run_file(args.plan, size=_size_flag(args.size, "--size"), mode=None if args.mode == "declared" else args.mode,
-                      dtype=args.dtype, launches=args.launches, race_check=not args.no_race_check, packet=args.packet,
-                      seed=args.seed, root=args.root)
+    with progress_for(args) as progress:
+        result = run_file(args.plan, size=_size_flag(args.size, "--size"),
+                          mode=None if args.mode == "declared" else args.mode, dtype=args.dtype, launches=args.launches,
+                          race_check=not args.no_race_check, packet=args.packet, seed=args.seed, root=args.root,
+                          progress=progress)
     if args.json:
         render.print_json(result)
     else:
@@ -533,9 +565,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     size = parse_size(args.size)
     opts = sim_options(args)
-    net, res = simulate_spec(args.what, args.topology, extra=cluster_options(args), collective=args.collective,
-                             root=args.root, size=size, latency_us=latency(args), trees=args.trees,
-                             port_transport=args.port_transport, **opts)
+    with progress_for(args) as progress:
+        net, res = simulate_spec(args.what, args.topology, extra=cluster_options(args), collective=args.collective,
+                                 root=args.root, size=size, latency_us=latency(args), trees=args.trees,
+                                 port_transport=args.port_transport, progress=progress, **opts)
     if args.json:
         render.print_json(res)
     elif hasattr(res, "plan"):
@@ -546,8 +579,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from forestcoll.simulate.compare import compare_topology, default_workers
     from forestcoll.units import parse_sizes
 
@@ -556,10 +587,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     chosen = [a.strip() for a in args.algorithms.split(",") if a.strip()] if args.algorithms else None
     workers = default_workers() if args.jobs is None else check_count(args.jobs, "--jobs", MAX_JOBS, lo=1)
     check_output(args)
-    status = None if args.json else Console(stderr=True).status
-    comp = compare_topology(args.topology, args.collective, sizes, extra=cluster_options(args), algorithms=chosen,
-                            root=args.root, latency_us=latency(args), workers=workers, plot=args.output, status=status,
-                            **opts)
+    with progress_for(args) as progress:
+        comp = compare_topology(args.topology, args.collective, sizes, extra=cluster_options(args), algorithms=chosen,
+                                root=args.root, latency_us=latency(args), workers=workers, plot=args.output,
+                                progress=progress, **opts)
     if args.json:
         render.print_json(comp)
     else:

@@ -11,7 +11,13 @@ __all__ = ["build_parser"]
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit 2) instead of a usage dump."""
+    """argparse with one-line errors (exit 2) instead of a usage dump; every command takes --quiet."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # before or after the command name; SUPPRESS: a subcommand's parser does not reset a global -q
+        self.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                          help="no progress bar on stderr (it shows only on a terminal, for operations over ~2 s)")
 
     def error(self, message: str) -> None:  # type: ignore[override]
         where = self.prog.removeprefix("forestcoll").strip()  # main() adds the "forestcoll: error:" prefix

@@ -19,6 +19,7 @@ from typing import Any
 
 from forestcoll import collectives
 from forestcoll.errors import UsageError
+from forestcoll.progress import Progress, report
 from forestcoll.schedule import Schedule
 from forestcoll.simulate import baselines
 from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE, SimResult, simulate
@@ -216,10 +217,12 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
                      extra: Mapping[str, str] | None = None, algorithms: Sequence[str] | None = None,
                      root: str | None = None, latency_us: Mapping[str, float] | None = None, workers: int = 1,
                      plot: str | None = None, fairness: str = "max-min", slice_bytes: int = DEFAULT_SLICE,
-                     max_slices: int = DEFAULT_MAX_SLICES, status: Callable[[str], Any] | None = None) -> Comparison:
+                     max_slices: int = DEFAULT_MAX_SLICES, status: Callable[[str], Any] | None = None,
+                     progress: Progress | None = None) -> Comparison:
     """What ``forestcoll compare`` does: forestcoll's optimal and k = 1 schedules and every baseline that
     applies (or just ``algorithms``), simulated at every size on ``topology``; with ``plot`` the picture is
-    written there.  ``status(text)``, if given, returns a context manager shown while the runs go."""
+    written there.  ``status(text)``, if given, returns a context manager shown while the runs go; ``progress``
+    (:mod:`forestcoll.progress`) hears ``"simulating runs"`` with the runs done out of the total."""
     from forestcoll.simulate.network import load_network
     from forestcoll.simulate.select import candidate_schedules
 
@@ -245,9 +248,16 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
         from forestcoll.simulate.alltoall import BASELINES as names
     base = [b for b in names if algorithms is None or b in algorithms]
     total = len(sizes) * (len(schedules) + len(base))
+    done = [0]
+
+    def one_run(_result: SimResult) -> None:
+        done[0] += 1
+        report(progress, "simulating runs", done[0], total)
+
+    report(progress, "simulating runs", 0, total)
     with status(f"simulating up to {total} runs ...") if status else contextlib.nullcontext():
         comp = compare(topo, net, collective, sizes, schedules, base, root=root, workers=workers, fairness=fairness,
-                       slice_bytes=slice_bytes, max_slices=max_slices)
+                       slice_bytes=slice_bytes, max_slices=max_slices, progress=one_run if progress else None)
     if plot:
         plot_comparison(comp, plot)
         comp.plot = plot
