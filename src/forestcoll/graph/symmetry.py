@@ -21,18 +21,24 @@ Perm = tuple[int, ...]
 
 
 def orbits(n: int, generators: Sequence[Perm]) -> list[int]:
-    """Orbit id of each of ``n`` points under the group the generators span (smallest member as id)."""
+    """Orbit id of each of ``n`` points under the group the generators span (smallest member as id).
+
+    Labels start as the points themselves and take, until nothing changes, the smaller of a point's and its
+    images' labels, with pointer jumping (label of the label); every label stays a member of the point's orbit
+    and the fixpoint is constant on orbits, so it is each orbit's smallest member (numpy only: no igraph)."""
     if not generators:
         return list(range(n))
-    src = np.tile(np.arange(n), len(generators))
-    dst = np.concatenate([np.asarray(p, dtype=np.int64) for p in generators])
-    moved = src != dst
-    graph = import_igraph().Graph(n=n, edges=np.column_stack([src[moved], dst[moved]]).tolist(), directed=False)
-    membership = graph.connected_components().membership
-    smallest: dict[int, int] = {}
-    for i, m in enumerate(membership):
-        smallest.setdefault(m, i)
-    return [smallest[m] for m in membership]
+    gens = [np.asarray(p, dtype=np.int64) for p in generators]
+    label = np.arange(n, dtype=np.int64)
+    while True:
+        new = label.copy()
+        for p in gens:
+            new[p] = np.minimum(new[p], new)  # an image takes its preimage's label when smaller
+            new = np.minimum(new, new[p])  # and a point its image's
+        new = new[new]
+        if np.array_equal(new, label):
+            return label.tolist()
+        label = new
 
 
 def group_elements(generators: Sequence[Perm], n: int, limit: int) -> list[Perm] | None:
