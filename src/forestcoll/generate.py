@@ -99,10 +99,11 @@ def solve_phase(
     scale times ``stretch``); the trees are then lowered (:func:`~forestcoll.trees.shallow.lower_trees`),
     aiming at ``max_height`` when given.  With ``exact_height`` the trees come from the constraint program of
     :mod:`forestcoll.trees.height` instead (unit trees, every one within ``max_height``); :class:`HeightNotFound`
-    when it finds none.  ``progress`` hears ``"<phase>: <step>"`` for each of the steps in :data:`STEPS`."""
+    when it finds none.  ``progress`` hears ``"<phase>: <step>"`` for each of the steps in :data:`STEPS` (the last
+    one with its count of trees)."""
     stats: dict[str, float] = {}
 
-    def step(i: int) -> None:
+    def step(i: int) -> None:  # the step number out of the steps; the last step counts its trees
         report(progress, f"{name}: {STEPS[i]}", i, len(STEPS))
 
     step(0)
@@ -128,7 +129,7 @@ def solve_phase(
     compute = [i for i in range(n) if fabric.is_compute[i]]
     pos = {c: j for j, c in enumerate(compute)}
     ccaps = {(pos[u], pos[v]): c for (u, v), c in split.caps.items()}
-    step(3)
+    report(progress, f"{name}: {STEPS[3]}", 0, None)  # counted in demand placed by the packer
     t0 = time.perf_counter()
     demand = [k * weights[c] for c in compute]
     group = [[pos[g[c]] for c in compute] for g in split.group] if len(split.group) > 1 else None
@@ -139,9 +140,9 @@ def solve_phase(
             raise HeightNotFound(f"k={k}: {status}")
         packed = PackResult(found, {"height_program": 1})
     elif group is not None:
-        packed = pack_trees_symmetric(len(compute), ccaps, demand, group)
+        packed = pack_trees_symmetric(len(compute), ccaps, demand, group, progress=_prefixed(progress, name))
     else:
-        packed = pack_trees(len(compute), ccaps, demand)
+        packed = pack_trees(len(compute), ccaps, demand, progress=_prefixed(progress, name))
     stats["pack_s"] = time.perf_counter() - t0
     for key, value in packed.stats.items():
         stats[f"pack_{key}"] = value
@@ -155,14 +156,16 @@ def solve_phase(
     stats["lower_s"] = time.perf_counter() - t0
     for key, value in lowered.stats.items():
         stats[f"lower_{key}"] = value
-    step(5)
+    report(progress, f"{name}: {STEPS[5]}", 0, None)  # counted in trees below, once they are mapped back
     t0 = time.perf_counter()
     routed = map_back(packed.trees, {a: dict(b) for a, b in split.paths.items()}, compute)
     names = [node.name for node in fabric.nodes]
     name_of = names.__getitem__
     trees = []
     load: dict[tuple[int, int], int] = {}
-    for root, mult, edges in routed:
+    for done, (root, mult, edges) in enumerate(routed):
+        if progress is not None and not done % 64:
+            report(progress, f"{name}: {STEPS[5]}", done, len(routed))
         for _, _, p in edges:
             for hop in zip(p, p[1:]):
                 load[hop] = load.get(hop, 0) + mult
@@ -172,12 +175,19 @@ def solve_phase(
             sched_edges = tuple(Edge(names[x], names[y], tuple(map(name_of, p))) for x, y, p in edges)
         trees.append(ScheduleTree(names[root], mult, name, sched_edges))
     stats["map_s"] = time.perf_counter() - t0
-    report(progress, f"{name}: {STEPS[-1]}", len(STEPS), len(STEPS))
+    report(progress, f"{name}: {STEPS[5]}", len(routed), len(routed))
     stats["packed_trees"] = len(packed.trees)
     cut = tuple(fabric.nodes[i].name for i in rate.cut.nodes)
     bandwidth = {(u, v): bw for u, v, bw in fabric.arcs}
     ratio = max(Fraction(amount) / bandwidth[hop] for hop, amount in load.items())  # max over links of chunks / bandwidth
     return PhaseResult(name, k, scale, rate.rate, total, trees, cut, stats, ratio)
+
+
+def _prefixed(progress: Progress | None, phase: str) -> Progress | None:
+    """``progress`` with the phase's name before each stage ("allgather: packing trees")."""
+    if progress is None:
+        return None
+    return lambda stage, done, total=None: progress(f"{phase}: {stage}", done, total)
 
 
 def _reverse_phase(phase: PhaseResult, name: str) -> PhaseResult:
