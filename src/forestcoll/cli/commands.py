@@ -472,10 +472,8 @@ def write_mscclpp(sched, topo, options, args: argparse.Namespace) -> int:
     if sched.collective == ALLTOALL.name:
         from forestcoll.alltoall.mscclpp import write_alltoall_mscclpp as write
     with progress_for(args) as progress:
-        if sched.collective == ALLTOALL.name:
-            result = write(sched, args.output, topo, options)
-        else:
-            result = write(sched, args.output, topo, options, progress=progress)
+        counted = {} if sched.collective == ALLTOALL.name else {"progress": progress}  # all-to-all reports nothing yet
+        result = write(sched, args.output, topo, options, **counted)
     if getattr(args, "json", False):
         render.print_json(result)
     else:
