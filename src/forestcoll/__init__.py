@@ -19,49 +19,37 @@ Quick start::
     forestcoll.verify(sched, topo).certified_optimal   # True
 """
 
-from forestcoll.bound import Bound, fixed_k_algbw, optimal_bound
-from forestcoll.errors import ForestCollError, ScheduleError, TopologyError, UsageError
-from forestcoll.generate import generate
-from forestcoll.schedule import Schedule, read_schedule, schedule_from_dict, schedule_to_dict
-from forestcoll.topology import (
-    Link,
-    Node,
-    Topology,
-    TopologyBuilder,
-    from_networkx,
-    load_topology,
-    make_topology,
-    to_networkx,
-    topology_from_dict,
-    topology_to_dict,
-)
-from forestcoll.verify import VerifyReport, verify
+from forestcoll.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Bound",
-    "ForestCollError",
-    "Link",
-    "Node",
-    "Schedule",
-    "ScheduleError",
-    "Topology",
-    "TopologyBuilder",
-    "TopologyError",
-    "UsageError",
-    "VerifyReport",
-    "fixed_k_algbw",
-    "from_networkx",
-    "generate",
-    "load_topology",
-    "make_topology",
-    "optimal_bound",
-    "read_schedule",
-    "schedule_from_dict",
-    "schedule_to_dict",
-    "to_networkx",
-    "topology_from_dict",
-    "topology_to_dict",
-    "verify",
-]
+# each name imports its module on first use: `forestcoll --help` and the CLI's commands load only what they run
+_EXPORTS = {
+    "Bound": "forestcoll.bound",
+    "fixed_k_algbw": "forestcoll.bound",
+    "optimal_bound": "forestcoll.bound",
+    "ForestCollError": "forestcoll.errors",
+    "ScheduleError": "forestcoll.errors",
+    "TopologyError": "forestcoll.errors",
+    "UsageError": "forestcoll.errors",
+    "generate": "forestcoll.generate",
+    "Schedule": "forestcoll.schedule",
+    "read_schedule": "forestcoll.schedule",
+    "schedule_from_dict": "forestcoll.schedule",
+    "schedule_to_dict": "forestcoll.schedule",
+    "Link": "forestcoll.topology",
+    "Node": "forestcoll.topology",
+    "Topology": "forestcoll.topology",
+    "TopologyBuilder": "forestcoll.topology",
+    "from_networkx": "forestcoll.topology",
+    "load_topology": "forestcoll.topology",
+    "make_topology": "forestcoll.topology",
+    "to_networkx": "forestcoll.topology",
+    "topology_from_dict": "forestcoll.topology",
+    "topology_to_dict": "forestcoll.topology",
+    "VerifyReport": "forestcoll.verify",
+    "verify": "forestcoll.verify",
+}
+lazy_exports(__name__, _EXPORTS)
+
+__all__ = sorted(_EXPORTS)

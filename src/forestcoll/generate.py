@@ -24,6 +24,7 @@ from forestcoll import collectives
 from forestcoll.bound.fixed_k import floor_caps, min_scale_for_k
 from forestcoll.bound.optimal import prepare_phase, root_weights
 from forestcoll.errors import TopologyError, UsageError
+from forestcoll.progress import Progress, report
 from forestcoll.rational import format_rational
 from forestcoll.schedule import Edge, PhaseInfo, Schedule, ScheduleTree, TopologyRecord
 from forestcoll.topology.model import Topology, fingerprint
@@ -77,6 +78,10 @@ class PhaseResult:
         return self.total_weight * self.rate
 
 
+# the steps of one phase, as solve_phase reports them to a progress callback
+STEPS = ("bound", "smallest exact k", "removing switches", "packing trees", "lowering trees", "paths and loads")
+
+
 def solve_phase(
     topo: Topology,
     name: str,
@@ -88,23 +93,32 @@ def solve_phase(
     stretch: Fraction = Fraction(1),
     max_height: int | None = None,
     exact_height: bool = False,
+    progress: Progress | None = None,
 ) -> PhaseResult:
     """Pack the trees of one phase: optimal (smallest exact k) when ``k`` is None, else the best with k (its time
     scale times ``stretch``); the trees are then lowered (:func:`~forestcoll.trees.shallow.lower_trees`),
     aiming at ``max_height`` when given.  With ``exact_height`` the trees come from the constraint program of
     :mod:`forestcoll.trees.height` instead (unit trees, every one within ``max_height``); :class:`HeightNotFound`
-    when it finds none."""
+    when it finds none.  ``progress`` hears ``"<phase>: <step>"`` for each of the steps in :data:`STEPS` (the last
+    one with its count of trees)."""
     stats: dict[str, float] = {}
+
+    def step(i: int) -> None:  # the step number out of the steps; the last step counts its trees
+        report(progress, f"{name}: {STEPS[i]}", i, len(STEPS))
+
+    step(0)
     t0 = time.perf_counter()
     prep = prepare_phase(topo, weights, reverse, symmetry)
     fabric, oracle, rate = prep.fabric, prep.oracle, prep.rate
     stats["bound_s"] = time.perf_counter() - t0
+    step(1)
     t0 = time.perf_counter()
     k, scale, arcs = phase_capacities(prep, weights, k, max_k, stretch)
     stats["k_search_s"] = time.perf_counter() - t0
     stats["bound_maxflows"] = oracle.maxflows
     n = len(fabric.nodes)
     total = sum(weights)
+    step(2)
     t0 = time.perf_counter()
     trimmed = [c for _, _, c in arcs] != floor_caps(oracle, scale)
     gens = invariant_symmetries(fabric, weights) if symmetry and not trimmed else []
@@ -115,6 +129,7 @@ def solve_phase(
     compute = [i for i in range(n) if fabric.is_compute[i]]
     pos = {c: j for j, c in enumerate(compute)}
     ccaps = {(pos[u], pos[v]): c for (u, v), c in split.caps.items()}
+    report(progress, f"{name}: {STEPS[3]}", 0, None)  # counted in demand placed by the packer
     t0 = time.perf_counter()
     demand = [k * weights[c] for c in compute]
     group = [[pos[g[c]] for c in compute] for g in split.group] if len(split.group) > 1 else None
@@ -125,12 +140,13 @@ def solve_phase(
             raise HeightNotFound(f"k={k}: {status}")
         packed = PackResult(found, {"height_program": 1})
     elif group is not None:
-        packed = pack_trees_symmetric(len(compute), ccaps, demand, group)
+        packed = pack_trees_symmetric(len(compute), ccaps, demand, group, progress=_prefixed(progress, name))
     else:
-        packed = pack_trees(len(compute), ccaps, demand)
+        packed = pack_trees(len(compute), ccaps, demand, progress=_prefixed(progress, name))
     stats["pack_s"] = time.perf_counter() - t0
     for key, value in packed.stats.items():
         stats[f"pack_{key}"] = value
+    step(4)
     t0 = time.perf_counter()
     budget = 0 if exact_height else lowering_budget(len(compute), packed.stats.get("maxflows", 0)) \
         if max_height is None else 20_000
@@ -140,9 +156,11 @@ def solve_phase(
     stats["lower_s"] = time.perf_counter() - t0
     for key, value in lowered.stats.items():
         stats[f"lower_{key}"] = value
+    report(progress, f"{name}: {STEPS[5]}", 0, None)  # counted in trees below, once they are mapped back
     t0 = time.perf_counter()
     bundles = {a: dict(b) for a, b in split.paths.items()}
     stats["packed_trees"] = len(packed.trees)
+    n_trees = len(packed.trees)
     packed_trees = packed.trees  # routed tree by tree and let go as they are: never two copies of N^2 edges
     packed.trees = lowered.trees = []
     packed_trees.reverse()
@@ -170,7 +188,9 @@ def solve_phase(
             made[key] = e
         return e
 
-    for root, mult, edges in routed:
+    for done, (root, mult, edges) in enumerate(routed):
+        if not done % 64:
+            report(progress, f"{name}: {STEPS[5]}", done, n_trees)
         if reverse:
             sched_edges = tuple(edge(x, y, p) for x, y, p in reversed(edges))
         else:
@@ -186,10 +206,18 @@ def solve_phase(
                 for hop in zip(p, p[1:]):
                     load[hop] = load.get(hop, 0) + used
     stats["map_s"] = time.perf_counter() - t0
+    report(progress, f"{name}: {STEPS[5]}", n_trees, n_trees)
     cut = tuple(fabric.nodes[i].name for i in rate.cut.nodes)
     bandwidth = {(u, v): bw for u, v, bw in fabric.arcs}
     ratio = max(Fraction(amount) / bandwidth[hop] for hop, amount in load.items())  # max over links of chunks / bandwidth
     return PhaseResult(name, k, scale, rate.rate, total, trees, cut, stats, ratio)
+
+
+def _prefixed(progress: Progress | None, phase: str) -> Progress | None:
+    """``progress`` with the phase's name before each stage ("allgather: packing trees")."""
+    if progress is None:
+        return None
+    return lambda stage, done, total=None: progress(f"{phase}: {stage}", done, total)
 
 
 def _reverse_phase(phase: PhaseResult, name: str) -> PhaseResult:
@@ -237,6 +265,7 @@ def generate(
     symmetry: bool = True,
     max_k: int = DEFAULT_MAX_K,
     max_height: int | None = None,
+    progress: Progress | None = None,
 ) -> Schedule:
     """A throughput-optimal (``k=None``) or best-with-``k``-trees-per-root schedule for ``collective``.
 
@@ -244,6 +273,7 @@ def generate(
     lowered that far, else the fastest schedule with such trees that the search below finds (its algbw is
     exact, from its link loads, and below the bound; not proved the best possible for that height).
     Raises UsageError for bad parameters; the result verifies with :func:`forestcoll.verify.verify`.
+    ``progress`` (:mod:`forestcoll.progress`) hears each phase's steps.
     """
     coll = collectives.tree_collective(collective)
     weights = root_weights(topo, coll, root)
@@ -255,9 +285,9 @@ def generate(
     gc.disable()
     try:
         if max_height is None:
-            made = _assemble(topo, coll, weights, _phases(topo, coll, weights, k, symmetry, max_k), t0)
+            made = _assemble(topo, coll, weights, _phases(topo, coll, weights, k, symmetry, max_k, progress=progress), t0)
         else:
-            made = _limited(topo, coll, weights, k, symmetry, max_k, max_height, t0)
+            made = _limited(topo, coll, weights, k, symmetry, max_k, max_height, t0, progress)
         return made if symmetry else replace(made, symmetry=None)
     finally:
         if gc_was_enabled:
@@ -280,7 +310,7 @@ def check_height(topo: Topology, coll: collectives.Collective, weights: Sequence
 
 def _phases(topo: Topology, coll: collectives.Collective, weights: Sequence[int], k: int | None, symmetry: bool,
             max_k: int, stretch: Fraction = Fraction(1), max_height: int | None = None,
-            exact_height: bool = False) -> list[PhaseResult]:
+            exact_height: bool = False, progress: Progress | None = None) -> list[PhaseResult]:
     solved: dict[str, PhaseResult] = {}
     mirrored = []
     for ph in coll.phases:
@@ -289,7 +319,7 @@ def _phases(topo: Topology, coll: collectives.Collective, weights: Sequence[int]
             mirrored.append((ph, twin))  # read backwards from the out-tree phase below
         else:
             solved[ph.name] = solve_phase(topo, ph.name, weights, ph.reversed, k, symmetry, max_k, stretch, max_height,
-                                          exact_height)
+                                          exact_height, progress)
     for ph, twin in mirrored:
         solved[ph.name] = _reverse_phase(solved[twin.name], ph.name)
     return [solved[ph.name] for ph in coll.phases]
@@ -305,7 +335,7 @@ _BISECT = 3
 
 
 def _limited(topo: Topology, coll: collectives.Collective, weights: Sequence[int], k: int | None, symmetry: bool,
-             max_k: int, max_height: int, t0: float) -> Schedule:
+             max_k: int, max_height: int, t0: float, progress: Progress | None = None) -> Schedule:
     """The fastest schedule with trees of at most ``max_height`` hops that the search finds:
 
     1. the optimal (or given-k) schedule, lowered toward the height (:mod:`forestcoll.trees.shallow`);
@@ -314,7 +344,7 @@ def _limited(topo: Topology, coll: collectives.Collective, weights: Sequence[int
        them; the fastest wins;
     3. else the greedy packer with more time per tree (a slower rate, more room on every link) until the trees
        fit, then bisection between the last miss and the first hit."""
-    phases = _phases(topo, coll, weights, k, symmetry, max_k, max_height=max_height)
+    phases = _phases(topo, coll, weights, k, symmetry, max_k, max_height=max_height, progress=progress)
     tried: list[tuple[str, str, int | str]] = [(str(phases[0].k), "lowered", _height(phases))]
     if _height(phases) <= max_height:
         return _assemble(topo, coll, weights, phases, t0, {"max_height": max_height, "height_search": tried})
@@ -323,7 +353,8 @@ def _limited(topo: Topology, coll: collectives.Collective, weights: Sequence[int
     ks = [top_k] + [1 << i for i in range(top_k.bit_length()) if (1 << i) < top_k]
     for i, kk in enumerate(ks):
         try:
-            cand = _phases(topo, coll, weights, kk, symmetry, max_k, max_height=max_height, exact_height=True)
+            cand = _phases(topo, coll, weights, kk, symmetry, max_k, max_height=max_height, exact_height=True,
+                           progress=progress)
         except HeightNotFound as exc:
             tried.append((str(kk), "program", str(exc).split(": ")[-1]))
             if i:
@@ -339,7 +370,7 @@ def _limited(topo: Topology, coll: collectives.Collective, weights: Sequence[int
     lo = Fraction(0)
     hi = None
     for s in _STRETCH:
-        cand = _phases(topo, coll, weights, top_k, symmetry, max_k, 1 + s, max_height)
+        cand = _phases(topo, coll, weights, top_k, symmetry, max_k, 1 + s, max_height, progress=progress)
         tried.append((str(top_k), f"stretch {format_rational(1 + s)}", _height(cand)))
         if _height(cand) <= max_height:
             best, hi = cand, s
@@ -350,7 +381,7 @@ def _limited(topo: Topology, coll: collectives.Collective, weights: Sequence[int
                             "(forestcoll generate without --max-height shows the optimal trees' height)")
     for _ in range(_BISECT):
         mid = (lo + hi) / 2
-        cand = _phases(topo, coll, weights, top_k, symmetry, max_k, 1 + mid, max_height)
+        cand = _phases(topo, coll, weights, top_k, symmetry, max_k, 1 + mid, max_height, progress=progress)
         tried.append((str(top_k), f"stretch {format_rational(1 + mid)}", _height(cand)))
         if _height(cand) <= max_height:
             best, hi = cand, mid

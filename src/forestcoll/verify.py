@@ -28,6 +28,7 @@ from fractions import Fraction
 from typing import Any
 
 from forestcoll.collectives import COLLECTIVES, PHASES
+from forestcoll.progress import Progress, report
 from forestcoll.rational import format_rational
 from forestcoll.schedule import Schedule, ScheduleTree
 from forestcoll.topology.model import Topology
@@ -178,8 +179,9 @@ def _cut_bound(topo: Topology, cut: tuple[str, ...], roots: set[str], reverse: b
     return out / inside
 
 
-def verify(schedule: Schedule, topo: Topology) -> VerifyReport:
-    """Check ``schedule`` on ``topo``; see the module docstring for what is checked."""
+def verify(schedule: Schedule, topo: Topology, progress: Progress | None = None) -> VerifyReport:
+    """Check ``schedule`` on ``topo``; see the module docstring for what is checked.  ``progress``
+    (:mod:`forestcoll.progress`) hears ``"checking <phase> trees"`` with the count of trees checked."""
     errors: list[str] = []
     if tuple(schedule.ranks) != topo.compute_nodes:
         if set(schedule.ranks) != set(topo.compute_nodes):
@@ -216,7 +218,9 @@ def verify(schedule: Schedule, topo: Topology) -> VerifyReport:
             errors.append(f"phase {phase.name}: k={phase.k} differs from the schedule's k={k}")
         chunks: dict[str, int] = defaultdict(int)
         load: dict[tuple[str, str], int] = defaultdict(int)
-        for index, tree in trees:
+        stage = f"checking {phase.name} trees"
+        for done, (index, tree) in enumerate(trees):
+            report(progress, stage, done, len(trees))
             where = f"{phase.name} tree {index} (root {tree.root})"
             if tree.direction != PHASES[phase.name].direction:
                 errors.append(f"{where}: wrong direction")

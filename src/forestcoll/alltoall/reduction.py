@@ -170,11 +170,11 @@ def _transversal(rep: int, gens: Sequence[Generator], n: int, size: int) -> tupl
 
 def _classes(m: int, pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     """Orbit id (smallest member) of each of ``m`` points joined by the (points, images) pairs."""
-    import igraph
+    from forestcoll.graph.igraph_import import import_igraph
 
     src = np.concatenate([a for a, _ in pairs]) if pairs else np.zeros(0, dtype=np.int64)
     dst = np.concatenate([b for _, b in pairs]) if pairs else np.zeros(0, dtype=np.int64)
-    graph = igraph.Graph(n=m, edges=np.column_stack([src, dst]).tolist(), directed=False)
+    graph = import_igraph().Graph(n=m, edges=np.column_stack([src, dst]).tolist(), directed=False)
     member = np.asarray(graph.connected_components().membership, dtype=np.int64)
     smallest = np.full(member.max() + 1 if m else 0, m, dtype=np.int64)
     np.minimum.at(smallest, member, np.arange(m))

@@ -16,6 +16,7 @@ from forestcoll import collectives
 from forestcoll.bound.fixed_k import fixed_k_algbw
 from forestcoll.bound.optimal import Bound, optimal_bound
 from forestcoll.collectives import ALLGATHER
+from forestcoll.progress import Progress, report
 from forestcoll.rational import format_rational
 from forestcoll.topology.model import Topology
 
@@ -86,19 +87,24 @@ class BoundReport:
 
 
 def bound_report(topo: Topology, collective: str = "allgather", root: str | None = None, k: int | None = None,
-                 symmetry: bool = True) -> BoundReport:
-    """The bound of ``collective`` on ``topo`` with its companions (see the module docstring)."""
+                 symmetry: bool = True, progress: Progress | None = None) -> BoundReport:
+    """The bound of ``collective`` on ``topo`` with its companions (see the module docstring); ``progress``
+    (:mod:`forestcoll.progress`) hears each bound as it is computed."""
     coll = collectives.get(collective)
     main: Bound | None = None
     companions: dict[str, Bound] = {}
-    for other in collectives.COLLECTIVES.values():
-        if other.rooted or not other.tree_based:
-            continue
+    others = [c for c in collectives.COLLECTIVES.values() if not c.rooted and c.tree_based]
+    steps = len(others) + (coll not in others) + (k is not None)
+    for done, other in enumerate(others):
+        report(progress, f"bound: {other.name}", done, steps)
         if other is coll:
             main = companions[other.name] = optimal_bound(topo, coll.name, root, symmetry)
         else:
             companions[other.name] = optimal_bound(topo, other.name, symmetry=symmetry)
     if main is None:
+        report(progress, f"bound: {coll.name}", len(others), steps)
         main = optimal_bound(topo, coll.name, root, symmetry)
+    if k is not None:
+        report(progress, f"bound: k={k}", steps - 1, steps)
     fixed = fixed_k_algbw(topo, coll.name, k, root, symmetry) if k is not None else None
     return BoundReport(topo.name, topo.num_compute, len(topo.switch_nodes), main, companions, k, fixed)

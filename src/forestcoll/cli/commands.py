@@ -14,6 +14,7 @@ import os
 import sys
 
 from forestcoll.cli import render
+from forestcoll.cli.progress import progress_for
 from forestcoll.collectives import ALLTOALL
 from forestcoll.errors import ForestCollError, UsageError
 from forestcoll.limits import MAX_JOBS, check_count
@@ -211,7 +212,8 @@ def cmd_bound(args: argparse.Namespace) -> int:
     topo = topology(args)
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
-    report = bound_report(topo, args.collective, args.root, args.k, not args.no_symmetry)
+    with progress_for(args) as progress:
+        report = bound_report(topo, args.collective, args.root, args.k, not args.no_symmetry, progress=progress)
     if args.k is not None:
         from dataclasses import replace
 
@@ -287,17 +289,19 @@ def cmd_generate(args: argparse.Namespace) -> int:
         from forestcoll.mscclpp.export import write_generated_plan
         from forestcoll.simulate.mscclpp import executor_rate
 
-        sched, result = write_generated_plan(topo, args.collective, args.output, k=args.k, root=args.root,
-                                             symmetry=not args.no_symmetry, max_k=args.max_k, options=options,
-                                             rate=executor_rate(topo))
+        with progress_for(args) as progress:
+            sched, result = write_generated_plan(topo, args.collective, args.output, k=args.k, root=args.root,
+                                                 symmetry=not args.no_symmetry, max_k=args.max_k, options=options,
+                                                 rate=executor_rate(topo), progress=progress)
         if args.json:
             render.print_json(result)
             return 0
         render.print_schedule_line(sched, topo)
         render.print_mscclpp_export(result)
         return 0
-    sched = generate(topo, args.collective, k=args.k, root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k,
-                     max_height=args.max_height)
+    with progress_for(args) as progress:
+        sched = generate(topo, args.collective, k=args.k, root=args.root, symmetry=not args.no_symmetry,
+                         max_k=args.max_k, max_height=args.max_height, progress=progress)
     sched = with_source(sched, args)
     if args.format == "msccl":
         if args.k is None and args.max_height is None:  # over the runtime's limits: the fastest k that fits, said
@@ -388,9 +392,10 @@ def generate_by_size(args: argparse.Namespace) -> int:
         if args.proto != "Simple":
             raise UsageError("--sizes picks Simple or LL per size range; leave out --proto")
     options = export_options(args) if args.format == "msccl" else mscclpp_options(args)
-    out = export_by_size(args.topology, args.collective, sizes, args.output, extra=cluster_options(args), root=args.root,
-                         options=options, fairness=args.fairness, check=not args.no_check, latency_us=latency(args),
-                         format=args.format)
+    with progress_for(args) as progress:
+        out = export_by_size(args.topology, args.collective, sizes, args.output, extra=cluster_options(args),
+                             root=args.root, options=options, fairness=args.fairness, check=not args.no_check,
+                             latency_us=latency(args), format=args.format, progress=progress)
     render.print_size_export(out)
     return 0
 
@@ -406,7 +411,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
         report = verify_alltoall(sched, topo)
     else:
-        report = verify(sched, topo)
+        with progress_for(args) as progress:
+            report = verify(sched, topo, progress=progress)
     if args.json:
         render.print_json(report)
     elif sched.collective == ALLTOALL.name:
@@ -462,7 +468,9 @@ def write_mscclpp(sched, topo, options, args: argparse.Namespace) -> int:
 
     if sched.collective == ALLTOALL.name:
         from forestcoll.alltoall.mscclpp import write_alltoall_mscclpp as write
-    result = write(sched, args.output, topo, options)
+    with progress_for(args) as progress:
+        counted = {} if sched.collective == ALLTOALL.name else {"progress": progress}  # all-to-all reports nothing yet
+        result = write(sched, args.output, topo, options, **counted)
     if getattr(args, "json", False):
         render.print_json(result)
     else:
@@ -477,9 +485,11 @@ def cmd_mscclpp_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--launches must be >= 1, got {args.launches}")
     if args.show < 0:
         raise UsageError(f"--show must be >= 0, got {args.show}")
-    result = run_file(args.plan, size=_size_flag(args.size, "--size"), mode=None if args.mode == "declared" else args.mode,
-                      dtype=args.dtype, launches=args.launches, race_check=not args.no_race_check, packet=args.packet,
-                      seed=args.seed, root=args.root)
+    with progress_for(args) as progress:
+        result = run_file(args.plan, size=_size_flag(args.size, "--size"),
+                          mode=None if args.mode == "declared" else args.mode, dtype=args.dtype, launches=args.launches,
+                          race_check=not args.no_race_check, packet=args.packet, seed=args.seed, root=args.root,
+                          progress=progress)
     if args.json:
         render.print_json(result)
     else:
@@ -556,9 +566,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     size = parse_size(args.size)
     opts = sim_options(args)
-    net, res = simulate_spec(args.what, args.topology, extra=cluster_options(args), collective=args.collective,
-                             root=args.root, size=size, latency_us=latency(args), trees=args.trees,
-                             port_transport=args.port_transport, **opts)
+    with progress_for(args) as progress:
+        net, res = simulate_spec(args.what, args.topology, extra=cluster_options(args), collective=args.collective,
+                                 root=args.root, size=size, latency_us=latency(args), trees=args.trees,
+                                 port_transport=args.port_transport, progress=progress, **opts)
     if args.json:
         render.print_json(res)
     elif hasattr(res, "plan"):
@@ -569,8 +580,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from forestcoll.simulate.compare import compare_topology, default_workers
     from forestcoll.units import parse_sizes
 
@@ -579,10 +588,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     chosen = [a.strip() for a in args.algorithms.split(",") if a.strip()] if args.algorithms else None
     workers = default_workers() if args.jobs is None else check_count(args.jobs, "--jobs", MAX_JOBS, lo=1)
     check_output(args)
-    status = None if args.json else Console(stderr=True).status
-    comp = compare_topology(args.topology, args.collective, sizes, extra=cluster_options(args), algorithms=chosen,
-                            root=args.root, latency_us=latency(args), workers=workers, plot=args.output, status=status,
-                            **opts)
+    with progress_for(args) as progress:
+        comp = compare_topology(args.topology, args.collective, sizes, extra=cluster_options(args), algorithms=chosen,
+                                root=args.root, latency_us=latency(args), workers=workers, plot=args.output,
+                                progress=progress, **opts)
     if args.json:
         render.print_json(comp)
     else:

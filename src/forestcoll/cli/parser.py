@@ -11,7 +11,13 @@ __all__ = ["build_parser"]
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit 2) instead of a usage dump."""
+    """argparse with one-line errors (exit 2) instead of a usage dump; every command takes --quiet."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # before or after the command name; SUPPRESS: a subcommand's parser does not reset a global -q
+        self.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                          help="no progress bar on stderr (it shows only on a terminal, for operations over ~2 s)")
 
     def error(self, message: str) -> None:  # type: ignore[override]
         where = self.prog.removeprefix("forestcoll").strip()  # main() adds the "forestcoll: error:" prefix
@@ -49,10 +55,28 @@ def _sim_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--latency", help="link latency per class in microseconds, e.g. net=3,nvlink=0.5")
 
 
-def _runtimes() -> tuple[str, ...]:
-    from forestcoll.msccl.lint import RUNTIMES
+class _Runtimes:
+    """The MSCCL runtimes --runtime takes, read from forestcoll.msccl.lint only when help shows them or the flag
+    is given (building the parser stays free of the MSCCL modules; a metavar keeps argparse from listing them
+    while it builds)."""
 
-    return tuple(RUNTIMES)
+    def _names(self) -> tuple[str, ...]:
+        from forestcoll.msccl.lint import RUNTIMES
+
+        return tuple(RUNTIMES)
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+def _runtimes() -> _Runtimes:
+    return _Runtimes()
 
 
 def _export_flags(p: argparse.ArgumentParser) -> None:
@@ -78,7 +102,8 @@ def _export_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("MSCCL XML only")
     g.add_argument("--instances", type=int, help="copies of the algorithm on separate channels (default 1)")
     g.add_argument("--channels", type=int, help="channels per instance (default: one per pipeline stage, within the limits)")
-    g.add_argument("--runtime", choices=_runtimes(), help="whose limits to keep to (default msccl-executor-nccl)")
+    g.add_argument("--runtime", choices=_runtimes(), metavar="RUNTIME",
+                   help="whose limits to keep to: %(choices)s (default msccl-executor-nccl)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -193,7 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=commands.cmd_msccl_run)
     p = msub.add_parser("lint", help="check an MSCCL XML file against the runtime's parser rules and limits")
     p.add_argument("file", help="MSCCL algorithm XML")
-    p.add_argument("--runtime", default="msccl-executor-nccl", choices=_runtimes(), help="whose limits (default msccl-executor-nccl)")
+    p.add_argument("--runtime", default="msccl-executor-nccl", choices=_runtimes(), metavar="RUNTIME",
+                   help="whose limits: %(choices)s (default msccl-executor-nccl)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=commands.cmd_msccl_lint)
 

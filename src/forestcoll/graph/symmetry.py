@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-import igraph
 import numpy as np
+
+from forestcoll.graph.igraph_import import import_igraph
 
 __all__ = [
     "Perm", "canonical_order", "centralizer_automorphisms", "detect_automorphisms", "element_orbits", "free_subgroup",
@@ -27,18 +28,24 @@ RANDOM_ELEMENTS = 120  # random group elements tried per step of free_subgroup w
 
 
 def orbits(n: int, generators: Sequence[Perm]) -> list[int]:
-    """Orbit id of each of ``n`` points under the group the generators span (smallest member as id)."""
+    """Orbit id of each of ``n`` points under the group the generators span (smallest member as id).
+
+    Labels start as the points themselves and take, until nothing changes, the smaller of a point's and its
+    images' labels, with pointer jumping (label of the label); every label stays a member of the point's orbit
+    and the fixpoint is constant on orbits, so it is each orbit's smallest member (numpy only: no igraph)."""
     if not generators:
         return list(range(n))
-    src = np.tile(np.arange(n), len(generators))
-    dst = np.concatenate([np.asarray(p, dtype=np.int64) for p in generators])
-    moved = src != dst
-    graph = igraph.Graph(n=n, edges=np.column_stack([src[moved], dst[moved]]).tolist(), directed=False)
-    membership = graph.connected_components().membership
-    smallest: dict[int, int] = {}
-    for i, m in enumerate(membership):
-        smallest.setdefault(m, i)
-    return [smallest[m] for m in membership]
+    gens = [np.asarray(p, dtype=np.int64) for p in generators]
+    label = np.arange(n, dtype=np.int64)
+    while True:
+        new = label.copy()
+        for p in gens:
+            new[p] = np.minimum(new[p], new)  # an image takes its preimage's label when smaller
+            new = np.minimum(new, new[p])  # and a point its image's
+        new = new[new]
+        if np.array_equal(new, label):
+            return label.tolist()
+        label = new
 
 
 def group_elements(generators: Sequence[Perm], n: int, limit: int) -> list[Perm] | None:
@@ -87,7 +94,7 @@ def _coloured_graph(is_compute: Sequence[bool], arcs: Sequence[tuple[int, int, F
         colours.append(2 + colour)
         edges.append((u, mid))
         edges.append((mid, v))
-    return igraph.Graph(n=len(colours), edges=edges, directed=True), colours, arc_colour, len(bw_colour)
+    return import_igraph().Graph(n=len(colours), edges=edges, directed=True), colours, arc_colour, len(bw_colour)
 
 
 def canonical_order(n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[int, int, Fraction]]) -> list[int]:
@@ -103,7 +110,7 @@ def canonical_order(n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[int
         a = len(colours)
         colours += [2 + 2 * bw_colour[bw], 3 + 2 * bw_colour[bw]]
         edges += [(u, a), (a, a + 1), (a + 1, v)]
-    graph = igraph.Graph(n=len(colours), edges=edges, directed=False)
+    graph = import_igraph().Graph(n=len(colours), edges=edges, directed=False)
     # canonical_permutation()[j] is the vertex that gets canonical position j (what permute_vertices expects)
     at = np.asarray(graph.canonical_permutation(sh="fl", color=colours), dtype=np.int64)
     position = np.empty(len(at), dtype=np.int64)

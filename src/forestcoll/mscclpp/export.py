@@ -39,6 +39,7 @@ from forestcoll.mscclpp.emit import ALIGN, Emitter, group
 from forestcoll.mscclpp.lower import Act, Lowering, Ref
 from forestcoll.mscclpp.plan import Plan, PlanStats, plan_stats
 from forestcoll.mscclpp.semantics import MAX_CHANNEL, MAX_OPERATION, U32
+from forestcoll.progress import Progress
 from forestcoll.schedule import Schedule, schedule_topology
 from forestcoll.topology import Topology
 
@@ -153,11 +154,11 @@ def chunk_bytes(collective: str, size: int, n: int, k: int) -> float:
 
 
 def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, options: ExportOptions | None = None,
-                   **kwargs: Any) -> ExportResult:
+                   *, progress: Progress | None = None, **kwargs: Any) -> ExportResult:
     """The MSCCL++ execution plan of ``sched`` on ``topology`` (default: the one the schedule names), see the
     module docstring; raises :class:`ExportError` with a one-line message when it cannot fit the executor's
     limits.  With ``check`` (default) the plan is linted and interpreted (its declared mode, ``check_launches``
-    calls back to back, race detection) first."""
+    calls back to back, race detection) first; ``progress`` (:mod:`forestcoll.progress`) hears that check."""
     t0 = time.perf_counter()
     opts = options or ExportOptions(**kwargs)
     opts.validate()
@@ -230,19 +231,19 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
                             "only); give its nodes a box if it spans hosts")
     if opts.check:
         # packets are double-buffered: a GPU two calls ahead reuses a slot, so LL plans are checked over 3 calls
-        result.checks = self_check(plan, launches=max(opts.check_launches, 3 if plan.packet else 1))
+        result.checks = self_check(plan, launches=max(opts.check_launches, 3 if plan.packet else 1), progress=progress)
     result.seconds = time.perf_counter() - t0
     return result
 
 
 def write_mscclpp(sched: Schedule, path: str, topology: Topology | str | None = None,
-                  options: ExportOptions | None = None, **kwargs: Any) -> ExportResult:
+                  options: ExportOptions | None = None, *, progress: Progress | None = None, **kwargs: Any) -> ExportResult:
     """:func:`export_mscclpp` (self-checked unless ``check=False``) and write the plan to ``path`` whole (temporary
     file, then rename): what ``forestcoll export --format mscclpp`` does."""
     from forestcoll.fileio import atomic_write_text
     from forestcoll.mscclpp.plan import write_plan
 
-    result = export_mscclpp(sched, topology, options, **kwargs)
+    result = export_mscclpp(sched, topology, options, progress=progress, **kwargs)
     atomic_write_text(path, write_plan(result.plan))
     result.output = str(path)
     return result
@@ -301,7 +302,8 @@ def fitting_powers(topology: Topology, collective: str, sched: Schedule, options
 def write_generated_plan(topology: Topology, collective: str, path: str, *, k: int | None = None,
                          root: str | None = None, symmetry: bool = True, max_k: int | None = None,
                          options: ExportOptions | None = None,
-                         rate: Callable[[Schedule, int], float] | None = None) -> tuple[Schedule, ExportResult]:
+                         rate: Callable[[Schedule, int], float] | None = None,
+                         progress: Progress | None = None) -> tuple[Schedule, ExportResult]:
     """Generate the schedule and write its plan (what ``forestcoll generate --format mscclpp`` does).  Without ``k``
     the optimal schedule is used when its plan fits the executor's thread blocks, else :func:`fitting_schedule`'s,
     with a note saying so.  A given ``k`` is used as it is (or refused)."""
@@ -310,9 +312,9 @@ def write_generated_plan(topology: Topology, collective: str, path: str, *, k: i
     kwargs: dict[str, Any] = {"root": root, "symmetry": symmetry}
     if max_k is not None:
         kwargs["max_k"] = max_k
-    sched = generate(topology, collective, k=k, **kwargs)
+    sched = generate(topology, collective, k=k, progress=progress, **kwargs)
     try:
-        return sched, write_mscclpp(sched, path, topology, options)
+        return sched, write_mscclpp(sched, path, topology, options, progress=progress)
     except ExportError as exc:
         if k is not None or "thread blocks per GPU" not in str(exc):
             raise
@@ -321,7 +323,7 @@ def write_generated_plan(topology: Topology, collective: str, path: str, *, k: i
     if found is None:
         raise first
     fallback, how = found
-    result = write_mscclpp(fallback, path, topology, options)
+    result = write_mscclpp(fallback, path, topology, options, progress=progress)
     result.notes.insert(0, f"the optimal k={sched.k} does not fit: " + str(first).split(" (--max-threadblocks")[0]
                         + f"; exported k={fallback.k}, {how}; its trees reach "
                         + f"{float(fallback.algbw / sched.bound_algbw):.1%} of the bound")
@@ -394,7 +396,7 @@ def _worst(plan: Plan) -> tuple[str, int, int] | None:
     return None
 
 
-def self_check(plan: Plan, launches: int = 2) -> list[str]:
+def self_check(plan: Plan, launches: int = 2, progress: Progress | None = None) -> list[str]:
     """Lint the plan and run it in the interpreter (its declared mode, ``launches`` calls back to back, race
     detection) at a small size with one pipeline iteration and, with a smaller unit, with several (the last one
     partial); returns a line per run and raises :class:`ExportError` on any problem (a bug in the exporter)."""
@@ -424,7 +426,8 @@ def self_check(plan: Plan, launches: int = 2) -> list[str]:
     del n
     for label, p, chunk in variants:
         size = chunk * nchunks
-        run = run_plan(p, source=plan.name, size=size, launches=launches)
+        run = run_plan(p, source=plan.name, size=size, launches=launches,
+                       progress=None if progress is None else _relabel(progress, f"self-check, {label}"))
         if not run.ok:
             problem = run.stuck[0].format() if run.stuck else (run.errors + run.races)[0]
             raise ExportError(f"{_BUG}: it fails in the interpreter ({label}, {size} bytes): {problem}")
@@ -432,3 +435,8 @@ def self_check(plan: Plan, launches: int = 2) -> list[str]:
             raise ExportError(f"{_BUG}: it relies on relaxed ordering ({label}): {run.relaxed[0]}")
         lines.append(f"{label}: {run.message} ({run.ops_executed} operations, {run.seconds:.2f} s)")
     return lines
+
+
+def _relabel(progress: Progress, stage: str) -> Progress:
+    """``progress`` with every report's stage replaced by ``stage``."""
+    return lambda _stage, done, total=None: progress(stage, done, total)

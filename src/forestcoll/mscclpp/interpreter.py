@@ -54,6 +54,7 @@ from forestcoll.mscclpp.plan import Plan, PlanError
 from forestcoll.mscclpp.run_result import RunResult, Stuck
 from forestcoll.mscclpp.semantics import COLLECTIVES, U32, buffer_sizes, check_message_size
 from forestcoll.mscclpp.state import Fault, TbState
+from forestcoll.progress import Progress
 
 __all__ = ["DTYPES", "MODES", "PACKET_TYPES", "RunResult", "Stuck", "default_size", "run_file", "run_plan"]
 
@@ -91,10 +92,11 @@ def default_size(plan: Plan) -> int:
 
 def run_plan(plan: Plan, *, source: str = "plan", size: int | None = None, mode: str | None = None,
              dtype: str = "float32", launches: int = 1, race_check: bool = True, packet: str = "LL16",
-             seed: int = 0, root: int | None = None) -> RunResult:
+             seed: int = 0, root: int | None = None, progress: Progress | None = None) -> RunResult:
     """Execute ``plan`` for a call of ``size`` bytes (the executor's size: the input, or the output for allgather;
     default: a small legal size) in ``mode`` (default: the plan's own), ``launches`` calls back to back, and check
-    every call's result and (``race_check``) that no two unordered accesses touch the same bytes."""
+    every call's result and (``race_check``) that no two unordered accesses touch the same bytes.  ``progress``
+    (:mod:`forestcoll.progress`) hears the thread blocks done."""
     if dtype not in DTYPES:
         raise UsageError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
     if packet not in PACKET_TYPES:
@@ -141,7 +143,7 @@ def run_plan(plan: Plan, *, source: str = "plan", size: int | None = None, mode:
     result.threadblocks = len(m.tbs)
     t0 = time.perf_counter()
     try:
-        m.run()
+        m.run(progress, f"interpreting {source}")
     except Fault as exc:
         result.errors.append(str(exc))
         result.seconds = time.perf_counter() - t0

@@ -14,6 +14,7 @@ import numpy as np
 
 from forestcoll import collectives
 from forestcoll.errors import ForestCollError, UsageError
+from forestcoll.progress import Progress
 from forestcoll.schedule import Schedule
 from forestcoll.simulate import baselines
 from forestcoll.simulate.engine import Program, ProgramBuilder, run
@@ -77,15 +78,16 @@ class SimResult:
 
 def simulate_program(prog: ProgramBuilder | Program, net: Network, name: str, collective: str, size: int,
                      extra: dict[str, Any] | None = None, sharing: str = "weighted", fairness: str = "max-min",
-                     bus_factor: Fraction | None = None, stop_at: float = math.inf) -> SimResult | None:
+                     bus_factor: Fraction | None = None, stop_at: float = math.inf,
+                     progress: Progress | None = None) -> SimResult | None:
     """Run a program (a builder is built with ``sharing`` first) and package the result (``bus_factor``:
     busbw / algbw, default the collective's).  None when the call would take longer than ``stop_at`` seconds
-    (the run stops there)."""
+    (the run stops there); ``progress`` (:mod:`forestcoll.progress`) hears the transfers delivered."""
     t0 = time.perf_counter()
     program = prog if isinstance(prog, Program) else prog.build(sharing)
     if program.size == 0:
         raise UsageError(f"{name}: moves no data between ranks (no transfers), so it has no time or rate to simulate")
-    res = run(program, net.capacity, fairness, stop_at)
+    res = run(program, net.capacity, fairness, stop_at, progress)
     if res.stopped:
         return None
     unfinished = int(np.isnan(res.delivered).sum())
@@ -104,7 +106,8 @@ def simulate_program(prog: ProgramBuilder | Program, net: Network, name: str, co
 
 def simulate(net: Network, algorithm: str | Schedule | AlltoallSchedule, collective: str | None = None, size: int = 1 << 30, *,
              slice_bytes: int = DEFAULT_SLICE, max_slices: int = DEFAULT_MAX_SLICES, root: int | str | None = None,
-             name: str | None = None, sharing: str = "weighted", fairness: str = "max-min") -> SimResult:
+             name: str | None = None, sharing: str = "weighted", fairness: str = "max-min",
+             progress: Progress | None = None) -> SimResult:
     """Simulate one call of ``size`` bytes (nccl-tests size: the whole buffer; for allgather the output,
     for reduce-scatter the input; for all-to-all a rank's input) with ``algorithm``: a forestcoll
     :class:`Schedule` or :class:`~forestcoll.alltoall.schedule.AlltoallSchedule`, or a baseline name."""
@@ -120,7 +123,7 @@ def simulate(net: Network, algorithm: str | Schedule | AlltoallSchedule, collect
         collective = sched.collective
         prog = tree_program(sched, net, float(size), *slicing)
         label = name or ("forestcoll" if sched.optimal else f"forestcoll-k{sched.k}")
-        return simulate_program(prog, net, label, collective, size, {"k": sched.k}, sharing, fairness)
+        return simulate_program(prog, net, label, collective, size, {"k": sched.k}, sharing, fairness, progress=progress)
     if not isinstance(algorithm, str) or (collective is not None and not collectives.get(collective).tree_based):
         return _simulate_alltoall(net, algorithm, size, slice_bytes, max_slices, name, sharing, fairness)
     if collective is None:
@@ -135,7 +138,7 @@ def simulate(net: Network, algorithm: str | Schedule | AlltoallSchedule, collect
     if coll.rooted and algorithm in ("ring", "direct"):
         kwargs["root"] = _root_rank(net, root)
     prog = baselines.BASELINES[algorithm](net, collective, float(size), slicing, **kwargs)
-    return simulate_program(prog, net, name or algorithm, collective, size, None, sharing, fairness)
+    return simulate_program(prog, net, name or algorithm, collective, size, None, sharing, fairness, progress=progress)
 
 
 def _simulate_alltoall(net: Network, algorithm, size: int, slice_bytes: int, max_slices: int, name: str | None,
@@ -166,12 +169,14 @@ def _root_rank(net: Network, root: int | str | None) -> int:
 def simulate_spec(what: str, topology=None, *, extra: Mapping[str, str] | None = None, collective: str = "allreduce",
                   root: str | None = None, size: int = 1 << 30, latency_us: Mapping[str, float] | None = None,
                   slice_bytes: int = DEFAULT_SLICE, max_slices: int = DEFAULT_MAX_SLICES,
-                  fairness: str = "max-min", trees: str | None = None, port_transport: str = "executor"):
+                  fairness: str = "max-min", trees: str | None = None, port_transport: str = "executor",
+                  progress: Progress | None = None):
     """Simulate what ``forestcoll simulate`` takes: a baseline name (on ``topology``), or a file told by its
     content: an MSCCL XML file or an MSCCL++ execution plan (on ``topology``; a plan against the schedule file
     ``trees`` when given, its port channels by ``port_transport``) or a schedule JSON file (on ``topology`` or
     the one it names); ``extra`` are cluster options (nodes, fabric), ``latency_us`` per link class overrides.
-    Returns the network and the result (a :class:`~forestcoll.simulate.mscclpp.PlanSimulation` for a plan)."""
+    Returns the network and the result (a :class:`~forestcoll.simulate.mscclpp.PlanSimulation` for a plan).
+    ``progress`` (:mod:`forestcoll.progress`) hears the transfers of a schedule or baseline run."""
     from forestcoll.fileio import file_kind, is_plan, kind_of, sniff
     from forestcoll.simulate.network import load_network
 
@@ -182,7 +187,7 @@ def simulate_spec(what: str, topology=None, *, extra: Mapping[str, str] | None =
         if not topology:
             raise UsageError(f"simulating {what} needs --topology")
         net = load_network(topology, extra, latency_us)
-        return net, simulate(net, what, collective, size, root=root, **opts)
+        return net, simulate(net, what, collective, size, root=root, progress=progress, **opts)
     if not os.path.exists(what) and not (os.sep in what or what.lower().endswith((".json", ".xml"))):
         import difflib
 
@@ -238,4 +243,4 @@ def simulate_spec(what: str, topology=None, *, extra: Mapping[str, str] | None =
                                     port_transport=port_transport)
     sched = schedule_from_dict(data, what)
     net = load_network(schedule_topology(sched, topology, extra), None, latency_us)
-    return net, simulate(net, sched, size=size, **opts)
+    return net, simulate(net, sched, size=size, progress=progress, **opts)

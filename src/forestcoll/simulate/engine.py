@@ -28,10 +28,13 @@ relative 1e-9 are handled together.
 from __future__ import annotations
 
 import heapq
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from forestcoll.progress import Progress, report
 
 __all__ = ["EngineResult", "Program", "ProgramBuilder", "link_bound", "link_loads", "link_share_rates", "lower_bound",
            "max_min_rates", "path_bound", "run"]
@@ -242,10 +245,12 @@ def lower_bound(program: Program, capacity: np.ndarray) -> float:
     return max(link_bound(program, capacity), path_bound(program, capacity))
 
 
-def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_at: float = np.inf) -> EngineResult:
+def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_at: float = np.inf,
+        progress: Progress | None = None) -> EngineResult:
     """Simulate ``program`` on links of the given capacities (bytes per second); ``fairness`` is
     "max-min" (weighted progressive filling) or "link" (per-link processor sharing, faster).  Once the next
-    event lies after ``stop_at`` seconds the run stops (``stopped``; the program cannot end sooner than that)."""
+    event lies after ``stop_at`` seconds the run stops (``stopped``; the program cannot end sooner than that).
+    ``progress`` (:mod:`forestcoll.progress`) hears the transfers delivered, every 0.1 s."""
     share_fn = max_min_rates if fairness == "max-min" else link_share_rates
     n = program.size
     need = np.fromiter((len(d) for d in program.deps), dtype=np.int64, count=n)
@@ -301,7 +306,11 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
     dirty = True
     act = np.zeros(0, dtype=np.int64)
     act_dirty = True
+    next_report = 0.0
     while active or deliveries:
+        if progress is not None and (clock := time.monotonic()) >= next_report:
+            next_report = clock + 0.1
+            report(progress, "simulating transfers", int(np.count_nonzero(~np.isnan(delivered))), n)
         if dirty:
             live = np.flatnonzero(class_count)
             counts = class_count[live]

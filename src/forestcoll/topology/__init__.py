@@ -1,23 +1,40 @@
 """Fabric topologies: the model, built-in families, and file formats."""
 
-from forestcoll.topology.builtins import BOX_FAMILIES, BUILTINS, build_builtin
-from forestcoll.topology.cluster import Box, Fabric, Port, build_cluster
-from forestcoll.topology.declarative import read_topology_document
-from forestcoll.topology.jsonio import topology_from_dict, topology_to_dict, write_topology
-from forestcoll.topology.model import (
-    COMPUTE,
-    SWITCH,
-    Link,
-    Node,
-    Topology,
-    TopologyBuilder,
-    fingerprint,
-    from_networkx,
-    make_topology,
-    to_networkx,
+from forestcoll.lazy import lazy_exports
+
+# each name imports its module on first use (see forestcoll.lazy): the CLI loads only what a command runs
+lazy_exports(
+    __name__,
+    {
+        "BOX_FAMILIES": "forestcoll.topology.builtins",
+        "BUILTINS": "forestcoll.topology.builtins",
+        "build_builtin": "forestcoll.topology.builtins",
+        "Box": "forestcoll.topology.cluster",
+        "Fabric": "forestcoll.topology.cluster",
+        "Port": "forestcoll.topology.cluster",
+        "build_cluster": "forestcoll.topology.cluster",
+        "read_topology_document": "forestcoll.topology.declarative",
+        "topology_from_dict": "forestcoll.topology.jsonio",
+        "topology_to_dict": "forestcoll.topology.jsonio",
+        "write_topology": "forestcoll.topology.jsonio",
+        "COMPUTE": "forestcoll.topology.model",
+        "SWITCH": "forestcoll.topology.model",
+        "Link": "forestcoll.topology.model",
+        "Node": "forestcoll.topology.model",
+        "Topology": "forestcoll.topology.model",
+        "TopologyBuilder": "forestcoll.topology.model",
+        "fingerprint": "forestcoll.topology.model",
+        "from_networkx": "forestcoll.topology.model",
+        "make_topology": "forestcoll.topology.model",
+        "to_networkx": "forestcoll.topology.model",
+        "import_nccl_xml": "forestcoll.topology.nccl_xml",
+        "Imported": "forestcoll.topology.spec",
+        "import_topology": "forestcoll.topology.spec",
+        "load_topology": "forestcoll.topology.spec",
+        "parse_spec": "forestcoll.topology.spec",
+        "resolve_spec": "forestcoll.topology.spec",
+    },
 )
-from forestcoll.topology.nccl_xml import import_nccl_xml
-from forestcoll.topology.spec import Imported, import_topology, load_topology, parse_spec, resolve_spec
 
 __all__ = [
     "BOX_FAMILIES",

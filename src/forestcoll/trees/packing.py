@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from forestcoll.graph.maxflow import FlowNetwork, check_capacities
+from forestcoll.progress import Progress, report
 
 __all__ = ["PackResult", "PackingError", "Tree", "pack_trees", "pack_trees_symmetric"]
 
@@ -207,22 +208,27 @@ class Packer:
         self.pool[tree.root] += tree.multiplicity
         self.pool_total += tree.multiplicity
 
-    def run(self) -> PackResult:
+    def run(self, progress: Progress | None = None, stage: str = "packing trees") -> PackResult:
+        """Every root's demand as trees; ``progress`` hears ``stage``: demand placed out of the total."""
         roots = [r for r in range(self.n) if self.pool[r] > 0]
         trees: list[Tree] = []
+        total = self.pool_total
         # round-robin over roots so no root is left with only the scraps
         while self.pool_total > 0:
             for r in roots:
                 if self.pool[r] > 0:
+                    report(progress, stage, total - self.pool_total, total)
                     tree = self.grow(r)
                     assert tree is not None
                     trees.append(tree)
+        report(progress, stage, total, total)
         return PackResult(trees, {"maxflows": self.maxflows})
 
 
-def pack_trees(n: int, caps: dict[tuple[int, int], int], demand: Sequence[int], accept: int = 1) -> PackResult:
+def pack_trees(n: int, caps: dict[tuple[int, int], int], demand: Sequence[int], accept: int = 1,
+               progress: Progress | None = None) -> PackResult:
     """Pack demand[r] spanning out-trees rooted at each r within ``caps`` (see module docstring)."""
-    return Packer(n, caps, demand, accept).run()
+    return Packer(n, caps, demand, accept).run(progress)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -525,30 +531,36 @@ class SymmetricPacker:
         roots = G[:, tree.root].tolist()
         return [Tree(roots[g], tree.multiplicity, tuple(map(shared.__getitem__, ids[g]))) for g in range(self.h)]
 
-    def run(self) -> tuple[list[Tree], bool]:
-        """Base trees' images for as much demand as symmetry allows; True when all demand is met."""
+    def run(self, progress: Progress | None = None) -> tuple[list[Tree], bool]:
+        """Base trees' images for as much demand as symmetry allows; True when all demand is met.  ``progress``
+        hears ``"packing trees"``: demand placed out of the total."""
         trees: list[Tree] = []
         base_roots = [r for r in self.targets if self.pool[r] > 0]
+        total = int(self.pool.sum())
         try:
             while self.pool.sum() > 0:
                 for r in base_roots:
                     if self.pool[r] > 0:
+                        report(progress, "packing trees", total - int(self.pool.sum()), total)
                         trees.extend(self.images(self.grow(r)))
         except SymmetryStuck:
             return trees, False
+        report(progress, "packing trees", total, total)
         return trees, True
 
 
 def pack_trees_symmetric(
-    n: int, caps: dict[tuple[int, int], int], demand: Sequence[int], group: Sequence[Sequence[int]], accept: int = 1
+    n: int, caps: dict[tuple[int, int], int], demand: Sequence[int], group: Sequence[Sequence[int]], accept: int = 1,
+    progress: Progress | None = None,
 ) -> PackResult:
-    """Pack with symmetry first; whatever symmetry cannot place is packed without it."""
+    """Pack with symmetry first; whatever symmetry cannot place is packed without it (``progress``: each part's
+    demand placed)."""
     sym = SymmetricPacker(n, caps, demand, group)
-    trees, done = sym.run()
+    trees, done = sym.run(progress)
     stats = {"maxflows": sym.maxflows, "symmetric_checks": sym.checks, "symmetric_trees": len(trees)}
     if not done:
         rest = Packer(n, sym.residual(), [int(p) for p in sym.pool], accept)
-        tail = rest.run()
+        tail = rest.run(progress, "packing the rest without symmetry")
         trees.extend(tail.trees)
         stats["maxflows"] += rest.maxflows
     return PackResult(trees, stats)
