@@ -153,3 +153,16 @@ def test_a_non_terminal_stderr_stays_silent(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "forestcoll", "generate", "dgx-a100:nodes=2", "-o",
                            str(tmp_path / "s.json")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stderr == ""
+
+
+def test_msccl_export_self_check_counts_interpreter_steps(tmp_path):
+    from forestcoll.msccl.export import write_msccl
+
+    rec = Recorder()
+    sched = generate(load_topology("dgx-a100:nodes=2"), "allreduce")
+    result = write_msccl(sched, str(tmp_path / "a.xml"), progress=rec)
+    assert result.checked
+    rec.check_increasing()
+    assert {stage for stage, _, _ in rec.calls} <= {"running in-place in the interpreter",
+                                                     "running out-of-place in the interpreter"}
+    assert all(total and total > 0 for _, _, total in rec.calls)

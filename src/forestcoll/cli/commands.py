@@ -308,9 +308,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
             from forestcoll.msccl.export import write_generated_msccl
 
             # ranked by the trees' exact rate: simulating 32 ranks' trees per k took minutes (H100 x4 rail)
-            sched, result = write_generated_msccl(
-                topo, sched, args.output, options, check=not args.no_check,
-                root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k)
+            with progress_for(args) as progress:
+                sched, result = write_generated_msccl(
+                    topo, sched, args.output, options, check=not args.no_check, progress=progress,
+                    root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k)
             sched = with_source(sched, args)
             render.print_schedule_line(sched, topo)
             if getattr(args, "json", False):
@@ -434,7 +435,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def write_msccl(sched, options, args: argparse.Namespace) -> int:
     from forestcoll.msccl.export import write_msccl as write
 
-    result = write(sched, args.output, options, check=not args.no_check)
+    with progress_for(args) as progress:
+        result = write(sched, args.output, options, check=not args.no_check, progress=progress)
     if getattr(args, "json", False):
         render.print_json(result)
     else:

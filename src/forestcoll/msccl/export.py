@@ -46,6 +46,7 @@ from forestcoll.msccl.ir import PROTOCOLS, Algo, Gpu, Step, ThreadBlock
 from forestcoll.msccl.lint import RUNTIMES, RuntimeLimits
 from forestcoll.msccl.semantics import MAX_COUNT, size_multiplier
 from forestcoll.pieces import Piece, TreeShape, cut_pieces, shape_trees
+from forestcoll.progress import Progress
 from forestcoll.rational import format_rational
 from forestcoll.schedule import Schedule
 
@@ -459,9 +460,10 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     return ExportResult(algo, c * inst, tbs_per_gpu, steps_per_tb, total, limits, notes)
 
 
-def self_check(result: ExportResult, runtime: str | None = None) -> list[str]:
+def self_check(result: ExportResult, runtime: str | None = None, progress: Progress | None = None) -> list[str]:
     """Lint the written text and run the algorithm in every mode it declares, with one slot per connection
-    (the strictest buffering) and race detection; returns a line per mode (raises on any problem: a bug here)."""
+    (the strictest buffering) and race detection; returns a line per mode (raises on any problem: a bug here).
+    ``progress`` (:mod:`forestcoll.progress`) hears the interpreter's steps."""
     from forestcoll.msccl.interpreter import run_modes
     from forestcoll.msccl.ir import parse_algo, write_algo
     from forestcoll.msccl.lint import lint
@@ -472,7 +474,7 @@ def self_check(result: ExportResult, runtime: str | None = None) -> list[str]:
     if errors:
         raise AssertionError(f"exported file fails lint: {errors[0].format(algo.name)}")
     lines = []
-    for run in run_modes(algo, slots=1, nbytes=None):
+    for run in run_modes(algo, slots=1, nbytes=None, progress=progress):
         if not run.ok:
             problem = run.stuck[0].format() if run.stuck else run.errors[0]
             raise AssertionError(f"exported file fails in the interpreter ({run.mode}): {problem}")
@@ -482,7 +484,7 @@ def self_check(result: ExportResult, runtime: str | None = None) -> list[str]:
 
 
 def write_msccl(sched: Schedule | AlltoallSchedule, path: str, options: ExportOptions | None = None, check: bool = True,
-                **kwargs: Any) -> ExportResult:
+                progress: Progress | None = None, **kwargs: Any) -> ExportResult:
     """Export ``sched``, check the file (:func:`self_check`, unless ``check`` is False) and write it to ``path``
     whole (temporary file, then rename): what ``forestcoll export`` does."""
     from forestcoll.fileio import atomic_write_text
@@ -490,7 +492,7 @@ def write_msccl(sched: Schedule | AlltoallSchedule, path: str, options: ExportOp
 
     result = export_msccl(sched, options, **kwargs)
     if check:
-        result.checks = self_check(result)
+        result.checks = self_check(result, progress=progress)
         result.checked = True
     atomic_write_text(path, write_algo(result.algo))
     result.output = str(path)
@@ -542,11 +544,11 @@ def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOpt
 
 def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportOptions | None = None,
                           check: bool = True, rate: Callable[[Schedule, int], float] | None = None,
-                          **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
+                          progress: Progress | None = None, **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
     """Write ``sched``'s MSCCL file, or, when it exceeds the runtime's limits, :func:`fitting_msccl`'s schedule's
     with a note saying so (what ``forestcoll generate --format msccl`` does without ``--k``)."""
     try:
-        return sched, write_msccl(sched, path, options, check)
+        return sched, write_msccl(sched, path, options, check, progress)
     except ExportError as exc:
         if not _over_limits(exc):
             raise
@@ -555,7 +557,7 @@ def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportO
     if found is None:
         raise first
     fallback, how = found
-    result = write_msccl(fallback, path, options, check)
+    result = write_msccl(fallback, path, options, check, progress)
     bound = sched.bound_algbw
     reach = f"; its trees reach {float(fallback.algbw / bound):.1%} of the bound" if bound else ""
     result.notes.insert(0, f"the optimal k={sched.k} does not fit: {first}; exported k={fallback.k}, {how}{reach}")

@@ -51,6 +51,7 @@ from forestcoll.msccl.semantics import (
     regime,
     size_multiplier,
 )
+from forestcoll.progress import Progress, report
 
 __all__ = ["DTYPES", "MODES", "OPS", "run_algo", "run_file", "run_modes"]
 
@@ -337,12 +338,25 @@ class _Machine:
 
     # -- execution ---------------------------------------------------------------------------
 
-    def run(self) -> None:
+    def _report(self, progress: Progress, stage: str) -> None:
+        """Steps executed so far (every block's step index, counted over the iterations) out of all of them."""
+        iterations = len(self.cols)
+        total = sum(len(b.trans) for b in self.blocks) * iterations
+        done = sum(len(b.trans) * iterations if b.done else b.iter * len(b.trans) + b.idx for b in self.blocks)
+        report(progress, stage, min(done, total), total)
+
+    def run(self, progress: Progress | None = None, stage: str = "running") -> None:
         ready: deque[_Block] = deque(b for b in self.blocks if not b.done)
         iterations = len(self.cols)
         reduce_fn = self.reduce_fn
         flags, race = self.flags, self.race_check
+        tick, next_report = 0, 0.0
         while ready:
+            if progress is not None:
+                tick += 1
+                if not tick & 255 and (clock := time.monotonic()) >= next_report:
+                    next_report = clock + 0.1
+                    self._report(progress, stage)
             b = ready.popleft()
             if b.done or b.waiting:
                 continue
@@ -463,6 +477,7 @@ def run_algo(
     root: int | None = None,
     race_check: bool = True,
     seed: int = 0,
+    progress: Progress | None = None,
 ) -> RunResult:
     """Execute ``algo`` once (one buffer ``mode``) and check the collective's postcondition.
 
@@ -530,7 +545,7 @@ def run_algo(
     machine = _Machine(algo, mem, cols, op, slots, max_count, race_check, source, mode, result)
     t0 = time.perf_counter()
     try:
-        machine.run()
+        machine.run(progress, f"running {mode or 'the file'} in the interpreter")
     except _OutOfRange as exc:
         result.errors.append(str(exc))
         result.seconds = time.perf_counter() - t0
