@@ -281,7 +281,13 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
     shown: list[str] = []
     if tree_based:
         report(progress, "generating candidates", 0, None)
-        cands = candidate_schedules(topo, net, collective, root, ks=[1, 2], ring_name="forestcoll-ring")
+        if want_best:
+            cands = candidate_schedules(topo, net, collective, root, ks=[1, 2], ring_name="forestcoll-ring")
+        else:  # only what --algorithms names: the height search and the ring schedule cost seconds to minutes
+            named = algorithms or ()
+            cands = candidate_schedules(topo, net, collective, root, ks=[k for k in (1, 2) if f"forestcoll-k{k}" in named],
+                                        ring="forestcoll-ring" in named, height="forestcoll-h" in named,
+                                        ring_name="forestcoll-ring")
         shown = [k for k in cands if _wanted(k, algorithms)]
         schedules = {k: cands[k] for k in shown}
         if want_best:
