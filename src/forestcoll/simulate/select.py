@@ -3,8 +3,8 @@
 :func:`candidate_schedules` builds forestcoll's schedule at the optimal k, at
 k = 1 and 2, at the largest power of two below the optimal k that the runtimes
 can use at the sizes asked for (:func:`default_ks`; ``candidates="all"`` adds
-every power of two up to 64), one height-limited schedule (shallower than all of them), and
-the ring written as a schedule (when it verifies); :func:`select_schedules`
+every power of two up to 64), one height-limited schedule (shallower than all
+of them), and the ring written as a schedule (when it verifies); :func:`select_schedules`
 simulates them at every size and keeps the best per size, where the runtimes
 can use its file (the element count must split into nchunksperloop chunks),
 merged into ranges with a 2% hysteresis; :func:`export_by_size` writes each
@@ -78,7 +78,8 @@ def candidate_schedules(topo: Topology, net: Network, collective: str, root: str
                         ring_name: str = "ring", sizes: Sequence[int] = (), element_bytes: int = 4,
                         candidates: str = "default") -> dict[str, Schedule]:
     """forestcoll at the optimal k (``"forestcoll"``) and at each of ``ks`` below it (``"forestcoll-k<k>"``;
-    default :func:`default_ks` for ``sizes``, and with ``candidates="all"`` also every power of two up to 64); with ``height`` one height-limited schedule (``"forestcoll-h<H>"``,
+    default :func:`default_ks` for ``sizes`` in ``element_bytes``-byte elements, and with ``candidates="all"`` also
+    every power of two up to 64); with ``height`` one height-limited schedule (``"forestcoll-h<H>"``,
     :func:`height_candidate`); with ``ring`` the ring as a schedule (``ring_name``, when it verifies)."""
     from forestcoll.generate import generate
     from forestcoll.verify import verify
