@@ -72,6 +72,13 @@ def test_generate_by_size(tmp_path, capsys):
     assert all(b[0] == a[1] + 1 for a, b in zip(bounds, bounds[1:]))
 
 
+def test_generate_by_size_candidates(tmp_path, capsys):
+    """--candidates reaches the selection (the sets themselves: tests/test_select.py)."""
+    assert main(["generate", "ring:n=4", "-c", "allreduce", "--sizes", "1MiB", "--candidates", "all",
+                 "-o", str(tmp_path / "all")]) == 0
+    assert "candidates: forestcoll" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -84,6 +91,8 @@ def test_generate_by_size(tmp_path, capsys):
         (["compare", "ring:n=4", "--algorithms", "butterfly"], "unknown algorithm 'butterfly'"),
         (["compare", "ring:n=4", "-o", "{tmp}/plot.gif"], "must be .png, .svg or .pdf"),
         (["generate", "ring:n=4", "--sizes", "1MiB..4MiB"], "--sizes needs -o DIRECTORY"),
+        (["generate", "ring:n=4", "--candidates", "all"], "--candidates chooses what --sizes simulates"),
+        (["generate", "ring:n=4", "--sizes", "1MiB", "--candidates", "few", "-o", "{tmp}/d"], "invalid choice"),
     ],
 )
 def test_bad_input(tmp_path, args, message):

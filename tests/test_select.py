@@ -8,7 +8,7 @@ from forestcoll.simulate.compare import BEST, compare_topology
 from forestcoll.simulate.core import simulate
 from forestcoll.simulate.engine import link_bound, lower_bound, path_bound, run
 from forestcoll.simulate.network import load_network
-from forestcoll.simulate.select import candidate_schedules, select_schedules
+from forestcoll.simulate.select import candidate_schedules, default_ks, select_schedules, usable
 from forestcoll.simulate.trees import tree_program
 
 SIZES = [64 << 10, 1 << 20, 16 << 20]
@@ -139,3 +139,43 @@ def test_ranking_rate_keeps_the_fastest(spec):
         full = {n: simulate(net, s, size=size).algbw_gbps for n, s in cands.items()}
         assert max(got.values()) == max(full.values())
         assert all(got[n] >= full[n] * (1 - 1e-9) for n in cands)  # a skipped one gets an upper bound
+
+
+@pytest.mark.parametrize(("k_opt", "ranks", "collective", "sizes", "element_bytes", "want"), [
+    (83, 32, "allreduce", [1 << 20, 16 << 20, 1 << 30], 4, [1, 2, 64]),  # mi250:nodes=2: k=83 gives way to 64
+    (13, 16, "allreduce", [1 << 20], 4, [1, 2, 8]),  # dgx-a100:nodes=2
+    (13, 16, "allreduce", [], 4, [1, 2, 8]),  # no sizes: the largest power of two below
+    (8, 16, "allreduce", [1 << 20], 4, [1, 2]),  # the optimal k is usable: nothing more
+    (83, 32, "allreduce", [1 << 10, 1 << 20], 4, [1, 2, 8, 64]),  # 1 KiB = 256 floats: 32 x 8 chunks at most
+    (83, 32, "allreduce", [1 << 10], 16, [1, 2]),  # MSCCL++ 16-byte units: 64 units, no k > 2 splits them
+    (83, 24, "allreduce", [1 << 20], 4, [1, 2]),  # 24 ranks never split a power of two
+    (162, 8, "broadcast", [1 << 20], 4, [1, 2, 128]),  # nchunksperloop = k
+    (2, 8, "allreduce", [1 << 20], 4, [1]),
+    (1, 8, "allreduce", [1 << 20], 4, []),
+])
+def test_default_ks(k_opt, ranks, collective, sizes, element_bytes, want):
+    assert default_ks(k_opt, ranks, collective, sizes, element_bytes) == want
+
+
+def test_default_candidates_offer_a_usable_k_and_all_adds_the_powers():
+    """dgx-1 allreduce: optimal k = 162 (never usable at a power of two); default offers k = 1, 2 and 128 (usable
+    at 1 MiB), ``candidates="all"`` also 4 .. 64."""
+    net = load_network("dgx-1")
+    few = candidate_schedules(net.topology, net, "allreduce", sizes=[1 << 20], ring=False, height=False)
+    assert list(few) == ["forestcoll", "forestcoll-k1", "forestcoll-k2", "forestcoll-k128"]
+    assert not usable(few["forestcoll"], 1 << 20) and usable(few["forestcoll-k128"], 1 << 20)
+    every = candidate_schedules(net.topology, net, "allreduce", sizes=[1 << 20], ring=False, height=False,
+                                candidates="all")
+    assert set(every) - set(few) == {f"forestcoll-k{k}" for k in (4, 8, 16, 32, 64)}
+
+
+def test_default_selection_never_loses_to_the_ring():
+    """generate --sizes' default candidates still hold the ring written as a schedule: every range's rate is at
+    least the ring's at each size (dgx-a100, 8 ranks, allreduce)."""
+    net = load_network("dgx-a100")
+    cands = candidate_schedules(net.topology, net, "allreduce", sizes=SIZES)
+    assert "ring" in cands
+    sel = select_schedules(net.topology, net, "allreduce", SIZES, cands, margin=0.0)
+    for rng in sel.ranges:
+        for size, algbw in rng.measured.items():
+            assert algbw >= simulate(net, cands["ring"], size=size).algbw_gbps

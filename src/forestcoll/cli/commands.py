@@ -278,6 +278,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         return generate_alltoall(args)
     if args.sizes:
         return generate_by_size(args)
+    if args.candidates is not None:
+        raise UsageError("--candidates chooses what --sizes simulates; give --sizes too")
     check_output(args)
     args.format = args.format or "json"
     if args.format in ("msccl", "mscclpp"):
@@ -396,7 +398,8 @@ def generate_by_size(args: argparse.Namespace) -> int:
     with progress_for(args) as progress:
         out = export_by_size(args.topology, args.collective, sizes, args.output, extra=cluster_options(args),
                              root=args.root, options=options, fairness=args.fairness, check=not args.no_check,
-                             latency_us=latency(args), format=args.format, progress=progress)
+                             latency_us=latency(args), format=args.format, progress=progress,
+                             candidates=args.candidates or "default")
     render.print_size_export(out)
     return 0
 

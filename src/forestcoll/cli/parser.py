@@ -146,6 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "file per range (--format mscclpp: plans, LL where it wins; msccl: XML) into the "
                                    "-o directory (created if needed; a name ending .json / .xml is refused unless it "
                                    "is an existing directory)")
+    p.add_argument("--candidates", choices=("default", "all"),
+                   help="what --sizes simulates: default: the optimal k, k=1, k=2, the largest power of two below "
+                        "the optimal k that the runtime can use, one height-limited schedule and the ring; all: also "
+                        "every other power of two up to 64 (slow on big fabrics)")
     p.add_argument("--fairness", default="max-min", choices=("max-min", "link"), help=argparse.SUPPRESS)
     _export_flags(p)
     p.set_defaults(func=commands.cmd_generate)

@@ -1,12 +1,15 @@
 """The best schedule per range of call sizes, and one MSCCL file (or MSCCL++ plan) per range.
 
-:func:`candidate_schedules` builds forestcoll's schedule at the optimal k,
-at powers of two below it, one height-limited schedule (shallower than all of
-them), and the ring written as a schedule (when it verifies); :func:`select_schedules` simulates them at every size and keeps the
-best per size, where the runtimes can use its file (the element count must
-split into nchunksperloop chunks), merged into ranges with a 2% hysteresis;
-:func:`export_by_size` writes each range's schedule as a self-checked MSCCL
-file with its minBytes / maxBytes (``forestcoll generate --sizes``).
+:func:`candidate_schedules` builds forestcoll's schedule at the optimal k, at
+k = 1 and 2, at the largest power of two below the optimal k that the runtimes
+can use at the sizes asked for (:func:`default_ks`; ``candidates="all"`` adds
+every power of two up to 64), one height-limited schedule (shallower than all
+of them), and the ring written as a schedule (when it verifies); :func:`select_schedules`
+simulates them at every size and keeps the best per size, where the runtimes
+can use its file (the element count must split into nchunksperloop chunks),
+merged into ranges with a 2% hysteresis; :func:`export_by_size` writes each
+range's schedule as a self-checked MSCCL file with its minBytes / maxBytes
+(``forestcoll generate --sizes``).
 """
 
 from __future__ import annotations
@@ -27,8 +30,11 @@ from forestcoll.simulate.network import Network
 from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
-__all__ = ["ExportedRange", "Selection", "SizeExport", "SizeRange", "candidate_schedules", "export_by_size",
-           "height_candidate", "select_schedules", "usable"]
+__all__ = ["ALL_KS", "CANDIDATE_SETS", "ExportedRange", "Selection", "SizeExport", "SizeRange", "candidate_schedules",
+           "default_ks", "export_by_size", "height_candidate", "select_schedules", "usable"]
+
+ALL_KS = tuple(2**i for i in range(0, 7))  # ``--candidates all`` adds every power of two up to 64
+CANDIDATE_SETS = ("default", "all")
 
 
 @dataclass
@@ -69,16 +75,21 @@ class Selection:
 
 def candidate_schedules(topo: Topology, net: Network, collective: str, root: str | None = None,
                         ks: Sequence[int] | None = None, ring: bool = True, height: bool = True,
-                        ring_name: str = "ring") -> dict[str, Schedule]:
+                        ring_name: str = "ring", sizes: Sequence[int] = (), element_bytes: int = 4,
+                        candidates: str = "default") -> dict[str, Schedule]:
     """forestcoll at the optimal k (``"forestcoll"``) and at each of ``ks`` below it (``"forestcoll-k<k>"``;
-    default: the powers of two up to 64); with ``height`` one height-limited schedule (``"forestcoll-h<H>"``,
+    default :func:`default_ks` for ``sizes`` in ``element_bytes``-byte elements, and with ``candidates="all"`` also
+    every power of two up to 64); with ``height`` one height-limited schedule (``"forestcoll-h<H>"``,
     :func:`height_candidate`); with ``ring`` the ring as a schedule (``ring_name``, when it verifies)."""
     from forestcoll.generate import generate
     from forestcoll.verify import verify
 
     best = generate(topo, collective, root=root)
     cands: dict[str, Schedule] = {"forestcoll": best}
-    for k in (ks if ks is not None else [2**i for i in range(0, 7)]):
+    if ks is None:
+        ks = default_ks(best.k, len(best.ranks), collective, sizes, element_bytes)
+        ks = sorted(set(ks) | set(ALL_KS)) if candidates == "all" else ks
+    for k in ks:
         if k < best.k:
             cands[f"forestcoll-k{k}"] = generate(topo, collective, k=k, root=root)
     if height:
@@ -93,6 +104,27 @@ def candidate_schedules(topo: Topology, net: Network, collective: str, root: str
         except ForestCollError:
             pass
     return cands
+
+
+def default_ks(k_opt: int, ranks: int, collective: str, sizes: Sequence[int] = (), element_bytes: int = 4) -> list[int]:
+    """The ks below ``k_opt`` worth simulating beside it: 1 and 2 (few, large pieces: the fewest latencies), and at
+    each of ``sizes`` where the optimal k's file is not usable (:func:`usable`) the largest power of two below
+    ``k_opt`` that is (no ``sizes``: the largest power of two below ``k_opt``).  The ks in between neither pay
+    fewer latencies than k = 1, 2 nor come as close to the bound as the largest one, and on big fabrics they cost
+    the most to simulate (``ALL_KS`` offers them all)."""
+    chunks = collectives.get(collective).chunks_per_loop
+
+    def fits(k: int, size: int) -> bool:
+        return size % element_bytes == 0 and (size // element_bytes) % chunks(ranks, k) == 0
+
+    below = [2**i for i in range(k_opt.bit_length()) if 2**i < k_opt]
+    out = {1, 2}
+    if not sizes:
+        out.update(below[-1:])
+    for size in sizes:
+        if not fits(k_opt, size):
+            out.update(next(([k] for k in reversed(below) if fits(k, size)), []))
+    return sorted(k for k in out if k < k_opt)
 
 
 def height_candidate(topo: Topology, collective: str, others: Sequence[Schedule],
@@ -165,6 +197,33 @@ def select_schedules(topo: Topology, net: Network, collective: str, sizes: Seque
     return Selection(ranges, table)
 
 
+def _next_fitting_powers(cands: dict[str, Schedule], fitted: dict[str, Schedule], notes: list[str], topo: Topology,
+                         collective: str, root: str | None, options) -> dict[str, Schedule]:
+    """``fitted`` (the MSCCL++-fitting ``cands``) where each power-of-two k > 2 left out gives way to the next power
+    of two down that fits the executor (the default candidates offer one large k; ``--candidates all`` offers all)."""
+    from forestcoll.generate import generate
+    from forestcoll.simulate.mscclpp import fitting_candidates
+
+    out: dict[str, Schedule] = {}
+    for name, sched in cands.items():
+        if name in fitted:
+            out[name] = sched
+            continue
+        k = sched.k // 2 if name.startswith("forestcoll-k") else 0
+        while k > 2 and f"forestcoll-k{k}" not in cands:
+            try:
+                more, why = fitting_candidates({f"forestcoll-k{k}": generate(topo, collective, k=k, root=root)},
+                                               topo, options)
+            except UsageError as exc:  # it does not fit either
+                notes.append(str(exc).split(": ", 1)[-1])
+                k //= 2
+                continue
+            out.update(more)
+            notes.extend(why)
+            break
+    return out
+
+
 @dataclass
 class ExportedRange:
     """One size range of :func:`export_by_size`: the file written and its export figures, or why it could not be."""
@@ -212,30 +271,38 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
                    extra: Mapping[str, str] | None = None, root: str | None = None, options=None,
                    fairness: str = "max-min", check: bool = True, latency_us: Mapping[str, float] | None = None,
                    workers: int | None = None, progress: Progress | None = None,
-                   format: str = "msccl") -> SizeExport:
+                   format: str = "msccl", candidates: str = "default") -> SizeExport:
     """Select the best schedule per size range on ``topology`` and write one MSCCL file per range into
     ``outdir`` (``options``: :class:`~forestcoll.msccl.export.ExportOptions`, whose size range and name each
     file replaces), self-checked unless ``check`` is False.  ``format="mscclpp"`` writes MSCCL++ plans instead
     (:func:`forestcoll.simulate.mscclpp.export_plans_by_size`: candidates that fit the executor, LL where it wins,
-    each plan cut for its sizes; ``options`` a :class:`forestcoll.mscclpp.export.ExportOptions`)."""
+    each plan cut for its sizes; ``options`` a :class:`forestcoll.mscclpp.export.ExportOptions`).
+    ``candidates``: ``"default"`` (:func:`default_ks` for ``sizes``) or ``"all"`` (also every power of two up to 64)."""
     from forestcoll.fileio import ensure_directory
     from forestcoll.msccl.export import ExportError, ExportOptions, write_msccl
     from forestcoll.simulate.network import load_network
 
     if format not in ("msccl", "mscclpp"):
         raise UsageError(f"unknown format {format!r}; choose msccl or mscclpp")
+    if candidates not in CANDIDATE_SETS:
+        raise UsageError(f"unknown candidate set {candidates!r}; choose {' or '.join(CANDIDATE_SETS)}")
     ensure_directory(outdir)
     net = load_network(topology, extra, latency_us)
     topo = net.topology
     collective = collectives.canonical(collective)
-    cands = candidate_schedules(topo, net, collective, root)
+    element_bytes = 16 if format == "mscclpp" else 4
+    cands = candidate_schedules(topo, net, collective, root, sizes=sizes, element_bytes=element_bytes,
+                                candidates=candidates)
     notes: list[str] = []
     if format == "mscclpp":
         from forestcoll.simulate.mscclpp import export_plans_by_size, fitting_candidates
 
-        cands, notes = fitting_candidates(cands, topo, options)
+        fitted, notes = fitting_candidates(cands, topo, options)
+        if candidates == "default":
+            fitted = _next_fitting_powers(cands, fitted, notes, topo, collective, root, options)
+        cands = fitted
     sel = select_schedules(topo, net, collective, sizes, cands, workers=workers or default_workers(), fairness=fairness,
-                           element_bytes=16 if format == "mscclpp" else 4, progress=progress)
+                           element_bytes=element_bytes, progress=progress)
     out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel, notes=notes)
     if format == "mscclpp":
         out.ranges = export_plans_by_size(net, sel, outdir, collective, options, check, fairness)
