@@ -8,7 +8,8 @@ naming the quantity, the value and the limit, before anything large is built.
   line): at most :data:`MAX_DIGITS` significant digits in a numerator or a
   denominator, magnitude between 10^-:data:`MAX_EXPONENT` and 10^:data:`MAX_EXPONENT`.
 * Topologies: at most :data:`MAX_RANKS` compute nodes, :data:`MAX_NODES` nodes
-  in all, and any one count (``nodes=``, ``count:``, ``n=``) at most :data:`MAX_RANKS`.
+  in all, and any one count (``nodes=``, ``count:``, ``n=``) at most :data:`MAX_RANKS`; ``bound``
+  takes up to :data:`MAX_BOXES` identical boxes on a rail or switch fabric (:mod:`forestcoll.bound.cluster`).
 * XML files: elements nested at most :data:`MAX_XML_DEPTH` deep.
 * MSCCL files run or simulated: at most :data:`MAX_MSCCL_CHUNKS` chunks in one
   buffer or loop, :data:`MAX_MSCCL_CHANNELS` channels, :data:`MAX_MSCCL_GPUS`
@@ -20,7 +21,7 @@ from __future__ import annotations
 from forestcoll.errors import UsageError
 
 __all__ = [
-    "MAX_DIGITS", "MAX_EXPONENT", "MAX_ITERATIONS", "MAX_JOBS", "MAX_LATENCY_US", "MAX_MSCCL_CHANNELS", "MAX_MSCCL_CHUNKS", "MAX_MSCCL_ELEMENTS", "MAX_MSCCL_GPUS",
+    "MAX_BOXES", "MAX_DIGITS", "MAX_EXPONENT", "MAX_ITERATIONS", "MAX_JOBS", "MAX_LATENCY_US", "MAX_MSCCL_CHANNELS", "MAX_MSCCL_CHUNKS", "MAX_MSCCL_ELEMENTS", "MAX_MSCCL_GPUS",
     "MAX_NODES", "MAX_RANKS", "MAX_SEED", "MAX_SIM_BANDWIDTH_RATIO", "MAX_SIZE", "MAX_SIZES", "MAX_XML_ATTRIBUTE", "MAX_XML_DEPTH", "check_count",
 ]
 
@@ -28,6 +29,7 @@ MAX_DIGITS = 40  # significant digits of a numerator or denominator
 MAX_EXPONENT = 30  # numbers lie within 1e-30 .. 1e30 in magnitude (or are 0)
 MAX_RANKS = 16_384  # compute nodes (GPUs) of one topology: 4x the largest fabrics we target
 MAX_NODES = 262_144  # nodes of one topology (GPUs, NICs, switches), and any single count option
+MAX_BOXES = 1 << 20  # boxes (nodes=) of a rail or switch cluster that `bound` answers without building it
 MAX_MSCCL_CHUNKS = 1 << 20  # nchunksperloop and i_chunks / o_chunks / s_chunks of a file we run
 MAX_MSCCL_CHANNELS = 1 << 10  # nchannels of a file we run (runtimes allow 32 to 128)
 MAX_MSCCL_GPUS = 4_096  # gpus of a file we run

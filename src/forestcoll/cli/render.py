@@ -27,6 +27,11 @@ def print_json(result: Any, **extra: Any) -> None:
 
 
 def describe_set(members: Sequence[str], universe: Sequence[str], limit: int = 6) -> str:
+    if hasattr(members, "outside"):  # a huge cluster's cut (forestcoll.bound.cluster.NodeNames), named lazily
+        if len(members) * 2 > len(universe):
+            rest = members.outside(limit + 1)
+            return f"every node except {{{', '.join(rest[:limit]) + (', ...' if len(rest) > limit else '')}}}"
+        return f"{{{', '.join(members[: limit + 1][:limit]) + (', ...' if len(members) > limit else '')}}} ({len(members)} nodes)"
     inside = set(members)
     if len(inside) * 2 > len(universe):
         rest = [u for u in universe if u not in inside]
@@ -41,7 +46,8 @@ def describe_set(members: Sequence[str], universe: Sequence[str], limit: int = 6
 
 def print_bound(report, topo) -> None:
     main = report.bound
-    names = [n.name for n in topo.nodes]
+    # a cluster bounded without building it (forestcoll.bound.cluster) names its nodes on demand
+    names = topo.node_names() if hasattr(topo, "node_names") else [n.name for n in topo.nodes]
     print(f"topology        {topo.name}  ({topo.num_compute} compute, {len(topo.switch_nodes)} switch nodes)")
     print(f"collective      {main.collective}" + (f" (root {main.root})" if main.root else ""))
     print(f"optimal algbw   {fr(main.algbw)} GB/s  (~{approx(main.algbw)})")
