@@ -235,14 +235,33 @@ def _compact(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
 
 
+def _compact_fits(obj: Any, budget: int) -> bool:
+    """Whether ``_compact(obj)`` has at most ``budget`` characters, without writing out a large container."""
+    if not isinstance(obj, (dict, list)) or not obj:
+        return len(_compact(obj)) <= budget
+    budget -= 2 + 2 * (len(obj) - 1)  # brackets and ", " separators
+    for item in obj.items() if isinstance(obj, dict) else obj:
+        if isinstance(obj, dict):
+            key, item = item
+            budget -= len(_compact({key: 0})) - 3  # the key as JSON writes it, and ": "
+        if budget < 0:
+            return False
+        if not isinstance(item, (dict, list)) or not item:
+            budget -= len(_compact(item))
+        elif not _compact_fits(item, budget):
+            return False
+        else:
+            budget -= len(_compact(item))
+    return budget >= 0
+
+
 def _pretty(obj: Any, indent: str) -> str:
     if not isinstance(obj, (dict, list)) or not obj:
         return _compact(obj)
     if isinstance(obj, list) and all(not isinstance(x, (dict, list)) for x in obj):
         return _compact(obj)  # a list of names or numbers stays on one line
-    text = _compact(obj)
-    if len(text) + len(indent) <= 110:
-        return text
+    if _compact_fits(obj, 110 - len(indent)):
+        return _compact(obj)
     inner = indent + " "
     if isinstance(obj, dict):
         items = [f"{inner}{json.dumps(k, ensure_ascii=False)}: {_pretty(v, inner)}" for k, v in obj.items()]
