@@ -203,8 +203,10 @@ def test_msccl_run_flags(msccl_file, flags, words):
 
 
 @pytest.mark.parametrize(("args", "words"), [
-    (("bound", "dgx-a100", "--nodes", "1000000000"), "above forestcoll's limit of 16,384"),
-    (("bound", "dgx-a100", "--nodes", "5000"), "compute nodes of the cluster: 40,000"),
+    (("bound", "dgx-a100", "--nodes", "1000000000"), "above forestcoll's limit of 1,048,576"),  # bound.cluster
+    (("generate", "dgx-a100", "--nodes", "1000000000"), "above forestcoll's limit of 16,384"),
+    (("bound", "dgx-a100:fabric=mesh", "--nodes", "5000"), "compute nodes of the cluster: 40,000"),
+    (("generate", "dgx-a100", "--nodes", "5000"), "compute nodes of the cluster: 40,000"),
     (("bound", "ring:n=100000000"), "above forestcoll's limit"),
     (("bound", "torus:dims=1000x1000"), "product of the sizes"),
     (("bound", "ring:n=" + "9" * 5000), "expected an integer"),
