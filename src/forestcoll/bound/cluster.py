@@ -58,7 +58,10 @@ from forestcoll.limits import MAX_BOXES, MAX_NODES, MAX_RANKS, check_count
 from forestcoll.progress import Progress, report
 from forestcoll.topology.model import Topology
 
-__all__ = ["CLUSTER_FABRICS", "ClusterModel", "NodeNames", "cluster_bound", "cluster_bound_report", "cluster_model"]
+__all__ = [
+    "CLUSTER_FABRICS", "ClusterModel", "NodeNames", "cluster_bound", "cluster_bound_report", "cluster_for_bound",
+    "cluster_model", "too_large",
+]
 
 CLUSTER_FABRICS = ("switch", "rail")  # fabrics on which every permutation of the boxes is an automorphism
 
@@ -234,9 +237,30 @@ def too_large(spec: object, extra: Mapping[str, str] | None = None) -> str | Non
     kind = fabric_kind(name, options)
     if boxes <= MAX_RANKS or kind in CLUSTER_FABRICS:
         return None
-    return (f"{label}: {boxes:,} boxes on a {kind} fabric is above forestcoll's limit of {MAX_RANKS:,} ranks; "
-            f"bound handles larger clusters only on {' or '.join(CLUSTER_FABRICS)} fabrics, where the boxes are "
-            "interchangeable (see docs/limits.md)")
+    return (f"{label}: {boxes:,} boxes is above forestcoll's limit of {MAX_RANKS:,} for a fabric it builds; bound "
+            f"answers larger clusters without building them only on {' or '.join(CLUSTER_FABRICS)} fabrics, where "
+            f"the boxes are interchangeable ({kind} is not; see docs/limits.md)")
+
+
+def cluster_for_bound(spec: object, extra: Mapping[str, str] | None, collective: str, k: int | None = None,
+                      symmetry: bool = True) -> ClusterModel | None:
+    """The model ``forestcoll bound`` answers from without building the fabric: :func:`cluster_model`'s, for an
+    all-rank collective without ``k`` and with symmetry (the report is then the materialised one, cut included);
+    None otherwise.  A cluster over the topology limits that this path cannot answer raises a one-line
+    UsageError here, before anything is built."""
+    reason = too_large(spec, extra)
+    if reason:
+        raise UsageError(reason)
+    model = cluster_model(spec, extra)
+    if model is None:
+        return None
+    if k is None and symmetry and not collectives.get(collective).rooted:
+        return model
+    if model.num_compute > MAX_RANKS or model.num_nodes > MAX_NODES:
+        raise UsageError(f"{model.name}: {model.num_compute:,} ranks is above forestcoll's limit of {MAX_RANKS:,}; "
+                         "bound answers larger rail or switch clusters without building them, but only for allgather, "
+                         "reduce_scatter and allreduce, without --k or --no-symmetry (see docs/limits.md)")
+    return None
 
 
 # ----- the quotient network ------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from forestcoll import collectives
 from forestcoll.bound.fixed_k import fixed_k_algbw
 from forestcoll.bound.optimal import Bound, optimal_bound
 from forestcoll.collectives import ALLGATHER
+from forestcoll.errors import UsageError
 from forestcoll.progress import Progress, report
 from forestcoll.rational import format_rational
 from forestcoll.topology.model import Topology
@@ -89,7 +90,14 @@ class BoundReport:
 def bound_report(topo: Topology, collective: str = "allgather", root: str | None = None, k: int | None = None,
                  symmetry: bool = True, progress: Progress | None = None) -> BoundReport:
     """The bound of ``collective`` on ``topo`` with its companions (see the module docstring); ``progress``
-    (:mod:`forestcoll.progress`) hears each bound as it is computed."""
+    (:mod:`forestcoll.progress`) hears each bound as it is computed.  ``topo`` may be a
+    :class:`~forestcoll.bound.cluster.ClusterModel` (all-rank collectives, no ``k``): the same report, unbuilt."""
+    from forestcoll.bound.cluster import ClusterModel, cluster_bound_report
+
+    if isinstance(topo, ClusterModel):
+        if k is not None or not symmetry:
+            raise UsageError("a cluster bounded without building it takes no k and always uses its symmetry")
+        return cluster_bound_report(topo, collective, progress)
     coll = collectives.get(collective)
     main: Bound | None = None
     companions: dict[str, Bound] = {}

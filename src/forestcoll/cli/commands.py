@@ -204,50 +204,15 @@ def refuse_flags(args: argparse.Namespace, *flags: str) -> None:
             raise UsageError(f"--{flag} does not apply to alltoall{hint}")
 
 
-def cluster_for_bound(args: argparse.Namespace):
-    """The :class:`~forestcoll.bound.cluster.ClusterModel` when ``bound`` answers without building the fabric: a
-    built-in box family with 2 or more boxes on a rail or switch fabric, an all-rank collective, no --k or
-    --no-symmetry (the answer is the materialised one, cut included); None otherwise.  A cluster over the
-    topology limits that this path cannot answer is refused here, before anything is built."""
-    from forestcoll import collectives
-    from forestcoll.bound.cluster import cluster_model, too_large
-    from forestcoll.limits import MAX_NODES, MAX_RANKS
-
-    extra = cluster_options(args)
-    reason = too_large(args.topology, extra)
-    if reason:
-        raise UsageError(reason)
-    model = cluster_model(args.topology, extra)
-    if model is None:
-        return None
-    if args.k is None and not args.no_symmetry and not collectives.get(args.collective).rooted:
-        return model
-    if model.num_compute > MAX_RANKS or model.num_nodes > MAX_NODES:
-        raise UsageError(f"{model.name}: {model.num_compute:,} ranks is above forestcoll's limit of {MAX_RANKS:,}; "
-                         "bound answers larger rail or switch clusters without building them, but only for allgather, "
-                         "reduce_scatter and allreduce, without --k or --no-symmetry (see docs/limits.md)")
-    return None
-
-
 def cmd_bound(args: argparse.Namespace) -> int:
+    from forestcoll.bound.cluster import cluster_for_bound
     from forestcoll.bound.report import bound_report
 
     if flow_collective(args):
         return bound_alltoall(args)
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
-    model = cluster_for_bound(args)
-    if model is not None:
-        from forestcoll.bound.cluster import cluster_bound_report
-
-        with progress_for(args) as progress:
-            report = cluster_bound_report(model, args.collective, progress)
-        if args.json:
-            render.print_json(report)
-        else:
-            render.print_bound(report, model)
-        return 0
-    topo = topology(args)
+    topo = cluster_for_bound(args.topology, cluster_options(args), args.collective, args.k, not args.no_symmetry) or topology(args)
     with progress_for(args) as progress:
         report = bound_report(topo, args.collective, args.root, args.k, not args.no_symmetry, progress=progress)
     if args.k is not None:
