@@ -125,11 +125,17 @@ class NodeNames(Sequence[str]):
         self._box0 = [names[p] for p in range(k) if self.mask[p]]
         self._other = [names[k + p].split(".", 1)[1] for p in range(k) if self.mask[k + p]]
         self._switches = [names[j] for j in range(2 * k, len(names)) if self.mask[j]]
+        self._listed: tuple[str, ...] | None = None  # once listed in full (--json lists a cut up to 3 times)
 
     def __len__(self) -> int:
         return len(self._box0) + (self.model.boxes - 1) * len(self._other) + len(self._switches)
 
     def __iter__(self) -> Iterator[str]:
+        if self._listed is None:
+            self._listed = tuple(self._names())
+        return iter(self._listed)
+
+    def _names(self) -> Iterator[str]:
         yield from self._box0
         other = self._other
         if other:
@@ -146,7 +152,7 @@ class NodeNames(Sequence[str]):
     def __getitem__(self, i):
         if isinstance(i, slice):
             start, stop, step = i.indices(len(self))
-            return list(itertools.islice(self, start, stop, step))
+            return list(itertools.islice(self._names(), start, stop, step))
         n = len(self)
         if i < 0:
             i += n
@@ -165,7 +171,7 @@ class NodeNames(Sequence[str]):
         if isinstance(other, NodeNames):
             return self.model == other.model and self.mask == other.mask
         if isinstance(other, Sequence) and not isinstance(other, str):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+            return len(self) == len(other) and all(a == b for a, b in zip(self._names(), other))
         return NotImplemented
 
     def __hash__(self) -> int:
@@ -174,7 +180,7 @@ class NodeNames(Sequence[str]):
     def outside(self, limit: int) -> list[str]:
         """The first ``limit`` names (in index order) of the nodes *not* in this set."""
         rest = NodeNames(self.model, tuple(not m for m in self.mask))
-        return list(itertools.islice(rest, limit))
+        return list(itertools.islice(rest._names(), limit))
 
 
 # ----- the spec -> a model ----------------------------------------------------------------------
