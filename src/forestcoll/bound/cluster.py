@@ -26,9 +26,10 @@ standing for the ``N - 1`` other boxes: every arc that touches box 1 carries
 
 The rest replays :func:`~forestcoll.bound.dinkelbach.optimal_rate` step for
 step: the same first single-node cut, the same targets (the first rank of
-each automorphism orbit; box 0 holds one of each, and the orbits of box 0's
-ranks are taken from the 2-box instance -- tests check they do not change
-with N), the same minimal minimum cut per failing target (OR-Tools returns
+each orbit of the declared symmetries, or of bliss's whole group when those
+leave several orbits and the *cluster* has more than 8 ranks; box 0 holds
+one of each, and box 0's orbits are taken from the 2-box instance -- tests
+check they do not change with N), the same minimal minimum cut per failing target (OR-Tools returns
 the residual-reachable side, computed here exactly with Fractions on the
 quotient), and the same choice among failing targets (smallest ratio, then
 the node-index tuple).  So the result equals the materialised bound, cut
@@ -51,9 +52,10 @@ from fractions import Fraction
 from typing import overload
 
 from forestcoll import collectives
+from forestcoll.bound.automorphisms import DETECT_MIN_RANKS, full_automorphisms
 from forestcoll.bound.optimal import Bound, PhaseBound
-from forestcoll.bound.oracle import _orbit_targets
 from forestcoll.errors import TopologyError, UsageError
+from forestcoll.graph.symmetry import orbits
 from forestcoll.limits import MAX_BOXES, MAX_NODES, MAX_RANKS, check_count
 from forestcoll.progress import Progress, report
 from forestcoll.topology.model import Topology
@@ -385,12 +387,31 @@ class _PhaseResult:
     fabric: Topology
 
 
+def _targets(model: ClusterModel, fabric: Topology) -> tuple[int, ...]:
+    """The oracle's targets on the cluster (:func:`~forestcoll.bound.oracle._orbit_targets`): the first rank of each
+    orbit of the declared symmetries, or of bliss's whole group when those leave several orbits and the *cluster*
+    has more than DETECT_MIN_RANKS ranks -- found on the 2-box instance, whose box-0 orbits are the cluster's."""
+    n = len(fabric.nodes)
+    compute = [i for i in range(n) if fabric.is_compute[i]]
+    gens = list(fabric.symmetries)
+    orbit = orbits(n, gens)
+    if len({orbit[c] for c in compute}) > 1 and model.num_compute > DETECT_MIN_RANKS:
+        orbit = orbits(n, gens + list(full_automorphisms(fabric)))
+    seen: set[int] = set()
+    targets = []
+    for c in compute:
+        if orbit[c] not in seen:
+            seen.add(orbit[c])
+            targets.append(c)
+    return tuple(targets)
+
+
 def _phase_rate(model: ClusterModel, reverse: bool) -> _PhaseResult:
     """x* of one phase on the cluster and its certificate cut, replaying Dinkelbach's iteration on the quotient."""
     fabric = model.sample.reversed() if reverse else model.sample
     quo = _Quotient(model, fabric)
     k = model.per_box
-    targets = _orbit_targets(fabric, tuple(1 if c else 0 for c in fabric.is_compute), True)
+    targets = _targets(model, fabric)
     if any(t >= k for t in targets):
         raise AssertionError("every automorphism orbit of ranks meets box 0")
     # the best single-node cut, first in node order: {c} (its out-bandwidth) or everything but c (its in-bandwidth)
