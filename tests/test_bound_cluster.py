@@ -5,7 +5,7 @@ from fractions import Fraction
 
 import pytest
 from conftest import cli
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from forestcoll.bound import optimal_bound
@@ -208,3 +208,29 @@ def test_node_names_are_lazy_and_ordered():
     assert len(model.switch_nodes) == len(topo.switch_nodes)
     box0 = NodeNames(model, [i < 17 for i in range(36)])
     assert box0.outside(2) == ["n1.gpu0", "n1.gpu1"] and box0 == tuple(everything[:17])
+
+
+def _mask(*on):
+    return [i in on for i in range(36)]
+
+
+@settings(max_examples=200, deadline=None)
+@example(3, _mask(0), _mask(0, 1)).via("a prefix of b")
+@example(3, _mask(0, 17), _mask(0, 1)).via("b's next element is above a's")
+@example(4, _mask(5, 20, 35), _mask(5, 20)).via("b a prefix of a, ends in the other boxes")
+@example(2, _mask(), _mask(34)).via("empty")
+@example(3, _mask(1, 2), _mask(1, 2)).via("equal")
+@given(st.integers(2, 5), st.lists(st.booleans(), min_size=36, max_size=36), st.lists(st.booleans(), min_size=36, max_size=36))
+def test_index_order_is_tuple_order(n, a, b):
+    """The tie-break compares two unions of classes as their sorted node-index tuples, without listing them."""
+    from forestcoll.bound.cluster import _ClassCut, _index_order
+
+    model = cluster_model(f"dgx-a100:nodes={n}")
+    index = {name: i for i, name in enumerate(model.node_names())}
+
+    def nodes(mask):
+        return tuple(index[x] for x in NodeNames(model, mask))
+
+    cut_a, cut_b = _ClassCut(tuple(a), Fraction(1), 1), _ClassCut(tuple(b), Fraction(1), 1)
+    want = (nodes(a) > nodes(b)) - (nodes(a) < nodes(b))
+    assert _index_order(model, cut_a, cut_b) == want
