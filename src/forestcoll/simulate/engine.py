@@ -245,6 +245,74 @@ def lower_bound(program: Program, capacity: np.ndarray) -> float:
     return max(link_bound(program, capacity), path_bound(program, capacity))
 
 
+class _ComponentShares:
+    """The rate of each active transfer, by class, kept up to date one connected component at a time.
+
+    Two active classes are connected when they share a link; the fair shares of one component depend only on
+    its own classes and their counts (progressive filling and per-link sharing never look across), so when
+    the mix changes only the components that hold a changed class are solved again, and each component's
+    answer is cached by its classes and counts (pipelines and symmetric fabrics repeat the same few)."""
+
+    def __init__(self, program: Program, capacity: np.ndarray, share_fn) -> None:
+        self.program, self.capacity, self.share_fn = program, capacity, share_fn
+        ptr, idx = program.class_ptr.tolist(), program.class_idx.tolist()
+        self.paths = [idx[ptr[c]:ptr[c + 1]] for c in range(len(ptr) - 1)]
+        self.on_link: list[set[int]] = [set() for _ in range(len(capacity))]  # active classes on each link
+        self.count = [0] * len(self.paths)  # active transfers per class
+        self.rate = np.zeros(len(self.paths))  # rate of each active transfer of the class (bytes/s)
+        self.cache: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self.recomputes = 0
+
+    def update(self, delta: dict[int, int]) -> None:
+        """Apply the net change of active transfers per class and solve the components it touched."""
+        count, on_link, paths = self.count, self.on_link, self.paths
+        seeds: list[int] = []
+        for c, d in delta.items():
+            if not d:
+                continue
+            before = count[c]
+            count[c] = after = before + d
+            if not before:
+                for link in paths[c]:
+                    on_link[link].add(c)
+            elif not after:
+                for link in paths[c]:
+                    on_link[link].discard(c)
+            seeds += paths[c]
+        seen: set[int] = set()
+        for link in seeds:
+            if link in seen:
+                continue
+            members: set[int] = set()
+            stack = [link]
+            while stack:
+                here = stack.pop()
+                if here in seen:
+                    continue
+                seen.add(here)
+                for c in on_link[here]:
+                    if c not in members:
+                        members.add(c)
+                        stack += paths[c]
+            if members:
+                self._solve(sorted(members))
+
+    def _solve(self, members: list[int]) -> None:
+        counts = [self.count[c] for c in members]
+        key = (*members, -1, *counts)
+        found = self.cache.get(key)
+        if found is None:
+            where = np.asarray(members, dtype=np.int64)
+            per = np.asarray(counts, dtype=float)
+            program = self.program
+            found = (where, self.share_fn(program.class_ptr, program.class_idx, where,
+                                          program.class_weight[where] * per, self.capacity) / per)
+            if len(self.cache) < 200_000:
+                self.cache[key] = found
+            self.recomputes += 1
+        self.rate[found[0]] = found[1]
+
+
 def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_at: float = np.inf,
         progress: Progress | None = None) -> EngineResult:
     """Simulate ``program`` on links of the given capacities (bytes per second); ``fairness`` is
@@ -263,13 +331,10 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
     remaining = program.nbytes.copy()
     cls = program.cls
     has_links = (program.class_ptr[1:] - program.class_ptr[:-1]) > 0
-    nclass = len(program.class_weight)
-    class_count = np.zeros(nclass, dtype=np.int64)  # active transfers per class
-    class_rate = np.zeros(nclass)  # rate of each active transfer of the class (bytes/s)
     active: list[int] = []
     deliveries: list[tuple[float, int]] = []
     now = 0.0
-    events = recomputes = 0
+    events = 0
     lat = program.latency
 
     def happen(ev: int, ready: list[int]) -> None:
@@ -288,7 +353,7 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
             happen((t << 1) | DELIVERED, ready)
 
     delta: dict[int, int] = {}  # net change of active transfers per class during one event
-    cache: dict[bytes, np.ndarray] = {}  # rates of each mix of active classes already seen
+    shares = _ComponentShares(program, capacity, share_fn)
 
     def start(ts: list[int], at: float) -> None:
         """Start transfers; markers and empty ones complete at once."""
@@ -297,13 +362,11 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
             c = int(cls[t])
             if has_links[c] and remaining[t] > 0:
                 active.append(t)
-                class_count[c] += 1
                 delta[c] = delta.get(c, 0) + 1
                 continue
             finish(t, at, ts)
 
     start([int(t) for t in np.flatnonzero(need == 0)][::-1], 0.0)
-    dirty = True
     act = np.zeros(0, dtype=np.int64)
     act_dirty = True
     next_report = 0.0
@@ -311,25 +374,14 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
         if progress is not None and (clock := time.monotonic()) >= next_report:
             next_report = clock + 0.1
             report(progress, "simulating transfers", int(np.count_nonzero(~np.isnan(delivered))), n)
-        if dirty:
-            live = np.flatnonzero(class_count)
-            counts = class_count[live]
-            key = live.tobytes() + counts.tobytes()
-            found = cache.get(key)
-            if found is None:
-                found = share_fn(program.class_ptr, program.class_idx, live,
-                                 program.class_weight[live] * counts, capacity) / counts if len(live) else np.zeros(0)
-                if len(cache) < 200_000:
-                    cache[key] = found
-                recomputes += 1
-            class_rate[:] = 0.0
-            class_rate[live] = found
-            dirty = False
+        if delta:
+            shares.update(delta)  # the mix of active classes changed: new shares where it changed
+            delta.clear()
         if act_dirty:
             act = np.asarray(active, dtype=np.int64)
             act_dirty = False
         t_done = np.inf
-        rates = class_rate[cls[act]] if len(act) else np.zeros(0)
+        rates = shares.rate[cls[act]] if len(act) else np.zeros(0)
         if len(act):
             t_done = now + float((remaining[act] / rates).min())
         t_deliver = deliveries[0][0] if deliveries else np.inf
@@ -337,14 +389,13 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
         if not np.isfinite(target):
             break  # only transfers that can never get bandwidth: reported as unfinished by the caller
         if target > stop_at:
-            return EngineResult(target, sent, delivered, events, recomputes, stopped=True)
+            return EngineResult(target, sent, delivered, events, shares.recomputes, stopped=True)
         dt = target - now
         if len(act):
             remaining[act] -= rates * dt
         now = target
         events += 1
         ready: list[int] = []
-        delta.clear()
         if len(act) and t_done <= target * (1 + _TOL) + 1e-18:
             done_mask = remaining[act] <= np.maximum(program.nbytes[act], 1.0) * _TOL * 10
             if done_mask.any():
@@ -354,7 +405,6 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
                 for t in finished.tolist():
                     remaining[t] = 0.0
                     c = int(cls[t])
-                    class_count[c] -= 1
                     delta[c] = delta.get(c, 0) - 1
                     finish(t, now, ready)
         while deliveries and deliveries[0][0] <= now * (1 + _TOL) + 1e-18:
@@ -364,7 +414,5 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
         if ready:
             act_dirty = True
             start(ready, now)
-        if any(delta.values()):
-            dirty = True  # the mix of active classes changed: new shares
     end = float(np.nanmax(delivered)) if n and not np.isnan(delivered).all() else 0.0
-    return EngineResult(end, sent, delivered, events, recomputes)
+    return EngineResult(end, sent, delivered, events, shares.recomputes)
