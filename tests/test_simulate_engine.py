@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forestcoll.simulate.engine import ProgramBuilder, link_share_rates, max_min_rates, run
+from forestcoll.simulate.engine import ProgramBuilder, link_share_rates, max_min_rates, max_min_rates_small, run
 
 
 def _rates(fn, paths, weights, caps):
@@ -170,6 +170,21 @@ def test_max_min_rates_equal_exact_progressive_filling(data):
         got = _rates(fn, paths, weights, caps)
         want = exact(paths, [Fraction(w) for w in weights], caps)
         assert got.tolist() == pytest.approx([float(w) for w in want], rel=1e-9)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_small_solver_gives_the_same_floats(data):
+    # the plain-Python solver does numpy's operations in numpy's order: equal bit for bit, near-ties (1e-10) included
+    nlinks = data.draw(st.integers(1, 8))
+    caps = data.draw(st.lists(st.sampled_from([1.0, 1 + 1e-10, 2.5, 3.0, 3 - 1e-10, 1e9, 25e9, 100e9 / 3, 7.0]), min_size=nlinks,
+                              max_size=nlinks))
+    paths = data.draw(st.lists(st.lists(st.integers(0, nlinks - 1), min_size=1, max_size=3, unique=True),
+                               min_size=1, max_size=20))
+    weights = data.draw(st.lists(st.sampled_from([1.0, 2.0, 3.0, 11.0, 1e6, 1048576.0 * 5, 1 / 3]),
+                                 min_size=len(paths), max_size=len(paths)))
+    want = _rates(max_min_rates, paths, weights, caps).tolist()
+    assert max_min_rates_small(paths, weights, caps) == want
 
 
 @settings(max_examples=200, deadline=None)

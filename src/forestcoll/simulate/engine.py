@@ -40,10 +40,11 @@ import numpy as np
 from forestcoll.progress import Progress, report
 
 __all__ = ["EngineResult", "Program", "ProgramBuilder", "link_bound", "link_loads", "link_share_rates", "lower_bound",
-           "max_min_rates", "path_bound", "run"]
+           "max_min_rates", "max_min_rates_small", "path_bound", "run"]
 
 SENT, DELIVERED = 0, 1
 _TOL = 1e-9
+SMALL_COMPONENT = 24  # components of at most this many classes: max_min_rates_small
 
 
 class ProgramBuilder:
@@ -185,6 +186,49 @@ def max_min_rates(ptr: np.ndarray, idx: np.ndarray, active: np.ndarray, weight: 
     return rates
 
 
+def max_min_rates_small(paths: Sequence[Sequence[int]], weights: Sequence[float],
+                        capacity: Sequence[float]) -> list[float]:
+    """:func:`max_min_rates` in plain Python for a few flows (flow f over links ``paths[f]``): the same
+    operations in the same order, so the same floats, without numpy's per-call cost."""
+    load: dict[int, float] = {}
+    for path, w in zip(paths, weights):
+        for i in path:
+            load[i] = load.get(i, 0.0) + w
+    cap = {i: float(capacity[i]) for i in load}
+    floor = 1e-12 * max(max(weights, default=0.0), 1.0)
+    rates = [np.inf] * len(paths)
+    unfrozen = [f for f, path in enumerate(paths) if path]
+    while unfrozen:
+        level = np.inf
+        share: dict[int, float] = {}
+        for i, x in load.items():
+            if x > floor:
+                share[i] = y = cap[i] / x
+                if y < level:
+                    level = y
+        if level == np.inf:
+            break
+        limit = level * (1 + _TOL)
+        full = {i for i, y in share.items() if y <= limit}
+        removed: dict[int, float] = {}
+        keep = []
+        for f in unfrozen:
+            path = paths[f]
+            if full.isdisjoint(path):
+                keep.append(f)
+                continue
+            w = weights[f]
+            rates[f] = w * level
+            for i in path:
+                removed[i] = removed.get(i, 0.0) + w
+        for i, x in removed.items():
+            c = cap[i] - x * level
+            cap[i] = c if c > 0 else 0.0
+            load[i] -= x
+        unfrozen = keep
+    return rates
+
+
 def link_share_rates(ptr: np.ndarray, idx: np.ndarray, active: np.ndarray, weight: np.ndarray,
                      capacity: np.ndarray) -> np.ndarray:
     """Processor sharing on every link: each link splits its capacity among its flows in proportion to
@@ -263,8 +307,11 @@ class _ComponentShares:
         self.on_link: list[set[int]] = [set() for _ in range(len(capacity))]  # active classes on each link
         self.count = [0] * len(self.paths)  # active transfers per class
         self.rate = np.zeros(len(self.paths))  # rate of each active transfer of the class (bytes/s)
-        self.cache: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self.cache: dict[tuple[int, ...], tuple] = {}
         self.recomputes = 0
+        self.small = share_fn is max_min_rates  # components of a few classes: the plain-Python solver
+        self.weight = program.class_weight.tolist()
+        self.cap_list = capacity.tolist()
 
     def update(self, delta: dict[int, int]) -> None:
         """Apply the net change of active transfers per class and solve the components it touched."""
@@ -305,20 +352,32 @@ class _ComponentShares:
                 self._solve(sorted(members))
 
     def _solve(self, members: list[int]) -> None:
-        counts = [self.count[c] for c in members]
+        count = self.count
+        counts = [count[c] for c in members]
         key = (*members, -1, *counts)
         found = self.cache.get(key)
         if found is None:
-            where = np.asarray(members, dtype=np.int64)
-            per = np.asarray(counts, dtype=float)
-            program = self.program
-            found = (where, self.share_fn(program.class_ptr, program.class_idx, where,
-                                          program.class_weight[where] * per, self.capacity) / per)
+            if self.small and len(members) <= SMALL_COMPONENT:
+                weight = self.weight
+                rates = max_min_rates_small([self.paths[c] for c in members],
+                                            [weight[c] * k for c, k in zip(members, counts)], self.cap_list)
+                found = (members, [r / k for r, k in zip(rates, counts)])
+            else:
+                where = np.asarray(members, dtype=np.int64)
+                per = np.asarray(counts, dtype=float)
+                program = self.program
+                found = (where, self.share_fn(program.class_ptr, program.class_idx, where,
+                                              program.class_weight[where] * per, self.capacity) / per)
             if len(self.cache) < 200_000:
                 self.cache[key] = found
             self.recomputes += 1
-        self.rate[found[0]] = found[1]
-
+        where, rates = found
+        if isinstance(where, list):
+            rate = self.rate
+            for c, r in zip(where, rates):
+                rate[c] = r
+        else:
+            self.rate[where] = rates
 
 def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_at: float = np.inf,
         progress: Progress | None = None, split: bool = True) -> EngineResult:
@@ -340,7 +399,8 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
     remaining = program.nbytes.copy()
     cls = program.cls
     has_links = (program.class_ptr[1:] - program.class_ptr[:-1]) > 0
-    active: list[int] = []
+    act = np.zeros(0, dtype=np.int64)  # active transfers
+    added: list[int] = []  # started during this event, not yet in ``act``
     deliveries: list[tuple[float, int]] = []
     now = 0.0
     events = 0
@@ -370,25 +430,23 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
             t = ts.pop()
             c = int(cls[t])
             if has_links[c] and remaining[t] > 0:
-                active.append(t)
+                added.append(t)
                 delta[c] = delta.get(c, 0) + 1
                 continue
             finish(t, at, ts)
 
     start([int(t) for t in np.flatnonzero(need == 0)][::-1], 0.0)
-    act = np.zeros(0, dtype=np.int64)
-    act_dirty = True
     next_report = 0.0
-    while active or deliveries:
+    while added or len(act) or deliveries:
         if progress is not None and (clock := time.monotonic()) >= next_report:
             next_report = clock + 0.1
             report(progress, "simulating transfers", int(np.count_nonzero(~np.isnan(delivered))), n)
         if delta:
             shares.update(delta)  # the mix of active classes changed: new shares where it changed
             delta.clear()
-        if act_dirty:
-            act = np.asarray(active, dtype=np.int64)
-            act_dirty = False
+        if added:
+            act = np.concatenate((act, np.asarray(added, dtype=np.int64)))
+            added.clear()
         t_done = np.inf
         rates = shares.rate[cls[act]] if len(act) else np.zeros(0)
         if len(act):
@@ -409,8 +467,7 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
             done_mask = remaining[act] <= np.maximum(program.nbytes[act], 1.0) * _TOL * 10
             if done_mask.any():
                 finished = act[done_mask]
-                active[:] = act[~done_mask].tolist()
-                act_dirty = True
+                act = act[~done_mask]
                 for t in finished.tolist():
                     remaining[t] = 0.0
                     c = int(cls[t])
@@ -421,7 +478,6 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
             delivered[t] = now
             happen((t << 1) | DELIVERED, ready)
         if ready:
-            act_dirty = True
             start(ready, now)
     end = float(np.nanmax(delivered)) if n and not np.isnan(delivered).all() else 0.0
     return EngineResult(end, sent, delivered, events, shares.recomputes)
