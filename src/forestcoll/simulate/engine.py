@@ -389,22 +389,26 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
     every change (the reference the tests hold the split run to: same times within 1e-9 relative)."""
     share_fn = max_min_rates if fairness == "max-min" else link_share_rates
     n = program.size
-    need = np.fromiter((len(d) for d in program.deps), dtype=np.int64, count=n)
+    need = [len(d) for d in program.deps]
     waiting: list[list[int]] = [[] for _ in range(2 * n)]  # event -> transfers that wait for it
     for t, deps in enumerate(program.deps):
         for ev in deps:
             waiting[ev].append(t)
     sent = np.full(n, np.nan)
     delivered = np.full(n, np.nan)
-    remaining = program.nbytes.copy()
-    cls = program.cls
-    has_links = (program.class_ptr[1:] - program.class_ptr[:-1]) > 0
-    act = np.zeros(0, dtype=np.int64)  # active transfers
+    nbytes = program.nbytes.tolist()
+    cls = program.cls.tolist()
+    has_links = ((program.class_ptr[1:] - program.class_ptr[:-1]) > 0).tolist()
+    # the active transfers, and aligned with them their classes, bytes left and "done" thresholds
+    act = np.zeros(0, dtype=np.int64)
+    act_cls = np.zeros(0, dtype=np.int64)
+    rem = np.zeros(0)
+    done_at = np.zeros(0)
     added: list[int] = []  # started during this event, not yet in ``act``
     deliveries: list[tuple[float, int]] = []
     now = 0.0
     events = 0
-    lat = program.latency
+    lat = program.latency.tolist()
 
     def happen(ev: int, ready: list[int]) -> None:
         for w in waiting[ev]:
@@ -428,14 +432,14 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
         """Start transfers; markers and empty ones complete at once."""
         while ts:
             t = ts.pop()
-            c = int(cls[t])
-            if has_links[c] and remaining[t] > 0:
+            c = cls[t]
+            if has_links[c] and nbytes[t] > 0:
                 added.append(t)
                 delta[c] = delta.get(c, 0) + 1
                 continue
             finish(t, at, ts)
 
-    start([int(t) for t in np.flatnonzero(need == 0)][::-1], 0.0)
+    start([t for t in range(n) if not need[t]][::-1], 0.0)
     next_report = 0.0
     while added or len(act) or deliveries:
         if progress is not None and (clock := time.monotonic()) >= next_report:
@@ -445,12 +449,17 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
             shares.update(delta)  # the mix of active classes changed: new shares where it changed
             delta.clear()
         if added:
-            act = np.concatenate((act, np.asarray(added, dtype=np.int64)))
+            new = np.asarray(added, dtype=np.int64)
             added.clear()
+            act = np.concatenate((act, new))
+            act_cls = np.concatenate((act_cls, program.cls[new]))
+            fresh = program.nbytes[new]
+            rem = np.concatenate((rem, fresh))
+            done_at = np.concatenate((done_at, np.maximum(fresh, 1.0) * _TOL * 10))
         t_done = np.inf
-        rates = shares.rate[cls[act]] if len(act) else np.zeros(0)
         if len(act):
-            t_done = now + float((remaining[act] / rates).min())
+            rates = shares.rate[act_cls]
+            t_done = now + float((rem / rates).min())
         t_deliver = deliveries[0][0] if deliveries else np.inf
         target = min(t_done, t_deliver)
         if not np.isfinite(target):
@@ -459,18 +468,18 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
             return EngineResult(target, sent, delivered, events, shares.recomputes, stopped=True)
         dt = target - now
         if len(act):
-            remaining[act] -= rates * dt
+            rem -= rates * dt
         now = target
         events += 1
         ready: list[int] = []
         if len(act) and t_done <= target * (1 + _TOL) + 1e-18:
-            done_mask = remaining[act] <= np.maximum(program.nbytes[act], 1.0) * _TOL * 10
+            done_mask = rem <= done_at
             if done_mask.any():
-                finished = act[done_mask]
-                act = act[~done_mask]
-                for t in finished.tolist():
-                    remaining[t] = 0.0
-                    c = int(cls[t])
+                finished = act[done_mask].tolist()
+                keep = ~done_mask
+                act, act_cls, rem, done_at = act[keep], act_cls[keep], rem[keep], done_at[keep]
+                for t in finished:
+                    c = cls[t]
                     delta[c] = delta.get(c, 0) - 1
                     finish(t, now, ready)
         while deliveries and deliveries[0][0] <= now * (1 + _TOL) + 1e-18:
