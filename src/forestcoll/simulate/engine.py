@@ -45,6 +45,7 @@ __all__ = ["EngineResult", "Program", "ProgramBuilder", "link_bound", "link_load
 SENT, DELIVERED = 0, 1
 _TOL = 1e-9
 SMALL_COMPONENT = 24  # components of at most this many classes: max_min_rates_small
+_min, _any = np.minimum.reduce, np.logical_or.reduce  # without the ndarray methods' Python wrappers
 
 
 class ProgramBuilder:
@@ -72,7 +73,7 @@ class ProgramBuilder:
         self._lat.append(float(latency))
         deps = [(d << 1) | SENT for d in after_sent if d is not None]
         deps += [(d << 1) | DELIVERED for d in after_delivered if d is not None]
-        if any(not 0 <= (e >> 1) < tid for e in deps):
+        if deps and (min(deps) < 0 or max(deps) >= 2 * tid):  # some (e >> 1) outside 0 .. tid - 1
             raise ValueError(f"transfer {tid} depends on a transfer that is not built before it")
         self._deps.append(deps)
         return tid
@@ -390,10 +391,13 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
     share_fn = max_min_rates if fairness == "max-min" else link_share_rates
     n = program.size
     need = [len(d) for d in program.deps]
-    waiting: list[list[int]] = [[] for _ in range(2 * n)]  # event -> transfers that wait for it
+    waiting: list[list[int] | None] = [None] * (2 * n)  # event -> transfers that wait for it
     for t, deps in enumerate(program.deps):
         for ev in deps:
-            waiting[ev].append(t)
+            if (some := waiting[ev]) is None:
+                waiting[ev] = [t]
+            else:
+                some.append(t)
     sent = np.full(n, np.nan)
     delivered = np.full(n, np.nan)
     nbytes = program.nbytes.tolist()
@@ -411,7 +415,7 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
     lat = program.latency.tolist()
 
     def happen(ev: int, ready: list[int]) -> None:
-        for w in waiting[ev]:
+        for w in waiting[ev] or ():
             need[w] -= 1
             if need[w] == 0:
                 ready.append(w)
@@ -459,7 +463,7 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
         t_done = np.inf
         if len(act):
             rates = shares.rate[act_cls]
-            t_done = now + float((rem / rates).min())
+            t_done = now + float(_min(rem / rates))
         t_deliver = deliveries[0][0] if deliveries else np.inf
         target = min(t_done, t_deliver)
         if not np.isfinite(target):
@@ -474,7 +478,7 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
         ready: list[int] = []
         if len(act) and t_done <= target * (1 + _TOL) + 1e-18:
             done_mask = rem <= done_at
-            if done_mask.any():
+            if _any(done_mask):
                 finished = act[done_mask].tolist()
                 keep = ~done_mask
                 act, act_cls, rem, done_at = act[keep], act_cls[keep], rem[keep], done_at[keep]
