@@ -251,3 +251,19 @@ def test_split_components_equal_the_whole_mix_on_real_schedules(spec, what, size
     assert split.events == whole.events
     assert split.time == pytest.approx(whole.time, rel=1e-9)
     assert split.delivered.tolist() == pytest.approx(whole.delivered.tolist(), rel=1e-9)
+
+
+def test_stop_at_gives_up_only_when_the_program_ends_later():
+    rng = np.random.default_rng(7)
+    prog = ProgramBuilder()
+    last = None
+    for _ in range(60):
+        last = prog.transfer(rng.choice(6, 2, replace=False).tolist(), float(rng.integers(1, 1000)), 1e-3,
+                             after_delivered=[last] if rng.random() < 0.5 else [], stream=int(rng.integers(0, 5)))
+    program, caps = prog.build(), rng.integers(1, 20, 6).astype(float)
+    full = run(program, caps)
+    assert not full.stopped
+    early = run(program, caps, stop_at=full.time / 2)
+    assert early.stopped and full.time / 2 < early.time <= full.time
+    late = run(program, caps, stop_at=full.time * 1.01)
+    assert not late.stopped and late.time == full.time
