@@ -20,9 +20,12 @@ sharing gives every transfer the same weight.
 
 Rates change only when the set of active transfers changes, and only through
 the *classes* of the transfers (same path, same weight): when one slice of a
-stream ends and the next begins, nothing is recomputed, and a mix of active
-classes seen before reuses its rates (pipelines repeat the same few mixes).  Events closer than a
-relative 1e-9 are handled together.
+stream ends and the next begins, nothing is recomputed.  The shares of active
+classes that share no link (directly or through others) do not depend on each
+other, so only the connected components of the active classes that a change
+touches are solved again, and a component seen before (same classes, same
+counts) reuses its rates: pipelines and symmetric fabrics repeat the same few.
+Events closer than a relative 1e-9 are handled together.
 """
 
 from __future__ import annotations
@@ -37,10 +40,12 @@ import numpy as np
 from forestcoll.progress import Progress, report
 
 __all__ = ["EngineResult", "Program", "ProgramBuilder", "link_bound", "link_loads", "link_share_rates", "lower_bound",
-           "max_min_rates", "path_bound", "run"]
+           "max_min_rates", "max_min_rates_small", "path_bound", "run"]
 
 SENT, DELIVERED = 0, 1
 _TOL = 1e-9
+SMALL_COMPONENT = 24  # components of at most this many classes: max_min_rates_small
+_min, _any = np.minimum.reduce, np.logical_or.reduce  # without the ndarray methods' Python wrappers
 
 
 class ProgramBuilder:
@@ -68,7 +73,7 @@ class ProgramBuilder:
         self._lat.append(float(latency))
         deps = [(d << 1) | SENT for d in after_sent if d is not None]
         deps += [(d << 1) | DELIVERED for d in after_delivered if d is not None]
-        if any(not 0 <= (e >> 1) < tid for e in deps):
+        if deps and (min(deps) < 0 or max(deps) >= 2 * tid):  # some (e >> 1) outside 0 .. tid - 1
             raise ValueError(f"transfer {tid} depends on a transfer that is not built before it")
         self._deps.append(deps)
         return tid
@@ -182,6 +187,49 @@ def max_min_rates(ptr: np.ndarray, idx: np.ndarray, active: np.ndarray, weight: 
     return rates
 
 
+def max_min_rates_small(paths: Sequence[Sequence[int]], weights: Sequence[float],
+                        capacity: Sequence[float]) -> list[float]:
+    """:func:`max_min_rates` in plain Python for a few flows (flow f over links ``paths[f]``): the same
+    operations in the same order, so the same floats, without numpy's per-call cost."""
+    load: dict[int, float] = {}
+    for path, w in zip(paths, weights):
+        for i in path:
+            load[i] = load.get(i, 0.0) + w
+    cap = {i: float(capacity[i]) for i in load}
+    floor = 1e-12 * max(max(weights, default=0.0), 1.0)
+    rates = [np.inf] * len(paths)
+    unfrozen = [f for f, path in enumerate(paths) if path]
+    while unfrozen:
+        level = np.inf
+        share: dict[int, float] = {}
+        for i, x in load.items():
+            if x > floor:
+                share[i] = y = cap[i] / x
+                if y < level:
+                    level = y
+        if level == np.inf:
+            break
+        limit = level * (1 + _TOL)
+        full = {i for i, y in share.items() if y <= limit}
+        removed: dict[int, float] = {}
+        keep = []
+        for f in unfrozen:
+            path = paths[f]
+            if full.isdisjoint(path):
+                keep.append(f)
+                continue
+            w = weights[f]
+            rates[f] = w * level
+            for i in path:
+                removed[i] = removed.get(i, 0.0) + w
+        for i, x in removed.items():
+            c = cap[i] - x * level
+            cap[i] = c if c > 0 else 0.0
+            load[i] -= x
+        unfrozen = keep
+    return rates
+
+
 def link_share_rates(ptr: np.ndarray, idx: np.ndarray, active: np.ndarray, weight: np.ndarray,
                      capacity: np.ndarray) -> np.ndarray:
     """Processor sharing on every link: each link splits its capacity among its flows in proportion to
@@ -245,35 +293,129 @@ def lower_bound(program: Program, capacity: np.ndarray) -> float:
     return max(link_bound(program, capacity), path_bound(program, capacity))
 
 
+class _ComponentShares:
+    """The rate of each active transfer, by class, kept up to date one connected component at a time.
+
+    Two active classes are connected when they share a link; the fair shares of one component depend only on
+    its own classes and their counts (progressive filling and per-link sharing never look across), so when
+    the mix changes only the components that hold a changed class are solved again, and each component's
+    answer is cached by its classes and counts (pipelines and symmetric fabrics repeat the same few)."""
+
+    def __init__(self, program: Program, capacity: np.ndarray, share_fn, split: bool = True) -> None:
+        self.program, self.capacity, self.share_fn, self.split = program, capacity, share_fn, split
+        ptr, idx = program.class_ptr.tolist(), program.class_idx.tolist()
+        self.paths = [idx[ptr[c]:ptr[c + 1]] for c in range(len(ptr) - 1)]
+        self.on_link: list[set[int]] = [set() for _ in range(len(capacity))]  # active classes on each link
+        self.count = [0] * len(self.paths)  # active transfers per class
+        self.rate = np.zeros(len(self.paths))  # rate of each active transfer of the class (bytes/s)
+        self.cache: dict[tuple[int, ...], tuple] = {}
+        self.recomputes = 0
+        self.small = share_fn is max_min_rates  # components of a few classes: the plain-Python solver
+        self.weight = program.class_weight.tolist()
+        self.cap_list = capacity.tolist()
+
+    def update(self, delta: dict[int, int]) -> None:
+        """Apply the net change of active transfers per class and solve the components it touched."""
+        count, on_link, paths = self.count, self.on_link, self.paths
+        seeds: list[int] = []
+        for c, d in delta.items():
+            if not d:
+                continue
+            before = count[c]
+            count[c] = after = before + d
+            if not before:
+                for link in paths[c]:
+                    on_link[link].add(c)
+            elif not after:
+                for link in paths[c]:
+                    on_link[link].discard(c)
+            seeds += paths[c]
+        if not self.split:  # the reference: the whole mix at once
+            if seeds:
+                self._solve([c for c, k in enumerate(count) if k])
+            return
+        seen: set[int] = set()
+        for link in seeds:
+            if link in seen:
+                continue
+            members: set[int] = set()
+            stack = [link]
+            while stack:
+                here = stack.pop()
+                if here in seen:
+                    continue
+                seen.add(here)
+                for c in on_link[here]:
+                    if c not in members:
+                        members.add(c)
+                        stack += paths[c]
+            if members:
+                self._solve(sorted(members))
+
+    def _solve(self, members: list[int]) -> None:
+        count = self.count
+        counts = [count[c] for c in members]
+        key = (*members, -1, *counts)
+        found = self.cache.get(key)
+        if found is None:
+            if self.small and len(members) <= SMALL_COMPONENT:
+                weight = self.weight
+                rates = max_min_rates_small([self.paths[c] for c in members],
+                                            [weight[c] * k for c, k in zip(members, counts)], self.cap_list)
+                found = (members, [r / k for r, k in zip(rates, counts)])
+            else:
+                where = np.asarray(members, dtype=np.int64)
+                per = np.asarray(counts, dtype=float)
+                program = self.program
+                found = (where, self.share_fn(program.class_ptr, program.class_idx, where,
+                                              program.class_weight[where] * per, self.capacity) / per)
+            if len(self.cache) < 200_000:
+                self.cache[key] = found
+            self.recomputes += 1
+        where, rates = found
+        if isinstance(where, list):
+            rate = self.rate
+            for c, r in zip(where, rates):
+                rate[c] = r
+        else:
+            self.rate[where] = rates
+
 def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_at: float = np.inf,
-        progress: Progress | None = None) -> EngineResult:
+        progress: Progress | None = None, split: bool = True) -> EngineResult:
     """Simulate ``program`` on links of the given capacities (bytes per second); ``fairness`` is
     "max-min" (weighted progressive filling) or "link" (per-link processor sharing, faster).  Once the next
     event lies after ``stop_at`` seconds the run stops (``stopped``; the program cannot end sooner than that).
-    ``progress`` (:mod:`forestcoll.progress`) hears the transfers delivered, every 0.1 s."""
+    ``progress`` (:mod:`forestcoll.progress`) hears the transfers delivered, every 0.1 s.  ``split`` (default)
+    solves the shares one connected component of the active classes at a time; False solves the whole mix at
+    every change (the reference the tests hold the split run to: same times within 1e-9 relative)."""
     share_fn = max_min_rates if fairness == "max-min" else link_share_rates
     n = program.size
-    need = np.fromiter((len(d) for d in program.deps), dtype=np.int64, count=n)
-    waiting: list[list[int]] = [[] for _ in range(2 * n)]  # event -> transfers that wait for it
+    need = [len(d) for d in program.deps]
+    waiting: list[list[int] | None] = [None] * (2 * n)  # event -> transfers that wait for it
     for t, deps in enumerate(program.deps):
         for ev in deps:
-            waiting[ev].append(t)
+            if (some := waiting[ev]) is None:
+                waiting[ev] = [t]
+            else:
+                some.append(t)
     sent = np.full(n, np.nan)
     delivered = np.full(n, np.nan)
-    remaining = program.nbytes.copy()
-    cls = program.cls
-    has_links = (program.class_ptr[1:] - program.class_ptr[:-1]) > 0
-    nclass = len(program.class_weight)
-    class_count = np.zeros(nclass, dtype=np.int64)  # active transfers per class
-    class_rate = np.zeros(nclass)  # rate of each active transfer of the class (bytes/s)
-    active: list[int] = []
+    nbytes = program.nbytes.tolist()
+    cls = program.cls.tolist()
+    has_links = ((program.class_ptr[1:] - program.class_ptr[:-1]) > 0).tolist()
+    # the active transfers, and aligned with them their classes, bytes left and "done" thresholds
+    act = np.zeros(0, dtype=np.int64)
+    act_cls = np.zeros(0, dtype=np.int64)
+    rem = np.zeros(0)
+    done_at = np.zeros(0)
+    added: list[int] = []  # started during this event, not yet in ``act``
     deliveries: list[tuple[float, int]] = []
     now = 0.0
-    events = recomputes = 0
-    lat = program.latency
+    events = 0
+    lat = program.latency.tolist()
 
     def happen(ev: int, ready: list[int]) -> None:
-        for w in waiting[ev]:
+        for w in waiting[ev] or ():
             need[w] -= 1
             if need[w] == 0:
                 ready.append(w)
@@ -288,73 +430,60 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
             happen((t << 1) | DELIVERED, ready)
 
     delta: dict[int, int] = {}  # net change of active transfers per class during one event
-    cache: dict[bytes, np.ndarray] = {}  # rates of each mix of active classes already seen
+    shares = _ComponentShares(program, capacity, share_fn, split)
 
     def start(ts: list[int], at: float) -> None:
         """Start transfers; markers and empty ones complete at once."""
         while ts:
             t = ts.pop()
-            c = int(cls[t])
-            if has_links[c] and remaining[t] > 0:
-                active.append(t)
-                class_count[c] += 1
+            c = cls[t]
+            if has_links[c] and nbytes[t] > 0:
+                added.append(t)
                 delta[c] = delta.get(c, 0) + 1
                 continue
             finish(t, at, ts)
 
-    start([int(t) for t in np.flatnonzero(need == 0)][::-1], 0.0)
-    dirty = True
-    act = np.zeros(0, dtype=np.int64)
-    act_dirty = True
+    start([t for t in range(n) if not need[t]][::-1], 0.0)
     next_report = 0.0
-    while active or deliveries:
+    while added or len(act) or deliveries:
         if progress is not None and (clock := time.monotonic()) >= next_report:
             next_report = clock + 0.1
             report(progress, "simulating transfers", int(np.count_nonzero(~np.isnan(delivered))), n)
-        if dirty:
-            live = np.flatnonzero(class_count)
-            counts = class_count[live]
-            key = live.tobytes() + counts.tobytes()
-            found = cache.get(key)
-            if found is None:
-                found = share_fn(program.class_ptr, program.class_idx, live,
-                                 program.class_weight[live] * counts, capacity) / counts if len(live) else np.zeros(0)
-                if len(cache) < 200_000:
-                    cache[key] = found
-                recomputes += 1
-            class_rate[:] = 0.0
-            class_rate[live] = found
-            dirty = False
-        if act_dirty:
-            act = np.asarray(active, dtype=np.int64)
-            act_dirty = False
+        if delta:
+            shares.update(delta)  # the mix of active classes changed: new shares where it changed
+            delta.clear()
+        if added:
+            new = np.asarray(added, dtype=np.int64)
+            added.clear()
+            act = np.concatenate((act, new))
+            act_cls = np.concatenate((act_cls, program.cls[new]))
+            fresh = program.nbytes[new]
+            rem = np.concatenate((rem, fresh))
+            done_at = np.concatenate((done_at, np.maximum(fresh, 1.0) * _TOL * 10))
         t_done = np.inf
-        rates = class_rate[cls[act]] if len(act) else np.zeros(0)
         if len(act):
-            t_done = now + float((remaining[act] / rates).min())
+            rates = shares.rate[act_cls]
+            t_done = now + float(_min(rem / rates))
         t_deliver = deliveries[0][0] if deliveries else np.inf
         target = min(t_done, t_deliver)
         if not np.isfinite(target):
             break  # only transfers that can never get bandwidth: reported as unfinished by the caller
         if target > stop_at:
-            return EngineResult(target, sent, delivered, events, recomputes, stopped=True)
+            return EngineResult(target, sent, delivered, events, shares.recomputes, stopped=True)
         dt = target - now
         if len(act):
-            remaining[act] -= rates * dt
+            rem -= rates * dt
         now = target
         events += 1
         ready: list[int] = []
-        delta.clear()
         if len(act) and t_done <= target * (1 + _TOL) + 1e-18:
-            done_mask = remaining[act] <= np.maximum(program.nbytes[act], 1.0) * _TOL * 10
-            if done_mask.any():
-                finished = act[done_mask]
-                active[:] = act[~done_mask].tolist()
-                act_dirty = True
-                for t in finished.tolist():
-                    remaining[t] = 0.0
-                    c = int(cls[t])
-                    class_count[c] -= 1
+            done_mask = rem <= done_at
+            if _any(done_mask):
+                finished = act[done_mask].tolist()
+                keep = ~done_mask
+                act, act_cls, rem, done_at = act[keep], act_cls[keep], rem[keep], done_at[keep]
+                for t in finished:
+                    c = cls[t]
                     delta[c] = delta.get(c, 0) - 1
                     finish(t, now, ready)
         while deliveries and deliveries[0][0] <= now * (1 + _TOL) + 1e-18:
@@ -362,9 +491,6 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
             delivered[t] = now
             happen((t << 1) | DELIVERED, ready)
         if ready:
-            act_dirty = True
             start(ready, now)
-        if any(delta.values()):
-            dirty = True  # the mix of active classes changed: new shares
     end = float(np.nanmax(delivered)) if n and not np.isnan(delivered).all() else 0.0
-    return EngineResult(end, sent, delivered, events, recomputes)
+    return EngineResult(end, sent, delivered, events, shares.recomputes)
