@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from forestcoll import collectives
 from forestcoll.bound.fixed_k import floor_caps, min_scale_for_k
 from forestcoll.bound.optimal import prepare_phase, root_weights
@@ -132,10 +134,15 @@ def solve_phase(
     report(progress, f"{name}: {STEPS[3]}", 0, None)  # counted in demand placed by the packer
     t0 = time.perf_counter()
     demand = [k * weights[c] for c in compute]
-    group = [[pos[g[c]] for c in compute] for g in split.group] if len(split.group) > 1 else None
+    group = None
+    if len(split.group) > 1:  # the group on the ranks, numbered 0..R-1: int32, |H| x R
+        rank_of = np.full(n + 1, -1, dtype=np.int32)
+        rank_of[compute] = np.arange(len(compute), dtype=np.int32)
+        group = rank_of[split.group[:, compute]]
     if exact_height:
         assert max_height is not None
-        status, found = pack_height_limited(len(compute), ccaps, demand, max_height, group, HEIGHT_WORK)
+        status, found = pack_height_limited(len(compute), ccaps, demand, max_height,
+                                            None if group is None else group.tolist(), HEIGHT_WORK)
         if found is None:
             raise HeightNotFound(f"k={k}: {status}")
         packed = PackResult(found, {"height_program": 1})

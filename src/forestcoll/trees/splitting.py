@@ -37,8 +37,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from forestcoll.graph.maxflow import FlowNetwork, check_capacities
-from forestcoll.graph.symmetry import Perm, element_orbits, group_elements
+from forestcoll.graph.symmetry import Perm, group_table
 
 __all__ = ["Path", "SplitResult", "SplittingError", "split_switches", "trim_switch_excess"]
 
@@ -61,7 +63,7 @@ class SplitResult:
 
     caps: dict[tuple[int, int], int]
     paths: dict[tuple[int, int], dict[Path, int]]
-    group: list[Perm]
+    group: np.ndarray  # the group used, a row per element (identity first): int32, |H| x (nodes + 1)
     stats: dict[str, int] = field(default_factory=dict)
 
 
@@ -164,18 +166,20 @@ class _State:
             self._take(u, w, self.caps[(u, w)])
 
 
-def _free_on(elements: list[Perm], points: Sequence[int]) -> bool:
-    return all(g[p] != p for g in elements[1:] for p in points)
+def _free_on(elements: np.ndarray, points: Sequence[int]) -> bool:
+    pts = np.asarray(points, dtype=np.int64)
+    return bool((elements[1:][:, pts] != pts).all())
 
 
-def _subgroups(generators: Sequence[Perm], n: int, compute: Sequence[int], limit: int) -> list[list[Perm]]:
-    """Groups to try, largest first: spans of generator prefixes that act freely on compute nodes."""
+def _subgroups(generators: Sequence[Perm], n: int, compute: Sequence[int], limit: int) -> list[np.ndarray]:
+    """Groups to try, largest first: spans of generator prefixes that act freely on compute nodes (each an int32
+    table, a row per element: |H| x n integers, never |H| x n Python objects)."""
     chain = []
     for end in range(len(generators), 0, -1):
-        elems = group_elements(list(generators[:end]), n, limit)
+        elems = group_table(list(generators[:end]), n, limit)
         if elems is not None and len(elems) > 1 and _free_on(elems, compute):
             chain.append(elems)
-    chain.append([tuple(range(n))])
+    chain.append(np.arange(n, dtype=np.int32)[None, :])
     return chain
 
 
@@ -211,13 +215,13 @@ class Splitter:
 
     # ----- group helpers --------------------------------------------------
     @property
-    def group(self) -> list[Perm]:
+    def group(self) -> np.ndarray:
         return self.groups[self.level]
 
     def _targets(self) -> list[int]:
         """One compute node per orbit of the current group."""
         if self.level not in self._targets_cache:
-            orbit = element_orbits(self.group)
+            orbit = self.group.min(axis=0).tolist()
             seen: set[int] = set()
             out = []
             for c in self.compute:
@@ -252,8 +256,8 @@ class Splitter:
     def _orbit(self, u: int, w: int, t: int) -> list[tuple[int, int, int]]:
         seen = set()
         out = []
-        for g in self.group:
-            trip = (g[u], g[w], g[t])
+        G = self.group
+        for trip in zip(G[:, u].tolist(), G[:, w].tolist(), G[:, t].tolist()):
             if trip not in seen:
                 seen.add(trip)
                 out.append(trip)
@@ -316,7 +320,7 @@ class Splitter:
                 st.remove_node(w)
                 remaining.discard(w)
                 continue
-            members = sorted({g[w] for g in self.group} & remaining)
+            members = sorted(set(self.group[:, w].tolist()) & remaining)
             self._split_orbit(members)
             for x in members:
                 st.remove_node(x)
