@@ -162,6 +162,10 @@ class Schedule:
     # (node names, generators as index permutations of them): automorphisms that map trees onto trees, for the
     # version-2 file (forestcoll.schedule_v2); None when unknown
     symmetry: tuple[tuple[str, ...], tuple[tuple[int, ...], ...]] | None = field(default=None, compare=False)
+    # a version-2 file read without expanding (read_schedule(..., expand=False)): its (template, images) pairs;
+    # ``trees`` is then empty and ``symmetry`` holds the file's nodes and generators (forestcoll.verify checks
+    # such a schedule orbit by orbit)
+    templates: tuple[tuple[ScheduleTree, Any], ...] | None = field(default=None, compare=False)
 
     @property
     def optimal(self) -> bool:
@@ -290,9 +294,10 @@ def _names(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule | AlltoallSchedule:
+def schedule_from_dict(data: Any, source: str = "schedule", expand: bool = True) -> Schedule | AlltoallSchedule:
     """Parse and structurally validate a schedule object (semantics are checked by the verifier).  A collective
-    without trees (all-to-all) has its own model: :func:`forestcoll.alltoall.schedule.schedule_from_dict`."""
+    without trees (all-to-all) has its own model: :func:`forestcoll.alltoall.schedule.schedule_from_dict`.
+    ``expand`` False keeps a version-2 file's templates unexpanded (:attr:`Schedule.templates`)."""
     if not isinstance(data, Mapping):
         raise ScheduleError(f"{source}: expected a JSON object")
     if "gpus" in data and "protocol" in data:
@@ -365,16 +370,21 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule | Alltoa
         return ScheduleTree(troot, chunks, phase, tuple(edges))
 
     symmetry = None
+    templates = None
     if version == 2:
         from forestcoll.schedule_v2 import templates_from_dict
 
-        trees = templates_from_dict(data, source, parse_tree)
+        found = templates_from_dict(data, source, parse_tree, expand)
+        if expand:
+            trees = found
+        else:
+            trees, templates = [], tuple(found)
         symmetry = (tuple(data["nodes"]), tuple(tuple(g) for g in data.get("generators", [])))
     else:
         trees = [parse_tree(t, f"{source}: trees[{i}]") for i, t in enumerate(_req(data, "trees", list, source))]
     topology, record = _topology_record(data.get("topology", ""), source)
     return Schedule(collective, topology, ranks, k, algbw, bound, tuple(phases), tuple(trees), root, record=record,
-                    symmetry=symmetry)
+                    symmetry=symmetry, templates=templates)
 
 
 def _topology_record(value: Any, source: str) -> tuple[str, TopologyRecord | None]:
@@ -430,8 +440,9 @@ def schedule_topology(sched: Schedule | AlltoallSchedule, topology=None, extra: 
     return topo
 
 
-def read_schedule(path: str) -> Schedule | AlltoallSchedule:
-    """Read a schedule JSON file (an all-to-all file gives an :class:`~forestcoll.alltoall.schedule.AlltoallSchedule`)."""
+def read_schedule(path: str, expand: bool = True) -> Schedule | AlltoallSchedule:
+    """Read a schedule JSON file (an all-to-all file gives an :class:`~forestcoll.alltoall.schedule.AlltoallSchedule`);
+    ``expand`` False: a version-2 file's templates stay unexpanded (for :func:`forestcoll.verify.verify`)."""
     text = read_text(path, "schedule file")
     expected = "a schedule JSON (from `forestcoll generate`)"
     try:
@@ -442,4 +453,4 @@ def read_schedule(path: str) -> Schedule | AlltoallSchedule:
     kind = kind_of(data)
     if kind.name not in ("schedule", "alltoall-schedule", "json"):
         raise ScheduleError(str(wrong_kind(path, expected, kind)))
-    return schedule_from_dict(data, str(path))
+    return schedule_from_dict(data, str(path), expand)

@@ -92,7 +92,8 @@ def print_schedule_line(sched, topo) -> None:
 
 
 def print_verify(report, sched, path: str, topo) -> None:
-    print(f"schedule   {path}: {sched.collective}, k={sched.k}, {len(sched.trees)} trees")
+    count = len(sched.trees) if sched.templates is None else sum(p.trees for p in report.phases)  # v2: per orbit
+    print(f"schedule   {path}: {sched.collective}, k={sched.k}, {count} trees")
     print(f"topology   {topo.name}")
     for p in report.phases:
         link = f"{p.busiest_link[0]} -> {p.busiest_link[1]}" if p.busiest_link else "-"
