@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import copy
+import importlib
 
 import pytest
 from conftest import cli
 
-import importlib
 from forestcoll import generate, load_topology
 from forestcoll.schedule import schedule_from_dict, schedule_to_dict, write_schedule
 from forestcoll.topology.model import shuffled

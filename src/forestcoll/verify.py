@@ -237,7 +237,7 @@ class _Orbits:
         self.members: dict[int, list[tuple[str, str]]] = defaultdict(list)
         for hop, o in zip(links, self.orbit):
             self.members[o].append(hop)
-        for o, count in size.items():
+        for count in size.values():
             if self.order % count:
                 self.problem = f"a link orbit of {count} links under a group of {self.order} elements (not a group)"
                 return
