@@ -176,33 +176,24 @@ def solve_phase(
         while packed_trees:
             yield packed_trees.pop()
 
-    routed = map_back(drain(), bundles, compute)
     names = [node.name for node in fabric.nodes]
     name_of = names.__getitem__
-    trees = []
-    # one Edge object per distinct (src, dst, path): on a symmetric fabric N trees of N-1 edges share a few
-    # thousand distinct edges, so the trees hold references, not N^2 objects (the memory of 4,096-GPU schedules)
-    made: dict[tuple[int, int, Path], Edge] = {}
 
+    # one Edge object per distinct (src, dst, path) (map_back makes each once): on a symmetric fabric N trees of
+    # N-1 edges share a few thousand distinct edges, so the trees hold references, not N^2 objects
     def edge(x: int, y: int, p: Path) -> Edge:
-        key = (x, y, p)
-        e = made.get(key)
-        if e is None:
-            if reverse:
-                e = Edge(names[y], names[x], tuple(map(name_of, p[::-1])))
-            else:
-                e = Edge(names[x], names[y], tuple(map(name_of, p)))
-            made[key] = e
-        return e
+        if reverse:
+            return Edge(names[y], names[x], tuple(map(name_of, p[::-1])))
+        return Edge(names[x], names[y], tuple(map(name_of, p)))
 
+    routed = map_back(drain(), bundles, compute, edge)
+    trees = []
     for done, (root, mult, edges) in enumerate(routed):
         if not done % 64:
             report(progress, f"{name}: {STEPS[5]}", done, n_trees)
         if reverse:
-            sched_edges = tuple(edge(x, y, p) for x, y, p in reversed(edges))
-        else:
-            sched_edges = tuple(edge(x, y, p) for x, y, p in edges)
-        trees.append(ScheduleTree(names[root], mult, name, sched_edges))
+            edges.reverse()
+        trees.append(ScheduleTree(names[root], mult, name, tuple(edges)))
     # link loads from what the trees took of each route (every unit taken once): distinct routes, not tree edges
     load: dict[tuple[int, int], int] = {}
     for arc, routes in split.paths.items():

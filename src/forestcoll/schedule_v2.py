@@ -132,10 +132,14 @@ class _Hasher:
 
     def images(self, tree, elems: np.ndarray, names: Sequence[str]) -> list[tuple]:
         rows = self.rows(tree.edges)  # (m, width)
-        ext = np.concatenate([elems, np.full((len(elems), 1), self.pad, dtype=np.int64)], axis=1)
-        mapped = ext[:, rows]  # (|E|, m, width)
-        with np.errstate(over="ignore"):
-            sums = self._sum(mapped).sum(axis=1, dtype=np.uint64)  # (|E|, 2)
+        sums = np.empty((len(elems), 2), dtype=np.uint64)
+        step = max(1, (1 << 21) // max(1, rows.size))  # a block of elements at a time: |E| x m x width is N^2
+        for lo in range(0, len(elems), step):
+            block = elems[lo:lo + step]
+            ext = np.concatenate([block, np.full((len(block), 1), self.pad, dtype=block.dtype)], axis=1)
+            mapped = ext[:, rows]  # (block, m, width)
+            with np.errstate(over="ignore"):
+                sums[lo:lo + step] = self._sum(mapped).sum(axis=1, dtype=np.uint64)
         roots = elems[:, self.index[tree.root]]
         return [(tree.phase, names[r], tree.chunks, int(a), int(b)) for r, (a, b) in zip(roots.tolist(), sums.tolist())]
 
