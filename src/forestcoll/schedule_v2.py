@@ -130,6 +130,36 @@ class _Hasher:
             b += h[1]
         return (tree.phase, tree.root, tree.chunks, a % 2**64, b % 2**64)
 
+    def trees(self, trees: Sequence, distinct: Mapping[int, Any]) -> list[tuple]:
+        """:meth:`tree` of every tree at once: each distinct edge (``distinct``: id -> edge, every edge of the
+        trees) hashed in one numpy batch, then each tree's sums (mod 2^64) by one reduceat over its edges'
+        positions, a block of trees at a time."""
+        from itertools import chain
+
+        ids = list(distinct)
+        pos = {i: j for j, i in enumerate(ids)}
+        hashes = np.empty((len(ids), 2), dtype=np.uint64)
+        step = 1 << 16
+        for lo in range(0, len(ids), step):
+            hashes[lo:lo + step] = self._sum(self.rows([distinct[i] for i in ids[lo:lo + step]]))
+        get = pos.__getitem__
+        out = []
+        block = 256
+        for lo in range(0, len(trees), block):
+            part = trees[lo:lo + block]
+            sizes = np.fromiter(map(len, (t.edges for t in part)), dtype=np.int64, count=len(part))
+            at = np.fromiter(map(get, map(id, chain.from_iterable(t.edges for t in part))), dtype=np.int64,
+                             count=int(sizes.sum()))
+            starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+            sums = np.zeros((len(part), 2), dtype=np.uint64)
+            full = sizes > 0
+            if full.any():
+                with np.errstate(over="ignore"):
+                    sums[full] = np.add.reduceat(hashes[at], starts[full], axis=0, dtype=np.uint64)
+            for t, (a, b) in zip(part, sums.tolist()):
+                out.append((t.phase, t.root, t.chunks, a, b))
+        return out
+
     def images(self, tree, elems: np.ndarray, names: Sequence[str]) -> list[tuple]:
         rows = self.rows(tree.edges)  # (m, width)
         sums = np.empty((len(elems), 2), dtype=np.uint64)
@@ -144,6 +174,15 @@ class _Hasher:
         return [(tree.phase, names[r], tree.chunks, int(a), int(b)) for r, (a, b) in zip(roots.tolist(), sums.tolist())]
 
 
+def _distinct_edges(trees: Sequence) -> dict[int, Any]:
+    """id -> edge for the distinct edge objects of the trees (generate shares one object per distinct edge, so a
+    few thousand for millions of tree edges; the dict keeps them alive, so the ids stay unique)."""
+    found: dict[int, Any] = {}
+    for t in trees:
+        found.update(zip(map(id, t.edges), t.edges))
+    return found
+
+
 def compress(trees: Sequence, names: Sequence[str], generators: Sequence[Sequence[int]]) -> list[tuple[Any, Any]]:
     """(template, images) pairs whose expansion is ``trees`` as a multiset: every tree whose whole orbit under the
     group is in ``trees`` becomes one template with ``"all"``, the rest templates of their own (``[0]``).  Trees
@@ -152,9 +191,10 @@ def compress(trees: Sequence, names: Sequence[str], generators: Sequence[Sequenc
     if not generators or not trees:
         return [(t, [0]) for t in trees]
     elems = elements(generators, len(names))
-    width = 2 + max(len(e.path) for t in trees for e in t.edges) if any(t.edges for t in trees) else 2
+    distinct = _distinct_edges(trees)
+    width = 2 + max(len(e.path) for e in distinct.values()) if distinct else 2
     hasher = _Hasher(names, width)
-    keys = [hasher.tree(t) for t in trees]
+    keys = hasher.trees(trees, distinct)
     left = Counter(keys)
     out: list[tuple[Any, Any]] = []
     for t, key in zip(trees, keys):
