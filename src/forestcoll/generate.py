@@ -219,11 +219,14 @@ def _prefixed(progress: Progress | None, phase: str) -> Progress | None:
 
 
 def _reverse_phase(phase: PhaseResult, name: str) -> PhaseResult:
-    """Out-trees on a fabric equal to its own reverse, read backwards as in-trees."""
-    trees = [
-        ScheduleTree(t.root, t.chunks, name, tuple(Edge(e.dst, e.src, tuple(reversed(e.path))) for e in reversed(t.edges)))
-        for t in phase.trees
-    ]
+    """Out-trees on a fabric equal to its own reverse, read backwards as in-trees (one reversed Edge per distinct
+    Edge: the trees share them as the out-trees do, not 16.8M new objects at 4,096 ranks)."""
+    distinct: dict[int, Edge] = {}
+    for t in phase.trees:
+        distinct.update(zip(map(id, t.edges), t.edges))  # C-level: a tree's edges at once
+    backwards = {i: Edge(e.dst, e.src, tuple(reversed(e.path))) for i, e in distinct.items()}
+    back = backwards.__getitem__
+    trees = [ScheduleTree(t.root, t.chunks, name, tuple(map(back, map(id, reversed(t.edges))))) for t in phase.trees]
     return PhaseResult(
         name, phase.k, phase.scale, phase.rate, phase.total_weight, trees, phase.cut, dict(phase.stats), phase.load_ratio
     )

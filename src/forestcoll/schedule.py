@@ -52,7 +52,7 @@ in that module and in docs/alltoall.md).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMAT", "VERSION", "Edge", "choose_version", "PhaseInfo", "Schedule", "ScheduleTree", "TopologyRecord", "read_schedule",
-    "schedule_from_dict", "schedule_to_dict", "schedule_topology", "write_schedule",
+    "schedule_from_dict", "schedule_to_dict", "schedule_topology", "tree_heights", "write_schedule",
 ]
 
 FORMAT = "forestcoll-schedule"
@@ -191,7 +191,54 @@ class Schedule:
         return [t for t in self.trees if t.phase == phase]
 
     def max_height(self) -> int:
-        return max((t.height() for t in self.trees), default=0)
+        return max(tree_heights(self.trees), default=0)
+
+
+def tree_heights(trees: Sequence[ScheduleTree]) -> list[int]:
+    """:meth:`ScheduleTree.height` of each tree, by pointer jumping over integer arrays: each distinct Edge
+    object (trees share them) is numbered once, a tree's parent array is built by C-level maps, then depths
+    double their reach per step (log2 of the height steps).  A tree that is not a tree (a cycle) gets
+    :meth:`~ScheduleTree.height`'s answer."""
+    import numpy as np
+
+    index: dict[str, int] = {}
+    ends: dict[int, tuple[int, int]] = {}
+    keep: list[Edge] = []  # the edges numbered, kept alive so their ids stay theirs
+    for t in trees:
+        new = set(map(id, t.edges)).difference(ends)
+        if new:
+            for e in t.edges:
+                if id(e) in new:
+                    a = index.setdefault(e.src, len(index))
+                    b = index.setdefault(e.dst, len(index))
+                    ends[id(e)] = (a, b) if t.direction == "out" else (b, a)
+                    keep.append(e)
+    parent_end = {i: ab[0] for i, ab in ends.items()}.__getitem__
+    child_end = {i: ab[1] for i, ab in ends.items()}.__getitem__
+    n = len(index)
+    out = []
+    for t in trees:
+        if not t.edges:
+            out.append(0)
+            continue
+        m = len(t.edges)
+        parents = np.fromiter(map(parent_end, map(id, t.edges)), dtype=np.int64, count=m)
+        children = np.fromiter(map(child_end, map(id, t.edges)), dtype=np.int64, count=m)
+        up = np.arange(n, dtype=np.int64)
+        up[children] = parents
+        reach = np.zeros(n, dtype=np.int64)
+        reach[children] = 1
+        for _ in range(max(1, m).bit_length() + 1):
+            if not reach[up].any():
+                break
+            reach = reach + reach[up]
+            up = up[up]
+        else:
+            out.append(t.height())
+            continue
+        tree_like = bool((up[children] == index.get(t.root, -1)).all()) and np.bincount(children).max() == 1
+        out.append(int(reach.max()) if tree_like else t.height())
+    return out
 
 
 # ----- JSON ---------------------------------------------------------------------------------

@@ -69,7 +69,9 @@ def print_bound(report, topo) -> None:
 
 
 def print_schedule(sched, topo, smallest_k: bool, output: str | None) -> None:
-    heights = [t.height() for t in sched.trees]
+    from forestcoll.schedule import tree_heights
+
+    heights = tree_heights(sched.trees)
     print(f"topology   {topo.name}  ({topo.num_compute} ranks)")
     print(f"collective {sched.collective}" + (f" (root {sched.root})" if sched.root else ""))
     print(f"k          {sched.k} chunks per shard" + (" (smallest exactly optimal k)" if smallest_k else ""))
