@@ -106,3 +106,22 @@ def test_symmetric_fallback_finishes_from_a_valid_state():
     rest = Packer(n, sym.residual(), [int(p) for p in sym.pool])
     all_trees = trees + rest.run().trees
     check_packing(n, caps, [1] * n, all_trees)
+
+
+def test_check_with_one_source_per_image_class_equals_one_per_element():
+    # Z_2 x Z_4 acting freely on 8 ranks (rank = 4a + b): V = {0, 1, 2, 3} is fixed by the Z_4 part, so the
+    # check merges its 8 sources s_g into 2; every answer (violated slack and minimal min cut) must stay the same
+    n = 8
+    group = [[4 * ((r // 4 + a) % 2) + (r % 4 + b) % 4 for r in range(n)] for a in range(2) for b in range(4)]
+    caps = {(r, s): 2 + (r + s) % 3 for r in range(n) for s in range(n) if r != s}
+    for verts, batch in (([0, 1, 2], [(0, 3)]), ([0, 1], [(1, 2)]), (list(range(7)), [(3, 7)])):
+        answers = []
+        for free in (True, False):
+            sym = SymmetricPacker(n, caps, [3] * n, group)
+            sym.free = free  # False: no merging (one source per element)
+            tree = [(verts[0], v) for v in verts[1:]]
+            for c in (1, 2, 3):
+                found = sym._check(verts[0], tree, batch, verts + [y for _, y in batch], 3, c)
+                answers.append(None if found is None else [(s, m.tolist()) for s, m in found])
+        assert answers[:3] == answers[3:]
+    assert len(SymmetricPacker(n, caps, [3] * n, group)._image_classes([0, 1, 2, 3])) == 2
