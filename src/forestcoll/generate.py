@@ -147,7 +147,8 @@ def solve_phase(
             raise HeightNotFound(f"k={k}: {status}")
         packed = PackResult(found, {"height_program": 1})
     elif group is not None:
-        packed = pack_trees_symmetric(len(compute), ccaps, demand, group, progress=_prefixed(progress, name))
+        packed = pack_trees_symmetric(len(compute), ccaps, demand, group, progress=_prefixed(progress, name),
+                                      blocks=_generator_orbits(gens, compute, n))
     else:
         packed = pack_trees(len(compute), ccaps, demand, progress=_prefixed(progress, name))
     stats["pack_s"] = time.perf_counter() - t0
@@ -209,6 +210,21 @@ def solve_phase(
     bandwidth = {(u, v): bw for u, v, bw in fabric.arcs}
     ratio = max(Fraction(amount) / bandwidth[hop] for hop, amount in load.items())  # max over links of chunks / bandwidth
     return PhaseResult(name, k, scale, rate.rate, total, trees, cut, stats, ratio)
+
+
+def _generator_orbits(gens: Sequence[Sequence[int]], compute: Sequence[int], n: int) -> list[list[int]]:
+    """For each symmetry, the orbits of the group it generates on the ranks (an orbit label per rank): partitions
+    the symmetric packer may feed its checks through (a box, a rail), not needed for its correctness."""
+    from forestcoll.graph.symmetry import orbits
+
+    rank_of = np.full(n + 1, -1, dtype=np.int64)
+    rank_of[compute] = np.arange(len(compute))
+    out = []
+    for g in gens:
+        on_ranks = rank_of[np.asarray(g, dtype=np.int64)[compute]]
+        if (on_ranks >= 0).all():
+            out.append(orbits(len(compute), [tuple(on_ranks.tolist())]))
+    return out
 
 
 def _prefixed(progress: Progress | None, phase: str) -> Progress | None:

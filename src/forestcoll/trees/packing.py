@@ -260,7 +260,8 @@ class SymmetricPacker:
     continues with fewer symmetries from the same (valid) state.
     """
 
-    def __init__(self, n: int, caps: dict[tuple[int, int], int], demand: Sequence[int], group: Sequence[Sequence[int]]):
+    def __init__(self, n: int, caps: dict[tuple[int, int], int], demand: Sequence[int], group: Sequence[Sequence[int]],
+                 blocks: Sequence[Sequence[int]] = ()):
         import numpy as np
 
         self.np = np
@@ -301,6 +302,14 @@ class SymmetricPacker:
         # each costs |H| x N bytes: at most 256 of them and about 256 MB in all (16 at 4,096 ranks)
         self.max_learned = max(8, min(256, (256 << 20) // max(1, self.h * n)))
         self._learned_keys: set[bytes] = set()
+        # candidate partitions of the ranks into blocks (a block id per rank), e.g. the orbits of one generator:
+        # a check feeds a block that lies whole in an image gV through one shared node (see _check)
+        self.blocks = []
+        for labels in blocks:
+            _, bid = np.unique(np.asarray(labels, dtype=np.int64), return_inverse=True)
+            sizes = np.bincount(bid)
+            if len(bid) == n and sizes.max() > 1:
+                self.blocks.append((bid.astype(np.int64), sizes))
 
     # ----- tentative state and its test ----------------------------------------------------------
     def _image_ids(self, arcs: list[tuple[int, int]]):
@@ -335,14 +344,15 @@ class SymmetricPacker:
         roots = np.nonzero(pool > 0)[0]
         classes = self._image_classes(verts)  # one source per distinct image gV, feeding it c per element
         m = len(classes)
-        vimg = self.G[classes[:, 0]][:, np.asarray(verts, dtype=np.int64)]  # m x |V|
-        tails = np.concatenate([self.tails[live], np.full(len(roots), z), np.full(m, z),
-                                np.repeat(np.arange(m) + n + 1, vimg.shape[1])]).astype(np.int32)
-        heads = np.concatenate([self.heads[live], roots, np.arange(m) + n + 1, vimg.ravel()]).astype(np.int32)
+        vimg = self.G[classes[:, 0]][:, np.asarray(verts, dtype=np.int64)]  # m x |V|: the images gV
+        src, dst, nodes = self._feeds(vimg, n + 1)
         del vimg
+        tails = np.concatenate([self.tails[live], np.full(len(roots), z), np.full(m, z), src]).astype(np.int32)
+        heads = np.concatenate([self.heads[live], roots, np.arange(m) + n + 1, dst]).astype(np.int32)
+        del src, dst
         caps = np.concatenate([res[live], pool[roots], np.full(m, c * classes.shape[1]),
                                np.full(len(heads) - len(live) - len(roots) - m, self.big)])
-        net = FlowNetwork(n + m + 1, tails, heads)
+        net = FlowNetwork(nodes, tails, heads)
         del tails, heads
         total = int(pool.sum()) + h * c
         found = []
@@ -357,6 +367,41 @@ class SymmetricPacker:
                 found.append((value - total, sink))
                 self._learn(sink)
         return found
+
+    def _feeds(self, vimg, first: int):
+        """Unbounded arcs from source j (node first + j) into every rank of row j of ``vimg``, and the node count.
+
+        Plainly one arc per rank.  With a block partition, a block lying whole in the row's image is fed
+        through one shared node a_B (arcs a_B -> each rank of B): a source on the source side of a finite cut
+        pulls a_B and so all of B there, and a_B is free to follow when B is already there, so every rank set
+        keeps its cut value (the same flows and minimal min cut) with about (full blocks + other ranks) arcs
+        per source instead of |V|.  The partition giving the fewest arcs is used."""
+        np = self.np
+        m, width = vimg.shape
+        rows = np.repeat(np.arange(m, dtype=np.int64), width)
+        plain = (first + rows, vimg.ravel().astype(np.int64), first + m)
+        best, cost = None, m * width
+        for bid, sizes in self.blocks:
+            b = bid[vimg]  # m x |V| block of each image rank
+            nb = len(sizes)
+            counts = np.bincount((np.arange(m, dtype=np.int64)[:, None] * nb + b).ravel(), minlength=m * nb)
+            full = (counts.reshape(m, nb) == sizes[None, :])
+            whole = full[np.arange(m)[:, None], b]  # rank of an image lying in a whole block
+            used = full.any(axis=0)
+            arcs = int(full.sum()) + int(np.count_nonzero(~whole)) + int(sizes[used].sum())
+            if arcs < cost:
+                best, cost = (bid, sizes, full, whole, used), arcs
+        if best is None:
+            return plain
+        bid, sizes, full, whole, used = best
+        nb = len(sizes)
+        aux = first + m  # node of block B: aux + B
+        fj, fb = np.nonzero(full)
+        loose = ~whole.ravel()
+        members = np.nonzero(used[bid])[0]  # ranks of the blocks some source feeds whole
+        src = np.concatenate([first + fj, (first + rows)[loose], aux + bid[members]])
+        dst = np.concatenate([aux + fb, vimg.ravel()[loose].astype(np.int64), members])
+        return src, dst, aux + nb
 
     def _image_classes(self, verts):
         """The elements grouped by the image gV they give: a row per distinct gV, its elements (int64, m x |K|).
@@ -603,11 +648,12 @@ class SymmetricPacker:
 
 def pack_trees_symmetric(
     n: int, caps: dict[tuple[int, int], int], demand: Sequence[int], group: Sequence[Sequence[int]], accept: int = 1,
-    progress: Progress | None = None,
+    progress: Progress | None = None, blocks: Sequence[Sequence[int]] = (),
 ) -> PackResult:
     """Pack with symmetry first; whatever symmetry cannot place is packed without it (``progress``: each part's
-    demand placed)."""
-    sym = SymmetricPacker(n, caps, demand, group)
+    demand placed).  ``blocks``: partitions of the ranks the checks may use (:meth:`SymmetricPacker._feeds`;
+    the same trees with or without)."""
+    sym = SymmetricPacker(n, caps, demand, group, blocks)
     trees, done = sym.run(progress)
     stats = {"maxflows": sym.maxflows, "symmetric_checks": sym.checks, "symmetric_trees": len(trees)}
     if not done:
