@@ -33,6 +33,7 @@ connectivity); ForestColl (arXiv 2402.06787), switch removal.
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -94,6 +95,7 @@ class _State:
         self.out: list[set[int]] = [set() for _ in range(n + 1)]
         self.inn: list[set[int]] = [set() for _ in range(n + 1)]
         self.paths: dict[tuple[int, int], dict[Path, int]] = {}
+        self.touched: set[int] = set()  # nodes whose neighbour sets may have changed (Splitter.run's degree heap)
         for u, v, c in arcs:
             if c > 0:
                 self._add(u, v, c, {(u, v): c})
@@ -103,6 +105,8 @@ class _State:
         self.caps[key] = self.caps.get(key, 0) + amount
         self.out[u].add(v)
         self.inn[v].add(u)
+        self.touched.add(u)
+        self.touched.add(v)
         mine = self.paths.setdefault(key, {})
         for p, a in bundle.items():
             mine[p] = mine.get(p, 0) + a
@@ -131,6 +135,8 @@ class _State:
             self.paths.pop(key, None)
             self.out[u].discard(v)
             self.inn[v].discard(u)
+            self.touched.add(u)
+            self.touched.add(v)
         else:
             self.caps[key] = left
         return taken
@@ -312,9 +318,23 @@ class Splitter:
         st = self.state
         remaining = {w for w in range(self.n) if not st.is_compute[w]}
         two_neighbour = 0
+
+        def degree(x: int) -> int:
+            return len(st.inn[x] | st.out[x])
+
+        # lowest-degree switch first (cheap ones early keep later graphs small), ties by index: a heap of
+        # (degree, switch) refreshed for the switches whose neighbours changed; an entry whose degree is no
+        # longer the switch's is dropped when it comes up, so the top is min over the remaining switches
+        heap = [(degree(x), x) for x in remaining]
+        heapq.heapify(heap)
+        st.touched.clear()
         while remaining:
-            # lowest-degree switch first: cheap ones early keep later graphs small
-            w = min(remaining, key=lambda x: (len(st.inn[x] | st.out[x]), x))
+            for x in st.touched & remaining:
+                heapq.heappush(heap, (degree(x), x))
+            st.touched.clear()
+            while heap[0][1] not in remaining or heap[0][0] != degree(heap[0][1]):
+                heapq.heappop(heap)
+            w = heap[0][1]
             if self._split_two_neighbour(w):
                 two_neighbour += 1
                 st.remove_node(w)
