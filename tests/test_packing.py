@@ -106,3 +106,42 @@ def test_symmetric_fallback_finishes_from_a_valid_state():
     rest = Packer(n, sym.residual(), [int(p) for p in sym.pool])
     all_trees = trees + rest.run().trees
     check_packing(n, caps, [1] * n, all_trees)
+
+
+def test_check_with_one_source_per_image_class_equals_one_per_element():
+    # Z_2 x Z_4 acting freely on 8 ranks (rank = 4a + b): V = {0, 1, 2, 3} is fixed by the Z_4 part, so the
+    # check merges its 8 sources s_g into 2; every answer (violated slack and minimal min cut) must stay the same
+    n = 8
+    group = [[4 * ((r // 4 + a) % 2) + (r % 4 + b) % 4 for r in range(n)] for a in range(2) for b in range(4)]
+    caps = {(r, s): 2 + (r + s) % 3 for r in range(n) for s in range(n) if r != s}
+    for verts, batch in (([0, 1, 2], [(0, 3)]), ([0, 1], [(1, 2)]), (list(range(7)), [(3, 7)])):
+        answers = []
+        for free, blocks in ((True, []), (False, []), (False, [[r // 2 for r in range(n)]]), (True, [[r % 4 for r in range(n)]])):
+            sym = SymmetricPacker(n, caps, [3] * n, group, blocks)
+            sym.free = free  # False: no merging (one source per element); blocks: whole blocks fed through one node
+            tree = [(verts[0], v) for v in verts[1:]]
+            for c in (1, 2, 3):
+                found = sym._check(verts[0], tree, batch, verts + [y for _, y in batch], 3, c)
+                answers.append(None if found is None else [(s, m.tolist()) for s, m in found])
+        assert answers[:3] == answers[3:6] == answers[6:9] == answers[9:]
+    assert len(SymmetricPacker(n, caps, [3] * n, group)._image_classes([0, 1, 2, 3])) == 2
+
+
+def test_check_through_block_nodes_equals_plain_check():
+    # Z_16 rotations; V = 12 consecutive ranks: most images hold whole blocks of 4, so the check feeds them
+    # through block nodes; answers must equal the plain check's
+    n = 16
+    group = rotation_group(n)
+    caps = {(r, s): 1 + (r * 3 + s) % 4 for r in range(n) for s in range(n) if r != s}
+    verts, batch = list(range(11)), [(0, 11)]
+    tree = [(0, v) for v in verts[1:]]
+    answers = []
+    for blocks in ([], [[r // 4 for r in range(n)]]):
+        sym = SymmetricPacker(n, caps, [2] * n, group, blocks)
+        if blocks:
+            images = sym.G[sym._image_classes(verts + [11])[:, 0]][:, list(range(12))]
+            assert sym._feeds(images, n + 1)[2] > n + 1 + len(images)  # block nodes were used
+        for c in (1, 2):
+            found = sym._check(0, tree, batch, verts + [11], 2, c)
+            answers.append(None if found is None else [(s, m.tolist()) for s, m in found])
+    assert answers[:2] == answers[2:] and any(answers)

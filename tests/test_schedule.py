@@ -49,3 +49,17 @@ def test_minimal_allgather_file_is_accepted():
 def test_malformed_schedules(data, message):
     with pytest.raises(ScheduleError, match=message):
         schedule_from_dict(data)
+
+
+def test_tree_heights_match_height_on_generated_and_odd_trees():
+    from forestcoll import generate, load_topology
+    from forestcoll.schedule import Edge, ScheduleTree, tree_heights
+
+    for spec, collective in (("dgx-a100:nodes=2", "allreduce"), ("torus:dims=3x3", "reduce_scatter"),
+                             ("mi250:nodes=1", "allgather")):
+        trees = generate(load_topology(spec), collective).trees
+        assert tree_heights(trees) == [t.height() for t in trees]
+    chain = ScheduleTree("a", 1, "allgather", (Edge("a", "b", ("a", "b")), Edge("b", "c", ("b", "c"))))
+    into = ScheduleTree("c", 1, "reduce_scatter", (Edge("a", "b", ("a", "b")), Edge("b", "c", ("b", "c"))))
+    lone = ScheduleTree("a", 1, "allgather", ())
+    assert tree_heights([chain, into, lone]) == [2, 2, 0]

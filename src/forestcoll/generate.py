@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from forestcoll import collectives
 from forestcoll.bound.fixed_k import floor_caps, min_scale_for_k
 from forestcoll.bound.optimal import prepare_phase, root_weights
@@ -132,15 +134,21 @@ def solve_phase(
     report(progress, f"{name}: {STEPS[3]}", 0, None)  # counted in demand placed by the packer
     t0 = time.perf_counter()
     demand = [k * weights[c] for c in compute]
-    group = [[pos[g[c]] for c in compute] for g in split.group] if len(split.group) > 1 else None
+    group = None
+    if len(split.group) > 1:  # the group on the ranks, numbered 0..R-1: int32, |H| x R
+        rank_of = np.full(n + 1, -1, dtype=np.int32)
+        rank_of[compute] = np.arange(len(compute), dtype=np.int32)
+        group = rank_of[split.group[:, compute]]
     if exact_height:
         assert max_height is not None
-        status, found = pack_height_limited(len(compute), ccaps, demand, max_height, group, HEIGHT_WORK)
+        status, found = pack_height_limited(len(compute), ccaps, demand, max_height,
+                                            None if group is None else group.tolist(), HEIGHT_WORK)
         if found is None:
             raise HeightNotFound(f"k={k}: {status}")
         packed = PackResult(found, {"height_program": 1})
     elif group is not None:
-        packed = pack_trees_symmetric(len(compute), ccaps, demand, group, progress=_prefixed(progress, name))
+        packed = pack_trees_symmetric(len(compute), ccaps, demand, group, progress=_prefixed(progress, name),
+                                      blocks=_generator_orbits(gens, compute, n))
     else:
         packed = pack_trees(len(compute), ccaps, demand, progress=_prefixed(progress, name))
     stats["pack_s"] = time.perf_counter() - t0
@@ -169,33 +177,24 @@ def solve_phase(
         while packed_trees:
             yield packed_trees.pop()
 
-    routed = map_back(drain(), bundles, compute)
     names = [node.name for node in fabric.nodes]
     name_of = names.__getitem__
-    trees = []
-    # one Edge object per distinct (src, dst, path): on a symmetric fabric N trees of N-1 edges share a few
-    # thousand distinct edges, so the trees hold references, not N^2 objects (the memory of 4,096-GPU schedules)
-    made: dict[tuple[int, int, Path], Edge] = {}
 
+    # one Edge object per distinct (src, dst, path) (map_back makes each once): on a symmetric fabric N trees of
+    # N-1 edges share a few thousand distinct edges, so the trees hold references, not N^2 objects
     def edge(x: int, y: int, p: Path) -> Edge:
-        key = (x, y, p)
-        e = made.get(key)
-        if e is None:
-            if reverse:
-                e = Edge(names[y], names[x], tuple(map(name_of, p[::-1])))
-            else:
-                e = Edge(names[x], names[y], tuple(map(name_of, p)))
-            made[key] = e
-        return e
+        if reverse:
+            return Edge(names[y], names[x], tuple(map(name_of, p[::-1])))
+        return Edge(names[x], names[y], tuple(map(name_of, p)))
 
+    routed = map_back(drain(), bundles, compute, edge)
+    trees = []
     for done, (root, mult, edges) in enumerate(routed):
         if not done % 64:
             report(progress, f"{name}: {STEPS[5]}", done, n_trees)
         if reverse:
-            sched_edges = tuple(edge(x, y, p) for x, y, p in reversed(edges))
-        else:
-            sched_edges = tuple(edge(x, y, p) for x, y, p in edges)
-        trees.append(ScheduleTree(names[root], mult, name, sched_edges))
+            edges.reverse()
+        trees.append(ScheduleTree(names[root], mult, name, tuple(edges)))
     # link loads from what the trees took of each route (every unit taken once): distinct routes, not tree edges
     load: dict[tuple[int, int], int] = {}
     for arc, routes in split.paths.items():
@@ -213,6 +212,21 @@ def solve_phase(
     return PhaseResult(name, k, scale, rate.rate, total, trees, cut, stats, ratio)
 
 
+def _generator_orbits(gens: Sequence[Sequence[int]], compute: Sequence[int], n: int) -> list[list[int]]:
+    """For each symmetry, the orbits of the group it generates on the ranks (an orbit label per rank): partitions
+    the symmetric packer may feed its checks through (a box, a rail), not needed for its correctness."""
+    from forestcoll.graph.symmetry import orbits
+
+    rank_of = np.full(n + 1, -1, dtype=np.int64)
+    rank_of[compute] = np.arange(len(compute))
+    out = []
+    for g in gens:
+        on_ranks = rank_of[np.asarray(g, dtype=np.int64)[compute]]
+        if (on_ranks >= 0).all():
+            out.append(orbits(len(compute), [tuple(on_ranks.tolist())]))
+    return out
+
+
 def _prefixed(progress: Progress | None, phase: str) -> Progress | None:
     """``progress`` with the phase's name before each stage ("allgather: packing trees")."""
     if progress is None:
@@ -221,11 +235,14 @@ def _prefixed(progress: Progress | None, phase: str) -> Progress | None:
 
 
 def _reverse_phase(phase: PhaseResult, name: str) -> PhaseResult:
-    """Out-trees on a fabric equal to its own reverse, read backwards as in-trees."""
-    trees = [
-        ScheduleTree(t.root, t.chunks, name, tuple(Edge(e.dst, e.src, tuple(reversed(e.path))) for e in reversed(t.edges)))
-        for t in phase.trees
-    ]
+    """Out-trees on a fabric equal to its own reverse, read backwards as in-trees (one reversed Edge per distinct
+    Edge: the trees share them as the out-trees do, not 16.8M new objects at 4,096 ranks)."""
+    distinct: dict[int, Edge] = {}
+    for t in phase.trees:
+        distinct.update(zip(map(id, t.edges), t.edges))  # C-level: a tree's edges at once
+    backwards = {i: Edge(e.dst, e.src, tuple(reversed(e.path))) for i, e in distinct.items()}
+    back = backwards.__getitem__
+    trees = [ScheduleTree(t.root, t.chunks, name, tuple(map(back, map(id, reversed(t.edges))))) for t in phase.trees]
     return PhaseResult(
         name, phase.k, phase.scale, phase.rate, phase.total_weight, trees, phase.cut, dict(phase.stats), phase.load_ratio
     )

@@ -52,7 +52,7 @@ in that module and in docs/alltoall.md).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMAT", "VERSION", "Edge", "choose_version", "PhaseInfo", "Schedule", "ScheduleTree", "TopologyRecord", "read_schedule",
-    "schedule_from_dict", "schedule_to_dict", "schedule_topology", "write_schedule",
+    "schedule_from_dict", "schedule_to_dict", "schedule_topology", "tree_heights", "write_schedule",
 ]
 
 FORMAT = "forestcoll-schedule"
@@ -162,6 +162,10 @@ class Schedule:
     # (node names, generators as index permutations of them): automorphisms that map trees onto trees, for the
     # version-2 file (forestcoll.schedule_v2); None when unknown
     symmetry: tuple[tuple[str, ...], tuple[tuple[int, ...], ...]] | None = field(default=None, compare=False)
+    # a version-2 file read without expanding (read_schedule(..., expand=False)): its (template, images) pairs;
+    # ``trees`` is then empty and ``symmetry`` holds the file's nodes and generators (forestcoll.verify checks
+    # such a schedule orbit by orbit)
+    templates: tuple[tuple[ScheduleTree, Any], ...] | None = field(default=None, compare=False)
 
     @property
     def optimal(self) -> bool:
@@ -187,7 +191,68 @@ class Schedule:
         return [t for t in self.trees if t.phase == phase]
 
     def max_height(self) -> int:
-        return max((t.height() for t in self.trees), default=0)
+        return max(tree_heights(self.trees), default=0)
+
+
+def tree_heights(trees: Sequence[ScheduleTree]) -> list[int]:
+    """:meth:`ScheduleTree.height` of each tree, by pointer jumping over integer arrays, 256 trees at a time.
+
+    Trees share Edge objects: each distinct one is numbered once (its parent end and child end as rank
+    numbers); a block's edges become numbers through their ids (a C-level map and a sorted search, no Python
+    loop per edge); each tree's nodes get a parent array and depths double their reach per step.  A tree
+    that is not a tree (a node with two parents, or not led to the root) gets :meth:`~ScheduleTree.height`'s
+    answer."""
+    from itertools import chain
+
+    import numpy as np
+
+    index: dict[str, int] = {}
+    ends: dict[int, tuple[int, int]] = {}
+    keep: list[Edge] = []  # the edges numbered, kept alive so their ids stay theirs
+    for t in trees:
+        new = set(map(id, t.edges)).difference(ends)
+        if new:
+            for e in t.edges:
+                if id(e) in new:
+                    a = index.setdefault(e.src, len(index))
+                    b = index.setdefault(e.dst, len(index))
+                    ends[id(e)] = (a, b) if t.direction == "out" else (b, a)
+                    keep.append(e)
+    ids = np.fromiter(ends, dtype=np.int64, count=len(ends))
+    order = np.argsort(ids)
+    ids = ids[order]
+    pair = np.array(list(ends.values()), dtype=np.int64).reshape(-1, 2)[order]
+    n = len(index) + 1  # node n - 1 + 1: a spare slot
+    out: list[int] = []
+    block = 256
+    for lo in range(0, len(trees), block):
+        part = trees[lo:lo + block]
+        sizes = np.fromiter(map(len, (t.edges for t in part)), dtype=np.int64, count=len(part))
+        edge_ids = np.fromiter(map(id, chain.from_iterable(t.edges for t in part)), dtype=np.int64,
+                               count=int(sizes.sum()))
+        at = pair[np.searchsorted(ids, edge_ids)]
+        offset = np.repeat(np.arange(len(part), dtype=np.int64) * n, sizes)
+        parents, children = at[:, 0] + offset, at[:, 1] + offset
+        up = np.arange(len(part) * n, dtype=np.int64)
+        up[children] = parents
+        reach = np.zeros(len(part) * n, dtype=np.int64)
+        reach[children] = 1
+        for _ in range(int(sizes.max(initial=0)).bit_length() + 2):
+            if not reach[up].any():
+                break
+            reach = reach + reach[up]
+            up = up[up]
+        depth = reach.reshape(len(part), n).max(axis=1).tolist()
+        roots = np.array([index.get(t.root, n - 1) for t in part], dtype=np.int64)
+        led = up[children] == np.repeat(roots + np.arange(len(part)) * n, sizes)
+        twice = np.bincount(children, minlength=len(part) * n).reshape(len(part), n).max(axis=1) > 1
+        start = 0
+        for j, t in enumerate(part):
+            m = int(sizes[j])
+            fine = bool(led[start:start + m].all()) and not twice[j] and not reach[up[children[start:start + m]]].any()
+            out.append(depth[j] if fine else t.height())
+            start += m
+    return out
 
 
 # ----- JSON ---------------------------------------------------------------------------------
@@ -290,9 +355,10 @@ def _names(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule | AlltoallSchedule:
+def schedule_from_dict(data: Any, source: str = "schedule", expand: bool = True) -> Schedule | AlltoallSchedule:
     """Parse and structurally validate a schedule object (semantics are checked by the verifier).  A collective
-    without trees (all-to-all) has its own model: :func:`forestcoll.alltoall.schedule.schedule_from_dict`."""
+    without trees (all-to-all) has its own model: :func:`forestcoll.alltoall.schedule.schedule_from_dict`.
+    ``expand`` False keeps a version-2 file's templates unexpanded (:attr:`Schedule.templates`)."""
     if not isinstance(data, Mapping):
         raise ScheduleError(f"{source}: expected a JSON object")
     if "gpus" in data and "protocol" in data:
@@ -365,16 +431,21 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule | Alltoa
         return ScheduleTree(troot, chunks, phase, tuple(edges))
 
     symmetry = None
+    templates = None
     if version == 2:
         from forestcoll.schedule_v2 import templates_from_dict
 
-        trees = templates_from_dict(data, source, parse_tree)
+        found = templates_from_dict(data, source, parse_tree, expand)
+        if expand:
+            trees = found
+        else:
+            trees, templates = [], tuple(found)
         symmetry = (tuple(data["nodes"]), tuple(tuple(g) for g in data.get("generators", [])))
     else:
         trees = [parse_tree(t, f"{source}: trees[{i}]") for i, t in enumerate(_req(data, "trees", list, source))]
     topology, record = _topology_record(data.get("topology", ""), source)
     return Schedule(collective, topology, ranks, k, algbw, bound, tuple(phases), tuple(trees), root, record=record,
-                    symmetry=symmetry)
+                    symmetry=symmetry, templates=templates)
 
 
 def _topology_record(value: Any, source: str) -> tuple[str, TopologyRecord | None]:
@@ -430,8 +501,9 @@ def schedule_topology(sched: Schedule | AlltoallSchedule, topology=None, extra: 
     return topo
 
 
-def read_schedule(path: str) -> Schedule | AlltoallSchedule:
-    """Read a schedule JSON file (an all-to-all file gives an :class:`~forestcoll.alltoall.schedule.AlltoallSchedule`)."""
+def read_schedule(path: str, expand: bool = True) -> Schedule | AlltoallSchedule:
+    """Read a schedule JSON file (an all-to-all file gives an :class:`~forestcoll.alltoall.schedule.AlltoallSchedule`);
+    ``expand`` False: a version-2 file's templates stay unexpanded (for :func:`forestcoll.verify.verify`)."""
     text = read_text(path, "schedule file")
     expected = "a schedule JSON (from `forestcoll generate`)"
     try:
@@ -442,4 +514,4 @@ def read_schedule(path: str) -> Schedule | AlltoallSchedule:
     kind = kind_of(data)
     if kind.name not in ("schedule", "alltoall-schedule", "json"):
         raise ScheduleError(str(wrong_kind(path, expected, kind)))
-    return schedule_from_dict(data, str(path))
+    return schedule_from_dict(data, str(path), expand)

@@ -179,9 +179,159 @@ def _cut_bound(topo: Topology, cut: tuple[str, ...], roots: set[str], reverse: b
     return out / inside
 
 
+class _Orbits:
+    """A version-2 schedule's group, proved to act on ``topo`` by automorphisms, and its orbits on the links.
+
+    Each generator is checked link by link (it maps every link to a link of the same bandwidth and compute nodes
+    to compute nodes; nodes the file does not list stay fixed), so every element of the group they generate is
+    an automorphism too, and a tree's image under one is a tree of the same kind: spanning, on real links,
+    through switches only.  The link orbits come from the generators (union-find); by orbit-stabilizer, the |E|
+    images of one hop h cover each link of h's orbit exactly |E| / |orbit| times."""
+
+    def __init__(self, names: tuple[str, ...], generators, topo: Topology) -> None:
+        from forestcoll.schedule_v2 import elements
+
+        self.names = names
+        self.index = {x: i for i, x in enumerate(names)}
+        self.problem: str | None = None
+        self.table = None
+        unknown = [x for x in names if x not in topo.index]
+        if unknown:
+            self.problem = f"node {unknown[0]!r} of the file's 'nodes' is not in the topology"
+            return
+        links = list(topo.capacity)
+        self.link_id = {hop: i for i, hop in enumerate(links)}
+        parent = list(range(len(links)))
+
+        def find(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        compute = set(topo.compute_nodes)
+        for gi, g in enumerate(generators):
+            rename = {x: names[g[i]] for i, x in enumerate(names)}
+            for c in compute:
+                if rename.get(c, c) not in compute:
+                    self.problem = f"generators[{gi}] maps compute node {c} to {rename.get(c, c)}, not a compute node"
+                    return
+            for i, (a, b) in enumerate(links):
+                image = (rename.get(a, a), rename.get(b, b))
+                j = self.link_id.get(image)
+                if j is None or topo.capacity[image] != topo.capacity[(a, b)]:
+                    self.problem = (f"generators[{gi}] is not an automorphism of the topology: it maps link {a} -> {b} "
+                                    f"to {image[0]} -> {image[1]}, " + ("not a link" if j is None else
+                                                                        "a link of another bandwidth"))
+                    return
+                ri, rj = find(i), find(j)
+                if ri != rj:
+                    parent[max(ri, rj)] = min(ri, rj)
+        self.table = elements(list(generators), len(names)) if generators else None
+        self.order = len(self.table) if self.table is not None else 1
+        self.orbit = [find(i) for i in range(len(links))]
+        size: dict[int, int] = defaultdict(int)
+        for o in self.orbit:
+            size[o] += 1
+        self.orbit_size = dict(size)
+        self.members: dict[int, list[tuple[str, str]]] = defaultdict(list)
+        for hop, o in zip(links, self.orbit):
+            self.members[o].append(hop)
+        for count in size.values():
+            if self.order % count:
+                self.problem = f"a link orbit of {count} links under a group of {self.order} elements (not a group)"
+                return
+
+    def image_names(self, j: int, node: str) -> str:
+        return self.names[int(self.table[j, self.index[node]])] if j and node in self.index else node
+
+
+def _expanded(schedule: Schedule) -> Schedule:
+    """A version-2 schedule read without expanding, expanded (the tree-by-tree check)."""
+    from dataclasses import replace
+
+    from forestcoll.schedule_v2 import expand
+
+    assert schedule.symmetry is not None and schedule.templates is not None
+    names, gens = schedule.symmetry
+    return replace(schedule, trees=tuple(expand(list(schedule.templates), names, gens)), templates=None)
+
+
+def _orbit_phase(schedule: Schedule, group: _Orbits, topo: Topology, phase: str, roots: set[str], errors: list[str],
+                 progress: Progress | None):
+    """(trees, chunks per root, load per link) of one phase of a version-2 schedule, template by template: each
+    template is checked as a tree; its images are trees by the automorphisms, their roots and chunks are counted
+    from the element table and their link loads per link orbit."""
+    chunks: dict[str, int] = defaultdict(int)
+    load: dict[tuple[str, str], int] = defaultdict(int)
+    orbit_load: dict[int, int] = defaultdict(int)
+    count = 0
+    templates = [(i, t, images) for i, (t, images) in enumerate(schedule.templates or ()) if t.phase == phase]
+    stage = f"checking {phase} trees"
+    for done, (index, tree, images) in enumerate(templates):
+        report(progress, stage, done, len(templates))
+        where = f"{phase} template {index} (root {tree.root})"
+        if tree.direction != PHASES[phase].direction:
+            errors.append(f"{where}: wrong direction")
+            continue
+        chosen = range(group.order) if images == "all" else images
+        if images == "all" and group.table is not None:
+            image_roots = [group.names[r] for r in group.table[:, group.index[tree.root]].tolist()]
+        else:
+            image_roots = [group.image_names(j, tree.root) for j in chosen]
+        count += len(image_roots)
+        bad = next((r for r in image_roots if r not in roots), None)
+        if bad is not None:
+            errors.append(f"{where}: an image of it is rooted at {bad}, not a root of a {schedule.collective}")
+            continue
+        hops = _check_tree(tree, topo, where, errors)
+        for r in image_roots:
+            chunks[r] += tree.chunks
+        if hops is None:
+            continue
+        if images == "all":
+            for hop in hops:
+                o = group.orbit[group.link_id[hop]]
+                orbit_load[o] += tree.chunks * (group.order // group.orbit_size[o])
+        else:
+            for j in images:
+                for a, b in hops:
+                    load[(group.image_names(j, a), group.image_names(j, b))] += tree.chunks
+    for o, amount in orbit_load.items():
+        for hop in group.members[o]:
+            load[hop] += amount
+    return count, chunks, load
+
+
+def _first_busiest(schedule: Schedule, group: _Orbits, phase: str, load, ratio: Fraction, cap) -> tuple[str, str] | None:
+    """The first link at ``ratio`` in the expanded trees' order (templates in order, each one's images in order,
+    hops in order): the link the tree-by-tree check reports as the busiest."""
+    for tree, images in schedule.templates or ():
+        if tree.phase != phase:
+            continue
+        hops = [(a, b) for e in tree.edges for a, b in zip(e.path, e.path[1:])]
+        for j in (range(group.order) if images == "all" else images):
+            for a, b in hops:
+                hop = (group.image_names(j, a), group.image_names(j, b))
+                if hop in cap and Fraction(load.get(hop, 0)) / cap[hop] == ratio:
+                    return hop
+    return None
+
+
 def verify(schedule: Schedule, topo: Topology, progress: Progress | None = None) -> VerifyReport:
     """Check ``schedule`` on ``topo``; see the module docstring for what is checked.  ``progress``
-    (:mod:`forestcoll.progress`) hears ``"checking <phase> trees"`` with the count of trees checked."""
+    (:mod:`forestcoll.progress`) hears ``"checking <phase> trees"`` with the count of trees checked.
+
+    A version-2 schedule read without expanding (:attr:`Schedule.templates`) is checked orbit by orbit when its
+    generators prove to be automorphisms of ``topo`` (:class:`_Orbits`): the same verdict, loads and rates as
+    the expanded trees give, in time linear in the templates and links; otherwise it is expanded and checked
+    tree by tree."""
+    group = None
+    if schedule.templates is not None:
+        assert schedule.symmetry is not None
+        group = _Orbits(schedule.symmetry[0], schedule.symmetry[1], topo)
+        if group.problem is not None:
+            schedule, group = _expanded(schedule), None
     errors: list[str] = []
     if tuple(schedule.ranks) != topo.compute_nodes:
         if set(schedule.ranks) != set(topo.compute_nodes):
@@ -213,11 +363,16 @@ def verify(schedule: Schedule, topo: Topology, progress: Progress | None = None)
     bound_time = Fraction(0)
     bound_known = True
     for phase in schedule.phases:
-        trees = [(i, t) for i, t in enumerate(schedule.trees) if t.phase == phase.name]
         if phase.k != k:
             errors.append(f"phase {phase.name}: k={phase.k} differs from the schedule's k={k}")
-        chunks: dict[str, int] = defaultdict(int)
-        load: dict[tuple[str, str], int] = defaultdict(int)
+        if group is not None:
+            count, chunks, load = _orbit_phase(schedule, group, topo, phase.name, roots, errors, progress)
+            trees = []
+        else:
+            trees = [(i, t) for i, t in enumerate(schedule.trees) if t.phase == phase.name]
+            count = len(trees)
+            chunks = defaultdict(int)
+            load = defaultdict(int)
         stage = f"checking {phase.name} trees"
         for done, (index, tree) in enumerate(trees):
             report(progress, stage, done, len(trees))
@@ -243,6 +398,8 @@ def verify(schedule: Schedule, topo: Topology, progress: Progress | None = None)
             if hop in cap and Fraction(amount) / cap[hop] > ratio:
                 ratio = Fraction(amount) / cap[hop]
                 busiest = hop
+        if group is not None and busiest is not None:  # the busiest link the expanded trees would name first
+            busiest = _first_busiest(schedule, group, phase.name, load, ratio, cap) or busiest
         d = len(roots)
         algbw = d * k / ratio if ratio else None
         reverse = PHASES[phase.name].reversed
@@ -256,7 +413,7 @@ def verify(schedule: Schedule, topo: Topology, progress: Progress | None = None)
             bound_known = False
         else:
             bound_time += 1 / cut_algbw
-        reports.append(PhaseReport(phase.name, len(trees), ratio, algbw or Fraction(0), cut_algbw, busiest))
+        reports.append(PhaseReport(phase.name, count, ratio, algbw or Fraction(0), cut_algbw, busiest))
     algbw = 1 / total_time if total_time else None
     if algbw is not None and algbw != schedule.algbw:
         errors.append(f"the schedule claims algbw {schedule.algbw} GB/s but its link loads give {algbw}")

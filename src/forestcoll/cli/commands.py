@@ -409,7 +409,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from forestcoll.schedule import read_schedule, schedule_topology
     from forestcoll.verify import verify
 
-    sched = read_schedule(args.schedule)
+    sched = read_schedule(args.schedule, expand=False)  # a version-2 file is checked orbit by orbit
     topo = schedule_topology(sched, args.topology, cluster_options(args))
     if sched.collective == ALLTOALL.name:
         from forestcoll.alltoall.verify import verify_alltoall

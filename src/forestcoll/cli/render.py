@@ -75,7 +75,9 @@ def print_bound(report, topo) -> None:
 
 
 def print_schedule(sched, topo, smallest_k: bool, output: str | None) -> None:
-    heights = [t.height() for t in sched.trees]
+    from forestcoll.schedule import tree_heights
+
+    heights = tree_heights(sched.trees)
     print(f"topology   {topo.name}  ({topo.num_compute} ranks)")
     print(f"collective {sched.collective}" + (f" (root {sched.root})" if sched.root else ""))
     print(f"k          {sched.k} chunks per shard" + (" (smallest exactly optimal k)" if smallest_k else ""))
@@ -98,7 +100,8 @@ def print_schedule_line(sched, topo) -> None:
 
 
 def print_verify(report, sched, path: str, topo) -> None:
-    print(f"schedule   {path}: {sched.collective}, k={sched.k}, {len(sched.trees)} trees")
+    count = len(sched.trees) if sched.templates is None else sum(p.trees for p in report.phases)  # v2: per orbit
+    print(f"schedule   {path}: {sched.collective}, k={sched.k}, {count} trees")
     print(f"topology   {topo.name}")
     for p in report.phases:
         link = f"{p.busiest_link[0]} -> {p.busiest_link[1]}" if p.busiest_link else "-"

@@ -260,25 +260,34 @@ class SymmetricPacker:
     continues with fewer symmetries from the same (valid) state.
     """
 
-    def __init__(self, n: int, caps: dict[tuple[int, int], int], demand: Sequence[int], group: Sequence[Sequence[int]]):
+    def __init__(self, n: int, caps: dict[tuple[int, int], int], demand: Sequence[int], group: Sequence[Sequence[int]],
+                 blocks: Sequence[Sequence[int]] = ()):
         import numpy as np
 
         self.np = np
         self.n = n
-        self.G = np.asarray(group, dtype=np.int64)
+        self.G = np.asarray(group, dtype=np.int32)  # |H| x N: 64 MB at 4,096 ranks
         self.h = len(self.G)
+        self.free = not bool((self.G[1:] == np.arange(n, dtype=np.int32)).any())  # no element fixes a rank
         arcs = sorted(a for a, c in caps.items() if c > 0)
         self.tails = np.array([a for a, _ in arcs], dtype=np.int64)
         self.heads = np.array([b for _, b in arcs], dtype=np.int64)
         self.res = np.array([caps[a] for a in arcs], dtype=np.int64)
         self.arc_id = {a: i for i, a in enumerate(arcs)}
         self.arc_tuples = [(int(a), int(b)) for a, b in arcs]
-        self.id_matrix = np.full((n, n), -1, dtype=np.int64)
+        self.id_matrix = np.full((n, n), -1, dtype=np.int32)
         self.id_matrix[self.tails, self.heads] = np.arange(len(arcs))
-        images = self.id_matrix[self.G[:, self.tails], self.G[:, self.heads]]
-        if (images < 0).any():
-            raise ValueError("the group does not preserve the arcs")
-        self.arc_orbit = images.min(axis=0)
+        # every arc's image under every element, a block of elements at a time (|H| x arcs at once: 1.7 GB at
+        # 2,048 ranks): the group must map arcs to arcs; an arc's orbit is named by its smallest image's id
+        self.arc_orbit = np.full(len(arcs), len(arcs), dtype=np.int64)
+        flat = self.id_matrix.ravel()
+        step = max(1, (1 << 22) // max(1, len(arcs)))
+        for lo in range(0, self.h, step):
+            block = self.G[lo:lo + step]
+            images = flat[block[:, self.tails].astype(np.int64) * n + block[:, self.heads]]
+            if (images < 0).any():
+                raise ValueError("the group does not preserve the arcs")
+            np.minimum(self.arc_orbit, images.min(axis=0), out=self.arc_orbit)
         self.out: list[list[int]] = [[] for _ in range(n)]
         for a, b in arcs:
             self.out[a].append(b)
@@ -293,6 +302,14 @@ class SymmetricPacker:
         # each costs |H| x N bytes: at most 256 of them and about 256 MB in all (16 at 4,096 ranks)
         self.max_learned = max(8, min(256, (256 << 20) // max(1, self.h * n)))
         self._learned_keys: set[bytes] = set()
+        # candidate partitions of the ranks into blocks (a block id per rank), e.g. the orbits of one generator:
+        # a check feeds a block that lies whole in an image gV through one shared node (see _check)
+        self.blocks = []
+        for labels in blocks:
+            _, bid = np.unique(np.asarray(labels, dtype=np.int64), return_inverse=True)
+            sizes = np.bincount(bid)
+            if len(bid) == n and sizes.max() > 1:
+                self.blocks.append((bid.astype(np.int64), sizes))
 
     # ----- tentative state and its test ----------------------------------------------------------
     def _image_ids(self, arcs: list[tuple[int, int]]):
@@ -303,13 +320,20 @@ class SymmetricPacker:
         ys = np.array([b for _, b in arcs], dtype=np.int64)
         return self.id_matrix[self.G[:, xs], self.G[:, ys]]
 
+    def _uses(self, arcs: list[tuple[int, int]]):
+        """How many of the |H| images of ``arcs`` run on each network arc (int64, one count per arc)."""
+        np = self.np
+        if not arcs:
+            return np.zeros(len(self.res), dtype=np.int64)
+        return np.bincount(self._image_ids(arcs).ravel(), minlength=len(self.res)).astype(np.int64)
+
     def _check(self, root, tree_arcs, batch, verts, big_c, c):
         """Violated cuts after adding ``batch`` with multiplicity c: list of (slack, sink mask)."""
         np = self.np
         res = self.res.copy()
         if big_c != c and tree_arcs:
-            np.add.at(res, self._image_ids(tree_arcs).ravel(), big_c - c)
-        np.add.at(res, self._image_ids(batch).ravel(), -c)
+            res += (big_c - c) * self._uses(tree_arcs)
+        res -= c * self._uses(batch)
         if (res < 0).any():
             return None
         pool = self.pool.copy()
@@ -318,11 +342,18 @@ class SymmetricPacker:
         z = n
         live = np.nonzero(res > 0)[0]
         roots = np.nonzero(pool > 0)[0]
-        vimg = self.G[:, np.array(verts, dtype=np.int64)]  # h x |V|
-        tails = np.concatenate([self.tails[live], np.full(len(roots), z), np.full(h, z), np.repeat(np.arange(h) + n + 1, vimg.shape[1])])
-        heads = np.concatenate([self.heads[live], roots, np.arange(h) + n + 1, vimg.ravel()])
-        caps = np.concatenate([res[live], pool[roots], np.full(h, c), np.full(vimg.size, self.big)])
-        net = FlowNetwork(n + h + 1, tails, heads)
+        classes = self._image_classes(verts)  # one source per distinct image gV, feeding it c per element
+        m = len(classes)
+        vimg = self.G[classes[:, 0]][:, np.asarray(verts, dtype=np.int64)]  # m x |V|: the images gV
+        src, dst, nodes = self._feeds(vimg, n + 1)
+        del vimg
+        tails = np.concatenate([self.tails[live], np.full(len(roots), z), np.full(m, z), src]).astype(np.int32)
+        heads = np.concatenate([self.heads[live], roots, np.arange(m) + n + 1, dst]).astype(np.int32)
+        del src, dst
+        caps = np.concatenate([res[live], pool[roots], np.full(m, c * classes.shape[1]),
+                               np.full(len(heads) - len(live) - len(roots) - m, self.big)])
+        net = FlowNetwork(nodes, tails, heads)
+        del tails, heads
         total = int(pool.sum()) + h * c
         found = []
         self.checks += 1
@@ -336,6 +367,68 @@ class SymmetricPacker:
                 found.append((value - total, sink))
                 self._learn(sink)
         return found
+
+    def _feeds(self, vimg, first: int):
+        """Unbounded arcs from source j (node first + j) into every rank of row j of ``vimg``, and the node count.
+
+        Plainly one arc per rank.  With a block partition, a block lying whole in the row's image is fed
+        through one shared node a_B (arcs a_B -> each rank of B): a source on the source side of a finite cut
+        pulls a_B and so all of B there, and a_B is free to follow when B is already there, so every rank set
+        keeps its cut value (the same flows and minimal min cut) with about (full blocks + other ranks) arcs
+        per source instead of |V|.  The partition giving the fewest arcs is used."""
+        np = self.np
+        m, width = vimg.shape
+        rows = np.repeat(np.arange(m, dtype=np.int64), width)
+        plain = (first + rows, vimg.ravel().astype(np.int64), first + m)
+        best, cost = None, m * width
+        for bid, sizes in self.blocks:
+            b = bid[vimg]  # m x |V| block of each image rank
+            nb = len(sizes)
+            counts = np.bincount((np.arange(m, dtype=np.int64)[:, None] * nb + b).ravel(), minlength=m * nb)
+            full = (counts.reshape(m, nb) == sizes[None, :])
+            whole = full[np.arange(m)[:, None], b]  # rank of an image lying in a whole block
+            used = full.any(axis=0)
+            arcs = int(full.sum()) + int(np.count_nonzero(~whole)) + int(sizes[used].sum())
+            if arcs < cost:
+                best, cost = (bid, sizes, full, whole, used), arcs
+        if best is None:
+            return plain
+        bid, sizes, full, whole, used = best
+        nb = len(sizes)
+        aux = first + m  # node of block B: aux + B
+        fj, fb = np.nonzero(full)
+        loose = ~whole.ravel()
+        members = np.nonzero(used[bid])[0]  # ranks of the blocks some source feeds whole
+        src = np.concatenate([first + fj, (first + rows)[loose], aux + bid[members]])
+        dst = np.concatenate([aux + fb, vimg.ravel()[loose].astype(np.int64), members])
+        return src, dst, aux + nb
+
+    def _image_classes(self, verts):
+        """The elements grouped by the image gV they give: a row per distinct gV, its elements (int64, m x |K|).
+
+        gV = g'V iff g^-1 g' lies in K = {k : kV = V}, so the classes are the cosets gK.  The network gives
+        each s_g arcs into gV; sources with the same arcs act as one source of their summed capacity (a cut
+        leaves such a source on the source side iff all of gV is there, for each of them alike), so one per
+        class with c*|K| has the same cut on every set of ranks: the same max-flow values and the same
+        minimal min cut.  At the last layer V is every rank, K is all of H and the |H| x N arcs become N."""
+        np = self.np
+        v = np.asarray(verts, dtype=np.int64)
+        inside = np.zeros(self.n, dtype=bool)
+        inside[v] = True
+        stab = np.ones(self.h, dtype=bool)
+        step = max(1, (1 << 22) // max(1, len(v)))
+        for lo in range(0, self.h, step):
+            stab[lo:lo + step] = inside[self.G[lo:lo + step][:, v]].all(axis=1)
+        kernel = np.nonzero(stab)[0]
+        if len(kernel) == 1 or not self.free:
+            return np.arange(self.h, dtype=np.int64)[:, None]
+        # H acts freely on the ranks: an element is known by the image of one rank, so gK by the images
+        # of v0 under gK, i.e. by the smallest g(k(v0)) over k in K
+        spots = self.G[kernel, v[0]].astype(np.int64)
+        key = self.G[:, spots].min(axis=1)
+        order = np.lexsort((np.arange(self.h), key))
+        members = order.reshape(-1, len(kernel))
+        return members[np.argsort(members[:, 0], kind="stable")]
 
     def _learn(self, sink) -> None:
         key = sink.tobytes()
@@ -502,10 +595,10 @@ class SymmetricPacker:
             # commit: rewind the part of the multiplicity that does not fit, then take the batch
             if c < big_c:
                 if tree_arcs:
-                    np.add.at(self.res, self._image_ids(tree_arcs).ravel(), big_c - c)
+                    self.res += (big_c - c) * self._uses(tree_arcs)
                 self.pool[self.G[:, root]] += big_c - c
                 big_c = c
-            np.add.at(self.res, self._image_ids(batch).ravel(), -big_c)
+            self.res -= big_c * self._uses(batch)
             for x, y in batch:
                 tree_arcs.append((x, y))
                 in_tree[y] = True
@@ -516,7 +609,7 @@ class SymmetricPacker:
 
     def _rewind(self, root: int, tree_arcs, big_c: int) -> None:
         if tree_arcs:
-            self.np.add.at(self.res, self._image_ids(tree_arcs).ravel(), big_c)
+            self.res += big_c * self._uses(tree_arcs)
         self.pool[self.G[:, root]] += big_c
 
     def residual(self) -> dict[tuple[int, int], int]:
@@ -525,11 +618,15 @@ class SymmetricPacker:
     def images(self, tree: Tree) -> list[Tree]:
         """The |H| trees a base tree stands for.  Their arcs are shared (x, y) tuples, one per arc of the
         network, so |H| trees of N-1 arcs cost a reference per arc, not a tuple and two ints."""
-        G = self.G
-        ids = self._image_ids(list(tree.arcs)).tolist()
+        ids = self._image_ids(list(tree.arcs))
         shared = self.arc_tuples
-        roots = G[:, tree.root].tolist()
-        return [Tree(roots[g], tree.multiplicity, tuple(map(shared.__getitem__, ids[g]))) for g in range(self.h)]
+        roots = self.G[:, tree.root].tolist()
+        out = []
+        step = 256  # rows to Python ints a block at a time (|H| x N ints at once: 600 MB at 4,096 ranks)
+        for lo in range(0, self.h, step):
+            for g, row in enumerate(ids[lo:lo + step].tolist(), lo):
+                out.append(Tree(roots[g], tree.multiplicity, tuple(map(shared.__getitem__, row))))
+        return out
 
     def run(self, progress: Progress | None = None) -> tuple[list[Tree], bool]:
         """Base trees' images for as much demand as symmetry allows; True when all demand is met.  ``progress``
@@ -551,11 +648,12 @@ class SymmetricPacker:
 
 def pack_trees_symmetric(
     n: int, caps: dict[tuple[int, int], int], demand: Sequence[int], group: Sequence[Sequence[int]], accept: int = 1,
-    progress: Progress | None = None,
+    progress: Progress | None = None, blocks: Sequence[Sequence[int]] = (),
 ) -> PackResult:
     """Pack with symmetry first; whatever symmetry cannot place is packed without it (``progress``: each part's
-    demand placed)."""
-    sym = SymmetricPacker(n, caps, demand, group)
+    demand placed).  ``blocks``: partitions of the ranks the checks may use (:meth:`SymmetricPacker._feeds`;
+    the same trees with or without)."""
+    sym = SymmetricPacker(n, caps, demand, group, blocks)
     trees, done = sym.run(progress)
     stats = {"maxflows": sym.maxflows, "symmetric_checks": sym.checks, "symmetric_trees": len(trees)}
     if not done:

@@ -33,12 +33,15 @@ connectivity); ForestColl (arXiv 2402.06787), switch removal.
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from forestcoll.graph.maxflow import FlowNetwork, check_capacities
-from forestcoll.graph.symmetry import Perm, element_orbits, group_elements
+from forestcoll.graph.symmetry import Perm, group_table
 
 __all__ = ["Path", "SplitResult", "SplittingError", "split_switches", "trim_switch_excess"]
 
@@ -61,7 +64,7 @@ class SplitResult:
 
     caps: dict[tuple[int, int], int]
     paths: dict[tuple[int, int], dict[Path, int]]
-    group: list[Perm]
+    group: np.ndarray  # the group used, a row per element (identity first): int32, |H| x (nodes + 1)
     stats: dict[str, int] = field(default_factory=dict)
 
 
@@ -92,6 +95,7 @@ class _State:
         self.out: list[set[int]] = [set() for _ in range(n + 1)]
         self.inn: list[set[int]] = [set() for _ in range(n + 1)]
         self.paths: dict[tuple[int, int], dict[Path, int]] = {}
+        self.touched: set[int] = set()  # nodes whose neighbour sets may have changed (Splitter.run's degree heap)
         for u, v, c in arcs:
             if c > 0:
                 self._add(u, v, c, {(u, v): c})
@@ -101,6 +105,8 @@ class _State:
         self.caps[key] = self.caps.get(key, 0) + amount
         self.out[u].add(v)
         self.inn[v].add(u)
+        self.touched.add(u)
+        self.touched.add(v)
         mine = self.paths.setdefault(key, {})
         for p, a in bundle.items():
             mine[p] = mine.get(p, 0) + a
@@ -129,6 +135,8 @@ class _State:
             self.paths.pop(key, None)
             self.out[u].discard(v)
             self.inn[v].discard(u)
+            self.touched.add(u)
+            self.touched.add(v)
         else:
             self.caps[key] = left
         return taken
@@ -164,18 +172,20 @@ class _State:
             self._take(u, w, self.caps[(u, w)])
 
 
-def _free_on(elements: list[Perm], points: Sequence[int]) -> bool:
-    return all(g[p] != p for g in elements[1:] for p in points)
+def _free_on(elements: np.ndarray, points: Sequence[int]) -> bool:
+    pts = np.asarray(points, dtype=np.int64)
+    return bool((elements[1:][:, pts] != pts).all())
 
 
-def _subgroups(generators: Sequence[Perm], n: int, compute: Sequence[int], limit: int) -> list[list[Perm]]:
-    """Groups to try, largest first: spans of generator prefixes that act freely on compute nodes."""
+def _subgroups(generators: Sequence[Perm], n: int, compute: Sequence[int], limit: int) -> list[np.ndarray]:
+    """Groups to try, largest first: spans of generator prefixes that act freely on compute nodes (each an int32
+    table, a row per element: |H| x n integers, never |H| x n Python objects)."""
     chain = []
     for end in range(len(generators), 0, -1):
-        elems = group_elements(list(generators[:end]), n, limit)
+        elems = group_table(list(generators[:end]), n, limit)
         if elems is not None and len(elems) > 1 and _free_on(elems, compute):
             chain.append(elems)
-    chain.append([tuple(range(n))])
+    chain.append(np.arange(n, dtype=np.int32)[None, :])
     return chain
 
 
@@ -211,13 +221,13 @@ class Splitter:
 
     # ----- group helpers --------------------------------------------------
     @property
-    def group(self) -> list[Perm]:
+    def group(self) -> np.ndarray:
         return self.groups[self.level]
 
     def _targets(self) -> list[int]:
         """One compute node per orbit of the current group."""
         if self.level not in self._targets_cache:
-            orbit = element_orbits(self.group)
+            orbit = self.group.min(axis=0).tolist()
             seen: set[int] = set()
             out = []
             for c in self.compute:
@@ -252,8 +262,8 @@ class Splitter:
     def _orbit(self, u: int, w: int, t: int) -> list[tuple[int, int, int]]:
         seen = set()
         out = []
-        for g in self.group:
-            trip = (g[u], g[w], g[t])
+        G = self.group
+        for trip in zip(G[:, u].tolist(), G[:, w].tolist(), G[:, t].tolist()):
             if trip not in seen:
                 seen.add(trip)
                 out.append(trip)
@@ -308,15 +318,29 @@ class Splitter:
         st = self.state
         remaining = {w for w in range(self.n) if not st.is_compute[w]}
         two_neighbour = 0
+
+        def degree(x: int) -> int:
+            return len(st.inn[x] | st.out[x])
+
+        # lowest-degree switch first (cheap ones early keep later graphs small), ties by index: a heap of
+        # (degree, switch) refreshed for the switches whose neighbours changed; an entry whose degree is no
+        # longer the switch's is dropped when it comes up, so the top is min over the remaining switches
+        heap = [(degree(x), x) for x in remaining]
+        heapq.heapify(heap)
+        st.touched.clear()
         while remaining:
-            # lowest-degree switch first: cheap ones early keep later graphs small
-            w = min(remaining, key=lambda x: (len(st.inn[x] | st.out[x]), x))
+            for x in st.touched & remaining:
+                heapq.heappush(heap, (degree(x), x))
+            st.touched.clear()
+            while heap[0][1] not in remaining or heap[0][0] != degree(heap[0][1]):
+                heapq.heappop(heap)
+            w = heap[0][1]
             if self._split_two_neighbour(w):
                 two_neighbour += 1
                 st.remove_node(w)
                 remaining.discard(w)
                 continue
-            members = sorted({g[w] for g in self.group} & remaining)
+            members = sorted(set(self.group[:, w].tolist()) & remaining)
             self._split_orbit(members)
             for x in members:
                 st.remove_node(x)
