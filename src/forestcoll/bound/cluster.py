@@ -54,9 +54,9 @@ from typing import overload
 from forestcoll import collectives
 from forestcoll.bound.automorphisms import DETECT_MIN_RANKS, full_automorphisms
 from forestcoll.bound.optimal import Bound, PhaseBound
-from forestcoll.errors import TopologyError, UsageError
+from forestcoll.errors import UsageError
 from forestcoll.graph.symmetry import orbits
-from forestcoll.limits import MAX_BOXES, MAX_NODES, MAX_RANKS, check_count
+from forestcoll.limits import MAX_BOXES, MAX_NODES, MAX_RANKS
 from forestcoll.progress import Progress, report
 from forestcoll.topology.model import Topology
 
@@ -195,16 +195,12 @@ def cluster_model(spec: object, extra: Mapping[str, str] | None = None) -> Clust
     Nothing larger than 2 boxes is built.  Bad options raise the same one-line errors as the built-in
     does; a box count above :data:`~forestcoll.limits.MAX_BOXES` is refused.
     """
-    from forestcoll.topology.builtins import BOX_FAMILIES, build_builtin
-    from forestcoll.topology.spec import parse_spec, resolve_spec, split_file_spec
+    from forestcoll.topology.builtins import build_builtin
 
-    if not isinstance(spec, str) or split_file_spec(spec) is not None:
+    found = _box_family_spec(spec, extra)
+    if found is None:
         return None
-    label, _ = resolve_spec(spec, extra)
-    name, options = parse_spec(label)
-    if name not in BOX_FAMILIES:
-        return None
-    boxes = _box_count(name, options.get("nodes", "1"))
+    label, name, options, boxes = found
     if boxes < 2 or fabric_kind(name, options) not in CLUSTER_FABRICS:
         return None
     sample = build_builtin(name, {**options, "nodes": "2"})
@@ -219,20 +215,10 @@ def fabric_kind(name: str, options: Mapping[str, str]) -> str:
     return "leaf-spine" if kind == "fat-tree" else kind
 
 
-def _box_count(name: str, text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise TopologyError(f"{name}:nodes: expected an integer, got {text!r}") from None
-    if value < 1:
-        raise TopologyError(f"{name}:nodes: must be >= 1, got {value}")
-    return check_count(value, f"{name}:nodes", MAX_BOXES)
-
-
-def too_large(spec: object, extra: Mapping[str, str] | None = None) -> str | None:
-    """For a box-family spec whose cluster exceeds the topology limits but has no cluster path: the one-line
-    reason bound refuses it (None otherwise)."""
-    from forestcoll.topology.builtins import BOX_FAMILIES
+def _box_family_spec(spec: object, extra: Mapping[str, str] | None) -> tuple[str, str, dict, int] | None:
+    """(label, family, options, box count) of a box-family spec, or None for files and other built-ins; the
+    box count is checked as the built-in checks ``nodes``, up to :data:`~forestcoll.limits.MAX_BOXES`."""
+    from forestcoll.topology.builtins import BOX_FAMILIES, count_option
     from forestcoll.topology.spec import parse_spec, resolve_spec, split_file_spec
 
     if not isinstance(spec, str) or split_file_spec(spec) is not None:
@@ -241,7 +227,16 @@ def too_large(spec: object, extra: Mapping[str, str] | None = None) -> str | Non
     name, options = parse_spec(label)
     if name not in BOX_FAMILIES:
         return None
-    boxes = _box_count(name, options.get("nodes", "1"))
+    return label, name, options, count_option(1, MAX_BOXES)(options.get("nodes", "1"), f"{name}:nodes")
+
+
+def too_large(spec: object, extra: Mapping[str, str] | None = None) -> str | None:
+    """For a box-family spec whose cluster exceeds the topology limits but has no cluster path: the one-line
+    reason bound refuses it (None otherwise)."""
+    found = _box_family_spec(spec, extra)
+    if found is None:
+        return None
+    label, name, options, boxes = found
     kind = fabric_kind(name, options)
     if boxes <= MAX_RANKS or kind in CLUSTER_FABRICS:
         return None

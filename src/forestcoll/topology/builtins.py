@@ -26,7 +26,7 @@ from forestcoll.units import parse_bandwidth
 
 __all__ = [
     "BOX_FAMILIES", "BUILTINS", "CLUSTER_PARAMS", "DGX1_NVLINKS", "MI250_GCD_SYMMETRIES", "MI250_XGMI_LINKS",
-    "SWITCH_FABRIC", "BoxFamily", "Builtin", "Param", "build_builtin", "dgx1_box", "dgx_a100_box", "dgx_b200_box",
+    "SWITCH_FABRIC", "BoxFamily", "Builtin", "Param", "build_builtin", "count_option", "dgx1_box", "dgx_a100_box", "dgx_b200_box",
     "dgx_h100_box", "fabric_from_options", "fully_connected", "hetero", "hgx_h100_box", "hypercube", "mi250_box",
     "mi300x_box", "ndv2_box", "nvswitch_box", "ring", "star_switch", "torus",
 ]
@@ -77,7 +77,8 @@ class Builtin:
     build: Callable[..., Topology]
 
 
-def _count(lo: int) -> Callable[[str, str], int]:
+def count_option(lo: int, limit: int = MAX_RANKS) -> Callable[[str, str], int]:
+    """A parser of an integer option ``text`` (named ``what`` in errors) that must lie in ``lo..limit``."""
     def parse(text: str, what: str) -> int:
         try:
             value = int(text)
@@ -85,7 +86,7 @@ def _count(lo: int) -> Callable[[str, str], int]:
             raise TopologyError(f"{what}: expected an integer, got {text!r}") from None
         if value < lo:
             raise TopologyError(f"{what}: must be >= {lo}, got {value}")
-        return check_count(value, what, MAX_RANKS)
+        return check_count(value, what, limit)
 
     return parse
 
@@ -356,12 +357,12 @@ def _ratio(text: str, what: str) -> Fraction:
 
 
 CLUSTER_PARAMS: dict[str, Param] = {
-    "nodes": Param(_count(1), 1, "number of boxes"),
+    "nodes": Param(count_option(1), 1, "number of boxes"),
     "fabric": Param(_choice(FABRICS), None, "how boxes are joined: " + ", ".join(FABRICS)),
-    "rails": Param(_count(1), None, "rail fabric: rail switches (default: ports per box)"),
+    "rails": Param(count_option(1), None, "rail fabric: rail switches (default: ports per box)"),
     "oversub": Param(_ratio, Fraction(1), "leaf-spine: downlink / uplink bandwidth of a leaf"),
-    "spines": Param(_count(1), 2, "leaf-spine: spine switches"),
-    "leaf_ports": Param(_count(1), None, "leaf-spine: ports per leaf (default: whole boxes, about 32)"),
+    "spines": Param(count_option(1), 2, "leaf-spine: spine switches"),
+    "leaf_ports": Param(count_option(1), None, "leaf-spine: ports per leaf (default: whole boxes, about 32)"),
 }
 
 
@@ -427,7 +428,7 @@ BOX_FAMILIES: dict[str, BoxFamily] = {
         "hgx-h100",
         "HGX-H100 board: 8 GPUs x 450 GB/s NVSwitch; 4 or 8 NICs on 4 PCIe switches (2 GPUs each)",
         {"nvlink_bw": Param(_bw, Fraction(450), "GPU<->NVSwitch GB/s each way"),
-         "nics": Param(_count(1), 8, "NICs per box: 8 (one per GPU) or 4 (one per GPU pair)"),
+         "nics": Param(count_option(1), 8, "NICs per box: 8 (one per GPU) or 4 (one per GPU pair)"),
          "nic_bw": Param(_bw, Fraction(50), "NIC GB/s each way"),
          "pcie_bw": Param(_bw, Fraction(64), "PCIe Gen5 x16 GB/s each way")},
         hgx_h100_box,
@@ -454,7 +455,7 @@ BOX_FAMILIES: dict[str, BoxFamily] = {
         "dgx-1",
         "NVIDIA DGX-1 (V100): hybrid cube-mesh NVLink (25 GB/s per link); 4 x 100 Gb/s NICs on PCIe",
         {"nvlink_bw": Param(_bw, Fraction(25), "GB/s per NVLink each way"),
-         "nics": Param(_count(1), 4, "NICs per box (1-4)"),
+         "nics": Param(count_option(1), 4, "NICs per box (1-4)"),
          "nic_bw": Param(_bw, Fraction(25, 2), "NIC GB/s each way"),
          "pcie_bw": Param(_bw, Fraction(12), "PCIe GB/s each way"),
          "qpi_bw": Param(_bw, Fraction(6), "CPU<->CPU GB/s each way")},
@@ -528,7 +529,7 @@ BUILTINS.update({
     "hetero": Builtin(
         "hetero",
         "a cluster mixing box types, e.g. hetero:dgx-a100=2,dgx-h100=2",
-        {**{name: Param(_count(0), 0, f"number of {name} boxes") for name in BOX_FAMILIES},
+        {**{name: Param(count_option(0), 0, f"number of {name} boxes") for name in BOX_FAMILIES},
          **{k: p for k, p in CLUSTER_PARAMS.items() if k not in ("nodes", "fabric")},
          "fabric": Param(CLUSTER_PARAMS["fabric"].parse, "switch", CLUSTER_PARAMS["fabric"].help + "; default: "
                          + _fabric_default(Fabric("switch"), ""))},
@@ -537,7 +538,7 @@ BUILTINS.update({
     "ring": Builtin(
         "ring",
         "bidirectional ring",
-        {"n": Param(_count(2), 8, "compute nodes"), "bw": Param(_bw, Fraction(100), "GB/s each way")},
+        {"n": Param(count_option(2), 8, "compute nodes"), "bw": Param(_bw, Fraction(100), "GB/s each way")},
         ring,
     ),
     "torus": Builtin(
@@ -549,19 +550,19 @@ BUILTINS.update({
     "hypercube": Builtin(
         "hypercube",
         "2^dim compute nodes, links along every dimension",
-        {"dim": Param(_count(1), 3, "dimensions"), "bw": Param(_bw, Fraction(100), "GB/s each way")},
+        {"dim": Param(count_option(1), 3, "dimensions"), "bw": Param(_bw, Fraction(100), "GB/s each way")},
         hypercube,
     ),
     "fully-connected": Builtin(
         "fully-connected",
         "direct link between every pair",
-        {"n": Param(_count(2), 8, "compute nodes"), "bw": Param(_bw, Fraction(100), "GB/s each way per pair")},
+        {"n": Param(count_option(2), 8, "compute nodes"), "bw": Param(_bw, Fraction(100), "GB/s each way per pair")},
         fully_connected,
     ),
     "switch": Builtin(
         "switch",
         "star: every compute node on one switch",
-        {"n": Param(_count(2), 8, "compute nodes"), "bw": Param(_bw, Fraction(100), "GB/s each way per port")},
+        {"n": Param(count_option(2), 8, "compute nodes"), "bw": Param(_bw, Fraction(100), "GB/s each way per port")},
         star_switch,
     ),
 })
