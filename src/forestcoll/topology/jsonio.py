@@ -22,6 +22,7 @@ Writers emit integer bandwidths as numbers and others as ``"p/q"`` strings.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 from forestcoll.errors import ForestCollError, TopologyError
@@ -69,6 +70,16 @@ def write_topology(topo: Topology, path: str, symmetries: bool = True, ports: Se
     return text
 
 
+def _item_bandwidth(item: Mapping, label: str) -> Fraction:
+    """The exact ``bandwidth`` of a link or port object (``label`` names it in the one-line error)."""
+    if "bandwidth" not in item:
+        raise TopologyError(f"{label}: missing 'bandwidth'")
+    try:
+        return parse_bandwidth(item["bandwidth"], f"{label} bandwidth")
+    except ForestCollError as exc:
+        raise TopologyError(str(exc)) from None
+
+
 def topology_from_dict(data: Any, source: str = "topology") -> Topology:
     """Validate and build a Topology from parsed JSON; errors name ``source`` and the element."""
     if not isinstance(data, Mapping):
@@ -105,12 +116,7 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
         for key, val in (("src", src), ("dst", dst)):
             if not isinstance(val, str):
                 raise TopologyError(f"{where}: '{key}' must be a node name")
-        if "bandwidth" not in item:
-            raise TopologyError(f"{where} ({src} -> {dst}): missing 'bandwidth'")
-        try:
-            bw = parse_bandwidth(item["bandwidth"], f"{where} ({src} -> {dst}) bandwidth")
-        except ForestCollError as exc:
-            raise TopologyError(str(exc)) from None
+        bw = _item_bandwidth(item, f"{where} ({src} -> {dst})")
         cls = item.get("class", "")
         if not isinstance(cls, str):
             raise TopologyError(f"{where}: 'class' must be a string")
@@ -152,12 +158,7 @@ def ports_from_dict(data: Mapping, topo: Topology, source: str = "topology") -> 
         node = item.get("node")
         if node not in names:
             raise TopologyError(f"{where}: 'node' must name a node of the file, got {node!r}")
-        if "bandwidth" not in item:
-            raise TopologyError(f"{where} ({node}): missing 'bandwidth'")
-        try:
-            bw = parse_bandwidth(item["bandwidth"], f"{where} ({node}) bandwidth")
-        except ForestCollError as exc:
-            raise TopologyError(str(exc)) from None
+        bw = _item_bandwidth(item, f"{where} ({node})")
         ports.append(Port(node, bw, str(item.get("name", ""))))
     return tuple(ports)
 
