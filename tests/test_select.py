@@ -142,14 +142,14 @@ def test_ranking_rate_keeps_the_fastest(spec):
 
 
 @pytest.mark.parametrize(("k_opt", "ranks", "collective", "sizes", "element_bytes", "want"), [
-    (83, 32, "allreduce", [1 << 20, 16 << 20, 1 << 30], 4, [1, 2, 64]),  # mi250:nodes=2: k=83 gives way to 64
-    (13, 16, "allreduce", [1 << 20], 4, [1, 2, 8]),  # dgx-a100:nodes=2
-    (13, 16, "allreduce", [], 4, [1, 2, 8]),  # no sizes: the largest power of two below
-    (8, 16, "allreduce", [1 << 20], 4, [1, 2]),  # the optimal k is usable: nothing more
-    (83, 32, "allreduce", [1 << 10, 1 << 20], 4, [1, 2, 8, 64]),  # 1 KiB = 256 floats: 32 x 8 chunks at most
-    (83, 32, "allreduce", [1 << 10], 16, [1, 2]),  # MSCCL++ 16-byte units: 64 units, no k > 2 splits them
-    (83, 24, "allreduce", [1 << 20], 4, [1, 2]),  # 24 ranks never split a power of two
-    (162, 8, "broadcast", [1 << 20], 4, [1, 2, 128]),  # nchunksperloop = k
+    (83, 32, "allreduce", [1 << 20, 16 << 20, 1 << 30], 4, [1, 2, 4, 8, 64]),  # mi250:nodes=2: k=83 gives way to 64
+    (13, 16, "allreduce", [1 << 20], 4, [1, 2, 4, 8]),  # dgx-a100:nodes=2: 8 is also the largest usable
+    (13, 16, "allreduce", [], 4, [1, 2, 4, 8]),  # no sizes: the largest power of two below
+    (8, 16, "allreduce", [1 << 20], 4, [1, 2, 4]),  # the optimal k is usable: only the small ks below it
+    (83, 32, "allreduce", [1 << 10, 1 << 20], 4, [1, 2, 4, 8, 64]),  # 1 KiB = 256 floats: 32 x 8 chunks at most
+    (83, 32, "allreduce", [1 << 10], 16, [1, 2, 4, 8]),  # MSCCL++ 16-byte units: 64 units, no k > 2 splits them (select skips them there)
+    (83, 24, "allreduce", [1 << 20], 4, [1, 2, 4, 8]),  # 24 ranks never split a power of two
+    (162, 8, "broadcast", [1 << 20], 4, [1, 2, 4, 8, 128]),  # nchunksperloop = k
     (2, 8, "allreduce", [1 << 20], 4, [1]),
     (1, 8, "allreduce", [1 << 20], 4, []),
 ])
@@ -158,15 +158,16 @@ def test_default_ks(k_opt, ranks, collective, sizes, element_bytes, want):
 
 
 def test_default_candidates_offer_a_usable_k_and_all_adds_the_powers():
-    """dgx-1 allreduce: optimal k = 162 (never usable at a power of two); default offers k = 1, 2 and 128 (usable
-    at 1 MiB), ``candidates="all"`` also 4 .. 64."""
+    """dgx-1 allreduce: optimal k = 162 (never usable at a power of two); default offers k = 1, 2, 4, 8 and 128 (usable
+    at 1 MiB), ``candidates="all"`` also 16 .. 64."""
     net = load_network("dgx-1")
     few = candidate_schedules(net.topology, net, "allreduce", sizes=[1 << 20], ring=False, height=False)
-    assert list(few) == ["forestcoll", "forestcoll-k1", "forestcoll-k2", "forestcoll-k128"]
+    assert list(few) == ["forestcoll", "forestcoll-k1", "forestcoll-k2", "forestcoll-k4", "forestcoll-k8",
+                         "forestcoll-k128"]
     assert not usable(few["forestcoll"], 1 << 20) and usable(few["forestcoll-k128"], 1 << 20)
     every = candidate_schedules(net.topology, net, "allreduce", sizes=[1 << 20], ring=False, height=False,
                                 candidates="all")
-    assert set(every) - set(few) == {f"forestcoll-k{k}" for k in (4, 8, 16, 32, 64)}
+    assert set(every) - set(few) == {f"forestcoll-k{k}" for k in (16, 32, 64)}
 
 
 def test_default_selection_never_loses_to_the_ring():

@@ -263,7 +263,7 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
     ``progress`` gets ``(stage, done, total)`` per candidate (or baseline) and size."""
     from forestcoll.simulate.network import load_network
     from forestcoll.simulate.race import STAGE, race_sizes
-    from forestcoll.simulate.select import candidate_schedules
+    from forestcoll.simulate.select import SMALL_KS, candidate_schedules
 
     if algorithms is not None:
         unknown = [a for a in algorithms if a not in baselines.BASELINES and a not in COMPARED]
@@ -282,7 +282,7 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
     if tree_based:
         report(progress, "generating candidates", 0, None)
         if want_best:
-            cands = candidate_schedules(topo, net, collective, root, ks=[1, 2], ring_name="forestcoll-ring")
+            cands = candidate_schedules(topo, net, collective, root, ks=SMALL_KS, ring_name="forestcoll-ring")
         else:  # only what --algorithms names: the height search and the ring schedule cost seconds to minutes
             named = algorithms or ()
             cands = candidate_schedules(topo, net, collective, root, ks=[k for k in (1, 2) if f"forestcoll-k{k}" in named],

@@ -30,10 +30,14 @@ from forestcoll.simulate.network import Network
 from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
-__all__ = ["ALL_KS", "CANDIDATE_SETS", "ExportedRange", "Selection", "SizeExport", "SizeRange", "candidate_schedules",
+__all__ = ["ALL_KS", "CANDIDATE_SETS", "SMALL_KS", "ExportedRange", "Selection", "SizeExport", "SizeRange", "candidate_schedules",
            "default_ks", "export_by_size", "height_candidate", "select_schedules", "usable"]
 
 ALL_KS = tuple(2**i for i in range(0, 7))  # ``--candidates all`` adds every power of two up to 64
+# always offered below the optimal k: few trees per root give long pipelines (at most 16 slices per piece, so a root
+# with 4 trees of an 83-chunk shard pipelines each in ~9 slices), while k = 4 and 8 already come within 2-4 % of the
+# bound on 32 ranks; on mi250:nodes=2 at 1 GiB the k = 8 allgather is the fastest schedule a runtime can use
+SMALL_KS = (1, 2, 4, 8)
 CANDIDATE_SETS = ("default", "all")
 
 
@@ -107,10 +111,11 @@ def candidate_schedules(topo: Topology, net: Network, collective: str, root: str
 
 
 def default_ks(k_opt: int, ranks: int, collective: str, sizes: Sequence[int] = (), element_bytes: int = 4) -> list[int]:
-    """The ks below ``k_opt`` worth simulating beside it: 1 and 2 (few, large pieces: the fewest latencies), and at
+    """The ks below ``k_opt`` worth simulating beside it: :data:`SMALL_KS` (1 and 2: few, large pieces, the fewest
+    latencies; 4 and 8: few trees per root, so long pipelines at large sizes, at a rate close to the bound), and at
     each of ``sizes`` where the optimal k's file is not usable (:func:`usable`) the largest power of two below
-    ``k_opt`` that is (no ``sizes``: the largest power of two below ``k_opt``).  The ks in between neither pay
-    fewer latencies than k = 1, 2 nor come as close to the bound as the largest one, and on big fabrics they cost
+    ``k_opt`` that is (no ``sizes``: the largest power of two below ``k_opt``).  The ks from 16 up to that one
+    neither pay fewer latencies nor come closer to the bound than the largest one, and on big fabrics they cost
     the most to simulate (``ALL_KS`` offers them all)."""
     chunks = collectives.get(collective).chunks_per_loop
 
@@ -118,7 +123,7 @@ def default_ks(k_opt: int, ranks: int, collective: str, sizes: Sequence[int] = (
         return size % element_bytes == 0 and (size // element_bytes) % chunks(ranks, k) == 0
 
     below = [2**i for i in range(k_opt.bit_length()) if 2**i < k_opt]
-    out = {1, 2}
+    out = set(SMALL_KS)
     if not sizes:
         out.update(below[-1:])
     for size in sizes:
