@@ -8,7 +8,7 @@ from forestcoll.simulate.compare import BEST, compare_topology
 from forestcoll.simulate.core import simulate
 from forestcoll.simulate.engine import link_bound, lower_bound, path_bound, run
 from forestcoll.simulate.network import load_network
-from forestcoll.simulate.select import candidate_schedules, default_ks, select_schedules, usable
+from forestcoll.simulate.select import SMALL_KS, candidate_schedules, default_ks, select_schedules, usable
 from forestcoll.simulate.trees import tree_program
 
 SIZES = [64 << 10, 1 << 20, 16 << 20]
@@ -17,7 +17,7 @@ SIZES = [64 << 10, 1 << 20, 16 << 20]
 def exhaustive_best(spec, collective, sizes):
     """Every candidate compare offers, simulated at every size: (name, algbw) of the fastest per size."""
     net = load_network(spec)
-    cands = candidate_schedules(net.topology, net, collective, ks=[1, 2], ring_name="forestcoll-ring")
+    cands = candidate_schedules(net.topology, net, collective, ks=SMALL_KS, ring_name="forestcoll-ring")
     out = {}
     for size in sizes:
         runs = [simulate(net, s, size=size, name=n) for n, s in cands.items()]
@@ -180,3 +180,22 @@ def test_default_selection_never_loses_to_the_ring():
     for rng in sel.ranges:
         for size, algbw in rng.measured.items():
             assert algbw >= simulate(net, cands["ring"], size=size).algbw_gbps
+
+
+@pytest.mark.slow
+def test_small_k_candidate_beats_k2_on_deep_mi250_trees():
+    """mi250:nodes=2 allgather at 1 GiB (the default model): the default candidates include k = 8, which verifies,
+    stays within 3 % of the bound in exact rate and simulates faster than k = 2 and the optimal k = 83 (few trees
+    per rank, so longer pipelines per tree: benchmarks/pipelines.py)."""
+    from fractions import Fraction
+
+    from forestcoll.verify import verify
+
+    net = load_network("mi250:nodes=2")
+    cands = candidate_schedules(net.topology, net, "allgather", sizes=[1 << 30], ring=False, height=False)
+    assert {"forestcoll-k4", "forestcoll-k8"} <= set(cands)
+    k8 = cands["forestcoll-k8"]
+    assert verify(k8, net.topology).ok
+    assert Fraction(k8.algbw) >= Fraction(97, 100) * Fraction(cands["forestcoll"].algbw)
+    got = {n: simulate(net, cands[n], size=1 << 30).algbw_gbps for n in ("forestcoll", "forestcoll-k2", "forestcoll-k8")}
+    assert got["forestcoll-k8"] > max(got["forestcoll"], got["forestcoll-k2"]), got

@@ -217,7 +217,8 @@ def _flow_schedule(topo: Topology, root: str | None):
 # candidate; the other candidates (k = 2, the height-limited "forestcoll-h<H>", the ring written as a forestcoll
 # schedule "forestcoll-ring", which generate --sizes can export) compete for the best row and get rows when named
 SHOWN = ("forestcoll", "forestcoll-k1")
-COMPARED = ("forestcoll", "forestcoll-k1", "forestcoll-k2", "forestcoll-h", "forestcoll-ring", "forestcoll-best")
+COMPARED = ("forestcoll", "forestcoll-k1", "forestcoll-k2", "forestcoll-k4", "forestcoll-k8", "forestcoll-h", "forestcoll-ring",
+            "forestcoll-best")
 BEST = "forestcoll-best"
 
 
@@ -251,7 +252,7 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
                      plot: str | None = None, fairness: str = "max-min", slice_bytes: int = DEFAULT_SLICE,
                      max_slices: int = DEFAULT_MAX_SLICES, status: Callable[[str], Any] | None = None,
                      progress: Progress | None = None, exhaustive: bool = False) -> Comparison:
-    """What ``forestcoll compare`` does: forestcoll's candidates (the optimal k, k = 1 and 2, one height-limited
+    """What ``forestcoll compare`` does: forestcoll's candidates (the optimal k, k = 1, 2, 4 and 8, one height-limited
     schedule, the ring written as a forestcoll schedule: :func:`~forestcoll.simulate.select.candidate_schedules`),
     every baseline that applies (or just ``algorithms``), simulated at every size on ``topology``, and first the
     ``forestcoll-best`` row per size (:func:`best_rows`); with ``plot`` the picture is written there.
@@ -285,7 +286,7 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
             cands = candidate_schedules(topo, net, collective, root, ks=SMALL_KS, ring_name="forestcoll-ring")
         else:  # only what --algorithms names: the height search and the ring schedule cost seconds to minutes
             named = algorithms or ()
-            cands = candidate_schedules(topo, net, collective, root, ks=[k for k in (1, 2) if f"forestcoll-k{k}" in named],
+            cands = candidate_schedules(topo, net, collective, root, ks=[k for k in SMALL_KS if f"forestcoll-k{k}" in named],
                                         ring="forestcoll-ring" in named, height="forestcoll-h" in named,
                                         ring_name="forestcoll-ring")
         shown = [k for k in cands if _wanted(k, algorithms)]

@@ -1,7 +1,7 @@
 """The best schedule per range of call sizes, and one MSCCL file (or MSCCL++ plan) per range.
 
 :func:`candidate_schedules` builds forestcoll's schedule at the optimal k, at
-k = 1 and 2, at the largest power of two below the optimal k that the runtimes
+k = 1, 2, 4 and 8, at the largest power of two below the optimal k that the runtimes
 can use at the sizes asked for (:func:`default_ks`; ``candidates="all"`` adds
 every power of two up to 64), one height-limited schedule (shallower than all
 of them), and the ring written as a schedule (when it verifies); :func:`select_schedules`
@@ -34,9 +34,10 @@ __all__ = ["ALL_KS", "CANDIDATE_SETS", "SMALL_KS", "ExportedRange", "Selection",
            "default_ks", "export_by_size", "height_candidate", "select_schedules", "usable"]
 
 ALL_KS = tuple(2**i for i in range(0, 7))  # ``--candidates all`` adds every power of two up to 64
-# always offered below the optimal k: few trees per root give long pipelines (at most 16 slices per piece, so a root
-# with 4 trees of an 83-chunk shard pipelines each in ~9 slices), while k = 4 and 8 already come within 2-4 % of the
-# bound on 32 ranks; on mi250:nodes=2 at 1 GiB the k = 8 allgather is the fastest schedule a runtime can use
+# always offered below the optimal k: 1 and 2 pay the fewest latencies; 4 and 8 come within a few per cent of the
+# bound in exact rate, and at large sizes how well a packing pipelines (at most 16 slices per piece) differs from one
+# k to the next by more than that: on mi250:nodes=2 at 1 GiB the k = 8 allgather simulates at 0.907 of the bound,
+# k = 2 at 0.879, the optimal k = 83 at 0.875 (benchmarks/pipelines.py); so they are simulated, not predicted
 SMALL_KS = (1, 2, 4, 8)
 CANDIDATE_SETS = ("default", "all")
 
@@ -112,7 +113,8 @@ def candidate_schedules(topo: Topology, net: Network, collective: str, root: str
 
 def default_ks(k_opt: int, ranks: int, collective: str, sizes: Sequence[int] = (), element_bytes: int = 4) -> list[int]:
     """The ks below ``k_opt`` worth simulating beside it: :data:`SMALL_KS` (1 and 2: few, large pieces, the fewest
-    latencies; 4 and 8: few trees per root, so long pipelines at large sizes, at a rate close to the bound), and at
+    latencies; 4 and 8: within a few per cent of the bound, and at large sizes their trees may pipeline better than the
+    optimal k's), and at
     each of ``sizes`` where the optimal k's file is not usable (:func:`usable`) the largest power of two below
     ``k_opt`` that is (no ``sizes``: the largest power of two below ``k_opt``).  The ks from 16 up to that one
     neither pay fewer latencies nor come closer to the bound than the largest one, and on big fabrics they cost
