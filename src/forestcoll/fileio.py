@@ -231,45 +231,69 @@ def wrong_kind(path: str | os.PathLike[str], expected: str, found: FileKind | No
     return ForestCollError(f"{path} is {kind.label}, not {expected}; {kind.use.format(path=path)}")
 
 
-def _compact(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode  # one line, as json.dumps writes it
+_STRING = json.encoder.encode_basestring  # a str as that encoder writes it (C when available)
+WIDTH = 110  # a container stays on one line when its one-line form fits in WIDTH - its indent
 
 
-def _compact_fits(obj: Any, budget: int) -> bool:
-    """Whether ``_compact(obj)`` has at most ``budget`` characters, without writing out a large container."""
-    if not isinstance(obj, (dict, list)) or not obj:
-        return len(_compact(obj)) <= budget
-    budget -= 2 + 2 * (len(obj) - 1)  # brackets and ", " separators
-    for item in obj.items() if isinstance(obj, dict) else obj:
-        if isinstance(obj, dict):
-            key, item = item
-            budget -= len(_compact({key: 0})) - 3  # the key as JSON writes it, and ": "
-        if budget < 0:
-            return False
-        if not isinstance(item, (dict, list)) or not item:
-            budget -= len(_compact(item))
-        elif not _compact_fits(item, budget):
-            return False
-        else:
-            budget -= len(_compact(item))
-    return budget >= 0
+def _scalar(obj: Any) -> str:
+    """A non-container (or a tuple, which JSON writes as a list but the layout keeps on one line) on one line."""
+    kind = type(obj)
+    if kind is str:
+        return _STRING(obj)
+    if kind is int:
+        return int.__repr__(obj)
+    return _ENCODE(obj)
 
 
-def _pretty(obj: Any, indent: str) -> str:
-    if not isinstance(obj, (dict, list)) or not obj:
-        return _compact(obj)
-    if isinstance(obj, list) and all(not isinstance(x, (dict, list)) for x in obj):
-        return _compact(obj)  # a list of names or numbers stays on one line
-    if _compact_fits(obj, 110 - len(indent)):
-        return _compact(obj)
-    inner = indent + " "
+def _key(key: Any) -> tuple[str, str]:
+    """A dict key as the one-line form writes it (JSON turns 1 into "1") and as the indented form does."""
+    if type(key) is str:
+        text = _STRING(key)
+        return text, text
+    return _ENCODE({key: None})[1:-7], json.dumps(key, ensure_ascii=False)
+
+
+def _flat(obj: Any) -> bool:
+    """A non-container or a list of non-containers: always one line."""
+    if isinstance(obj, list):
+        return all(not isinstance(x, (dict, list)) for x in obj)
+    return not isinstance(obj, dict)
+
+
+def _layout(obj: Any, depth: int) -> tuple[str, bool]:
+    """``obj`` laid out at ``depth`` and whether that is its one-line form.
+
+    One pass, bottom up: a container's one-line form is its items' one-line forms joined, so each value is
+    written once (a parent fits only if every item fits one level deeper)."""
     if isinstance(obj, dict):
-        items = [f"{inner}{json.dumps(k, ensure_ascii=False)}: {_pretty(v, inner)}" for k, v in obj.items()]
-        return "{\n" + ",\n".join(items) + "\n" + indent + "}"
-    items = [inner + _pretty(v, inner) for v in obj]
-    return "[\n" + ",\n".join(items) + "\n" + indent + "]"
+        if not obj:
+            return "{}", True
+        if len(obj) <= WIDTH // 3 and all(_flat(v) for v in obj.values()):
+            text = _ENCODE(obj)  # a small dict of scalars and flat lists (a tree edge): one encoder call
+            if len(text) <= WIDTH - depth:
+                return text, True
+        items = [(_key(k), _layout(v, depth + 1)) for k, v in obj.items()]
+        if all(one for _, (_, one) in items):
+            text = "{" + ", ".join(f"{key}: {t}" for (key, _), (t, _) in items) + "}"
+            if len(text) <= WIDTH - depth:
+                return text, True
+        inner = " " * (depth + 1)
+        return "{\n" + ",\n".join(f"{inner}{key}: {t}" for (_, key), (t, _) in items) + "\n" + " " * depth + "}", False
+    if isinstance(obj, list):
+        if _flat(obj):
+            return _ENCODE(obj), True  # a list of names or numbers stays on one line
+        rows = [_layout(v, depth + 1) for v in obj]
+        if all(one for _, one in rows):
+            text = "[" + ", ".join(t for t, _ in rows) + "]"
+            if len(text) <= WIDTH - depth:
+                return text, True
+        inner = " " * (depth + 1)
+        return "[\n" + ",\n".join(inner + t for t, _ in rows) + "\n" + " " * depth + "]", False
+    return _scalar(obj), True
 
 
 def dump_json(data: Any) -> str:
-    """Deterministic JSON text: containers that fit on a line stay on one, the rest are indented."""
-    return _pretty(data, "") + "\n"
+    """Deterministic JSON text: a container whose one-line form fits in 110 characters less its indent (one space
+    a level) stays on one line, as does a list of non-containers; the rest are indented.  One pass: each value is encoded once."""
+    return _layout(data, 0)[0] + "\n"

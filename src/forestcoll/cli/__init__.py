@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 
 from forestcoll.errors import ForestCollError
@@ -43,6 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except Exception as exc:  # a bug: say so in one line unless asked for the traceback
         if os.environ.get("FORESTCOLL_DEBUG"):
+            import traceback  # only here: ~8 ms of every start otherwise
+
             traceback.print_exc()
         print(f"forestcoll: internal error: {type(exc).__name__}: {exc} (set FORESTCOLL_DEBUG=1 for details)", file=sys.stderr)
         return 1

@@ -288,6 +288,7 @@ class SymmetricPacker:
             if (images < 0).any():
                 raise ValueError("the group does not preserve the arcs")
             np.minimum(self.arc_orbit, images.min(axis=0), out=self.arc_orbit)
+        self.orbit_of = self.arc_orbit.tolist()  # the same, as Python ints (read per arc in the layer loop)
         self.out: list[list[int]] = [[] for _ in range(n)]
         for a, b in arcs:
             self.out[a].append(b)
@@ -465,8 +466,7 @@ class SymmetricPacker:
         used_b: dict[int, int] = {}
         for arcs, used in ((tree_arcs, used_t), (batch, used_b)):
             for x, y in arcs:
-                i = self.arc_id[(x, y)]
-                o = int(self.arc_orbit[i])
+                o = self.orbit_of[self.arc_id[(x, y)]]
                 used[o] = used.get(o, 0) + 1
         c = big_c
         for o, ub in used_b.items():
@@ -518,22 +518,24 @@ class SymmetricPacker:
             for sink, images in self.learned:
                 room = self._slack(sink, images, verts, big_c) // big_c
                 guards.append([images, images[:, verts].any(axis=1), room])
+        res = self.res.tolist()  # Python ints: the loop below reads them per arc (res is fixed during a layer)
+        arc_id, orbit_of = self.arc_id, self.orbit_of
         in_tree_use: dict[int, int] = {}
         for x, y in tree_arcs:
-            o = int(self.arc_orbit[self.arc_id[(x, y)]])
+            o = orbit_of[arc_id[(x, y)]]
             in_tree_use[o] = in_tree_use.get(o, 0) + 1
         batch_use: dict[int, int] = {}
         batch = []
         claimed = set()
         for _, _, x in sorted((depth[v], i, v) for i, v in enumerate(order)):
-            for y in sorted(self.out[x], key=lambda y: (-int(self.res[self.arc_id[(x, y)]]), y)):
+            for y in sorted(self.out[x], key=lambda y: (-res[arc_id[(x, y)]], y)):
                 if in_tree[y] or y in claimed or (x, y) in forbidden:
                     continue
-                o = int(self.arc_orbit[self.arc_id[(x, y)]])
+                o = orbit_of[arc_id[(x, y)]]
                 ut = in_tree_use.get(o, 0)
                 ub = batch_use.get(o, 0)
                 # residual after rewinding the tree to `need` and adding one more arc of this orbit
-                if int(self.res[o]) + (big_c - need) * ut < need * (ub + 1):
+                if res[o] + (big_c - need) * ut < need * (ub + 1):
                     continue
                 deltas = []
                 for images, met, room in guards:

@@ -148,7 +148,7 @@ def lower_trees(n: int, caps: dict[tuple[int, int], int], trees: Sequence[Tree],
         cursor += 1
         stats["tried"] += 1
         saved = (dict(packer.res), list(packer.pool), packer.pool_total, list(trees), list(heights))
-        new = _move(packer, trees, i, top, blockers << level, retries)
+        new = _move(packer, trees, heights, i, top, blockers << level, retries)
         better = new is not None and len(new[0]) <= limit and _score(new[1]) < _score(heights)
         if better:
             trees, heights = new
@@ -168,11 +168,13 @@ def lower_trees(n: int, caps: dict[tuple[int, int], int], trees: Sequence[Tree],
     return LowerResult(trees, target is None or max(heights) <= target, stats)
 
 
-def _move(packer: Packer, trees: list[Tree], i: int, top: int, blockers: int, retries: int) -> tuple[list[Tree], list[int]] | None:
+def _move(packer: Packer, trees: list[Tree], heights: list[int], i: int, top: int, blockers: int,
+          retries: int) -> tuple[list[Tree], list[int]] | None:
     """Regrow tree i within height top - 1 (giving back blockers if needed) and everything it displaced within
-    height top; the new (trees, heights), or None (the caller restores the state)."""
+    height top; the new (trees, heights), or None (the caller restores the state).  ``heights``: the trees'."""
     tree = trees[i]
     trees = trees[:i] + trees[i + 1:]
+    heights = heights[:i] + heights[i + 1:]
     packer.dissolve(tree)
     for _ in range(retries + 1):
         grown = packer.grow(tree.root, tree.multiplicity, max_height=top - 1)
@@ -186,6 +188,7 @@ def _move(packer: Packer, trees: list[Tree], i: int, top: int, blockers: int, re
             return None
         for j in drop:
             packer.dissolve(trees.pop(j))
+            heights.pop(j)
     else:
         return None
     out = [*trees, grown]
@@ -197,4 +200,4 @@ def _move(packer: Packer, trees: list[Tree], i: int, top: int, blockers: int, re
                 if t is None:
                     return None
                 out.append(t)
-    return out, [tree_height(t) for t in out]
+    return out, [*heights, *(tree_height(t) for t in out[len(trees):])]
