@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +30,10 @@ from forestcoll.graph.symmetry import Perm, canonical_order, detect_automorphism
 from forestcoll.progress import Progress, report
 from forestcoll.topology.model import Topology
 
-__all__ = ["DETECT_MIN_RANKS", "FabricSymmetry", "fabric_symmetry", "full_automorphisms", "usable_symmetries"]
+__all__ = [
+    "DETECT_MIN_RANKS", "FabricSymmetry", "automorphism_orbits", "fabric_symmetry", "full_automorphisms",
+    "usable_symmetries",
+]
 
 DETECT_MIN_RANKS = 8  # below this, one max-flow per rank is cheaper than any search
 
@@ -53,23 +57,84 @@ def _key(topo: Topology) -> int:
     return hash((topo.is_compute, topo.arcs))
 
 
+def _remember(cache: OrderedDict, key: int, value):
+    cache[key] = value
+    while len(cache) > _CACHE_SIZE:
+        cache.popitem(last=False)
+    return value
+
+
 def _compute_orbits(n: int, is_compute, gens) -> int:
     orbit = orbits(n, list(gens))
     return len({orbit[i] for i in range(n) if is_compute[i]})
 
 
+@dataclass(frozen=True)
+class _Canonical:
+    """bliss on the fabric renumbered canonically: ``new[i]`` the canonical number of node ``i``, ``old`` its
+    inverse, ``canon`` the generators in the canonical numbering and ``full`` the same mapped back."""
+
+    new: tuple[int, ...]
+    old: tuple[int, ...]
+    canon: tuple[Perm, ...]
+    full: tuple[Perm, ...]
+
+
 _FULL: OrderedDict[int, tuple[Perm, ...]] = OrderedDict()
+_CANONICAL: OrderedDict[int, _Canonical] = OrderedDict()
+_ORBITS: OrderedDict[int, tuple[int, ...]] = OrderedDict()
 
 
 def full_automorphisms(topo: Topology) -> tuple[Perm, ...]:
-    """bliss's generators of the whole automorphism group of ``topo`` (what the oracle's orbits need; cached)."""
+    """bliss's generators of the whole automorphism group of ``topo`` in its own numbering (cached).  Which
+    generators bliss returns depends on the numbering; callers that keep only *some* generators (the oracle's
+    weight-preserving ones) use these, callers that need only the group use :func:`automorphism_orbits`."""
     key = _key(topo)
     hit = _FULL.get(key)
     if hit is None:
-        hit = _FULL[key] = tuple(detect_automorphisms(len(topo.nodes), topo.is_compute, topo.arcs))
-        while len(_FULL) > _CACHE_SIZE:
-            _FULL.popitem(last=False)
+        hit = _remember(_FULL, key, tuple(detect_automorphisms(len(topo.nodes), topo.is_compute, topo.arcs)))
     return hit
+
+
+def _canonical_group(topo: Topology) -> _Canonical:
+    """bliss in bliss's canonical numbering, so that any order or naming of the same fabric finds the same
+    generators (what the free-subgroup search starts from; cached)."""
+    key = _key(topo)
+    hit = _CANONICAL.get(key)
+    if hit is not None:
+        return hit
+    n = len(topo.nodes)
+    new = canonical_order(n, topo.is_compute, topo.arcs)
+    old = [0] * n
+    for i, j in enumerate(new):
+        old[j] = i
+    is_compute = [topo.is_compute[old[j]] for j in range(n)]
+    arcs = sorted((new[u], new[v], bw) for u, v, bw in topo.arcs)
+    canon = tuple(detect_automorphisms(n, is_compute, arcs))
+    old_a, new_a = np.asarray(old, dtype=np.int64), np.asarray(new, dtype=np.int64)
+    full = tuple(tuple(old_a[np.asarray(p, dtype=np.int64)[new_a]].tolist()) for p in canon)
+    return _remember(_CANONICAL, key, _Canonical(tuple(new), tuple(old), canon, full))
+
+
+def automorphism_orbits(topo: Topology) -> tuple[int, ...]:
+    """Orbit of each node under the whole automorphism group (its smallest member), one bliss run per fabric.
+
+    Orbits do not depend on the generators, so this takes whichever run the process already made for the
+    fabric; failing that, the canonical one when nothing is declared (the free-subgroup search of ``generate``
+    needs it next, so the fabric is searched once, not twice) and the plain one otherwise (declared generators
+    usually suffice for ``generate``: see :func:`usable_symmetries`)."""
+    key = _key(topo)
+    hit = _ORBITS.get(key)
+    if hit is not None:
+        return hit
+    canonical = _CANONICAL.get(key)
+    if canonical is not None:
+        gens = canonical.full
+    elif key in _FULL or topo.symmetries:
+        gens = full_automorphisms(topo)
+    else:
+        gens = _canonical_group(topo).full
+    return _remember(_ORBITS, key, tuple(orbits(len(topo.nodes), list(gens))))
 
 
 def fabric_symmetry(topo: Topology, progress: Progress | None = None) -> FabricSymmetry:
@@ -82,43 +147,43 @@ def fabric_symmetry(topo: Topology, progress: Progress | None = None) -> FabricS
     report(progress, "finding symmetries", 0, 2)
     t0 = time.perf_counter()
     n = len(topo.nodes)
-    # search in bliss's canonical numbering, so that any order or naming of the same fabric finds the same group
-    new = canonical_order(n, topo.is_compute, topo.arcs)
-    old = [0] * n
-    for i, j in enumerate(new):
-        old[j] = i
-    is_compute = [topo.is_compute[old[j]] for j in range(n)]
-    arcs = sorted((new[u], new[v], bw) for u, v, bw in topo.arcs)
-    canon_full = detect_automorphisms(n, is_compute, arcs)
+    found = _canonical_group(topo)
     report(progress, "finding symmetries", 1, 2)
-    canon_free = free_subgroup(n, is_compute, canon_full, arcs)
+    is_compute = [topo.is_compute[found.old[j]] for j in range(n)]
+    arcs = sorted((found.new[u], found.new[v], bw) for u, v, bw in topo.arcs)
+    canon_free = free_subgroup(n, is_compute, found.canon, arcs)
     report(progress, "finding symmetries", 2, 2)
 
-    old_a, new_a = np.asarray(old, dtype=np.int64), np.asarray(new, dtype=np.int64)
+    old_a, new_a = np.asarray(found.old, dtype=np.int64), np.asarray(found.new, dtype=np.int64)
 
     def back(p: Perm) -> Perm:
         return tuple(old_a[np.asarray(p, dtype=np.int64)[new_a]].tolist())
 
-    full = tuple(back(p) for p in canon_full)
     free = tuple(back(p) for p in canon_free)
-    found = FabricSymmetry(full, free, time.perf_counter() - t0,
-                           _compute_orbits(n, topo.is_compute, full), _compute_orbits(n, topo.is_compute, free))
-    _CACHE[key] = found
-    while len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
-    return found
+    result = FabricSymmetry(found.full, free, time.perf_counter() - t0, _count(topo, automorphism_orbits(topo)),
+                            _compute_orbits(n, topo.is_compute, free))
+    return _remember(_CACHE, key, result)
+
+
+def _count(topo: Topology, orbit: Sequence[int]) -> int:
+    """Number of compute orbits in an orbit labelling."""
+    return len({orbit[i] for i in range(len(topo.nodes)) if topo.is_compute[i]})
 
 
 def usable_symmetries(topo: Topology, progress: Progress | None = None) -> tuple[Perm, ...]:
     """Generators of a group acting freely on the compute nodes: the declared ones when they already make all
     compute nodes equivalent (or the fabric is small), else whichever of declared and detected leaves fewer
-    compute orbits (declared on a tie)."""
+    compute orbits (declared on a tie).
+
+    The detected free group is a subgroup of the whole automorphism group, so it leaves at least as many compute
+    orbits as the whole group; when the whole group leaves no fewer than the declared generators, the declared
+    ones win without the free-subgroup search (e.g. mi250, whose four GCD positions are not interchangeable)."""
     n = len(topo.nodes)
     declared = tuple(topo.symmetries)
     if topo.num_compute <= DETECT_MIN_RANKS:
         return declared
     declared_orbits = _compute_orbits(n, topo.is_compute, declared)
-    if declared_orbits == 1:
+    if declared_orbits == 1 or _count(topo, automorphism_orbits(topo)) >= declared_orbits:
         return declared
     found = fabric_symmetry(topo, progress)
     return found.free if found.free_orbits < declared_orbits else declared

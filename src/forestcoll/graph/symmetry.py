@@ -17,7 +17,7 @@ from forestcoll.graph.igraph_import import import_igraph
 
 __all__ = [
     "Perm", "canonical_order", "centralizer_automorphisms", "detect_automorphisms", "element_orbits", "free_subgroup",
-    "group_elements", "group_table", "orbits",
+    "group_elements", "group_table", "orbit_cycles", "orbits",
 ]
 
 Perm = tuple[int, ...]
@@ -46,6 +46,21 @@ def orbits(n: int, generators: Sequence[Perm]) -> list[int]:
         if np.array_equal(new, label):
             return label.tolist()
         label = new
+
+
+def orbit_cycles(orbit: Sequence[int]) -> tuple[int, ...]:
+    """A permutation whose cycles are the given orbits (each orbit's members in increasing order, one cycle):
+    joined with other generators it spans the same orbits as the group the labelling came from."""
+    label = np.asarray(orbit, dtype=np.int64)
+    order = np.lexsort((np.arange(len(label)), label))  # members grouped by orbit, increasing within
+    perm = np.empty(len(label), dtype=np.int64)
+    nxt = np.roll(order, -1)
+    first = np.r_[True, label[order][1:] != label[order][:-1]]  # the first member of each orbit in ``order``
+    last = np.r_[first[1:], True]
+    starts = order[first]
+    nxt[last] = starts  # the last member of an orbit maps back to its first
+    perm[order] = nxt
+    return tuple(perm.tolist())
 
 
 def group_elements(generators: Sequence[Perm], n: int, limit: int) -> list[Perm] | None:
