@@ -30,19 +30,29 @@ RANDOM_ELEMENTS = 120  # random group elements tried per step of free_subgroup w
 def orbits(n: int, generators: Sequence[Perm]) -> list[int]:
     """Orbit id of each of ``n`` points under the group the generators span (smallest member as id).
 
-    Labels start as the points themselves and take, until nothing changes, the smaller of a point's and its
-    images' labels, with pointer jumping (label of the label); every label stays a member of the point's orbit
-    and the fixpoint is constant on orbits, so it is each orbit's smallest member (numpy only: no igraph)."""
+    The orbits are the connected components of the graph with an edge i - p(i) for every generator p and every
+    point it moves.  Labels start as the points themselves; each round every edge lowers the labels of its ends
+    and of their labels to the smaller label of the two, then labels jump to their label's label until stable.
+    Every label stays a member of the point's orbit and no larger than the point; at the fixpoint the labels
+    are constant on orbits, so each is its orbit's smallest member (numpy only: no igraph).  One round costs
+    the points moved in all, not n per generator."""
     if not generators:
         return list(range(n))
-    gens = [np.asarray(p, dtype=np.int64) for p in generators]
+    gens = np.asarray(generators, dtype=np.int64).reshape(len(generators), n)
+    which, src = np.nonzero(gens != np.arange(n, dtype=np.int64))
+    dst = gens[which, src]
     label = np.arange(n, dtype=np.int64)
     while True:
+        a, b = label[src], label[dst]
+        low = np.minimum(a, b)
         new = label.copy()
-        for p in gens:
-            new[p] = np.minimum(new[p], new)  # an image takes its preimage's label when smaller
-            new = np.minimum(new, new[p])  # and a point its image's
-        new = new[new]
+        for ends in (src, dst, a, b):
+            np.minimum.at(new, ends, low)
+        while True:
+            jumped = new[new]
+            if np.array_equal(jumped, new):
+                break
+            new = jumped
         if np.array_equal(new, label):
             return label.tolist()
         label = new
@@ -163,15 +173,22 @@ def detect_automorphisms(
     heads = np.array([v for _, v, _ in arcs], dtype=np.int64)
     ncol = max(ncol, 1)
     col = np.array(arc_colour, dtype=np.int64)
-    keys = np.sort((tails * n + heads) * ncol + col)
     kind = np.array(is_compute, dtype=bool)
+    # the arcs at each node (CSR): a permutation maps the arcs touching the points it moves onto arcs touching
+    # them and fixes every other arc, so it preserves the arcs iff it preserves those (as a multiset)
+    ends = np.concatenate([tails, heads])
+    by_node = np.argsort(ends, kind="stable") % max(len(tails), 1)
+    start = np.searchsorted(ends[np.argsort(ends, kind="stable")], np.arange(n + 1))
+    identity = np.arange(n, dtype=np.int64)
     result = []
     for gen in graph.automorphism_group(sh="fl", color=colours):
         perm = np.asarray(gen[:n], dtype=np.int64)
-        if np.array_equal(perm, np.arange(n)) or not np.array_equal(kind[perm], kind):
+        moved = np.flatnonzero(perm != identity)
+        if len(moved) == 0 or not np.array_equal(kind[perm[moved]], kind[moved]):
             continue
-        mapped = np.sort((perm[tails] * n + perm[heads]) * ncol + col)
-        if np.array_equal(mapped, keys):
+        touched = np.unique(np.concatenate([by_node[start[m]:start[m + 1]] for m in moved.tolist()]))
+        t, h, c = tails[touched], heads[touched], col[touched]
+        if np.array_equal(np.sort((perm[t] * n + perm[h]) * ncol + c), np.sort((t * n + h) * ncol + c)):
             result.append(tuple(perm.tolist()))
     return result
 
