@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from forestcoll.graph.symmetry import Perm, canonical_order, detect_automorphisms, free_subgroup, orbits
+from forestcoll.graph.symmetry import Perm, canonical_order, colour_refinement, detect_automorphisms, free_subgroup, orbits
 from forestcoll.progress import Progress, report
 from forestcoll.topology.model import Topology
 
@@ -120,21 +120,32 @@ def automorphism_orbits(topo: Topology) -> tuple[int, ...]:
     """Orbit of each node under the whole automorphism group (its smallest member), one bliss run per fabric.
 
     Orbits do not depend on the generators, so this takes whichever run the process already made for the
-    fabric; failing that, the canonical one when nothing is declared (the free-subgroup search of ``generate``
-    needs it next, so the fabric is searched once, not twice) and the plain one otherwise (declared generators
-    usually suffice for ``generate``: see :func:`usable_symmetries`)."""
+    fabric.  Failing that, with declared generators: none when colour refinement
+    (:func:`~forestcoll.graph.symmetry.colour_refinement`) splits the nodes exactly into the declared orbits (each
+    orbit of the whole group lies in one class and contains a declared orbit, so all three partitions agree:
+    mi250's GCD positions), else bliss in the fabric's numbering (declared generators usually suffice for
+    ``generate``: see :func:`usable_symmetries`).  With nothing declared, bliss in the canonical numbering: the
+    free-subgroup search of ``generate`` needs that run next, so the fabric is searched once, not twice."""
     key = _key(topo)
     hit = _ORBITS.get(key)
     if hit is not None:
         return hit
+    n = len(topo.nodes)
     canonical = _CANONICAL.get(key)
     if canonical is not None:
         gens = canonical.full
-    elif key in _FULL or topo.symmetries:
+    elif key in _FULL:
+        gens = _FULL[key]
+    elif topo.symmetries:
+        declared = orbits(n, list(topo.symmetries))
+        classes = colour_refinement(n, topo.is_compute, topo.arcs)
+        if len(set(zip(declared, classes))) == len(set(declared)) == len(set(classes)):
+            # every orbit lies in a class and contains a declared orbit: classes = declared orbits = orbits
+            return _remember(_ORBITS, key, tuple(declared))
         gens = full_automorphisms(topo)
     else:
         gens = _canonical_group(topo).full
-    return _remember(_ORBITS, key, tuple(orbits(len(topo.nodes), list(gens))))
+    return _remember(_ORBITS, key, tuple(orbits(n, list(gens))))
 
 
 def fabric_symmetry(topo: Topology, progress: Progress | None = None) -> FabricSymmetry:

@@ -16,7 +16,7 @@ import numpy as np
 from forestcoll.graph.igraph_import import import_igraph
 
 __all__ = [
-    "Perm", "canonical_order", "centralizer_automorphisms", "detect_automorphisms", "element_orbits", "free_subgroup",
+    "Perm", "canonical_order", "centralizer_automorphisms", "colour_refinement", "detect_automorphisms", "element_orbits", "free_subgroup",
     "group_elements", "group_table", "orbit_cycles", "orbits",
 ]
 
@@ -57,6 +57,29 @@ def orbits(n: int, generators: Sequence[Perm]) -> list[int]:
             return label.tolist()
         label = new
 
+
+
+def colour_refinement(n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[int, int, Fraction]]) -> list[int]:
+    """The coarsest equitable partition refining the node kinds (1-dimensional Weisfeiler-Leman): a class id per
+    node.  Nodes are split, until nothing splits, by their class and the multisets of (bandwidth, class) over
+    their out-arcs and over their in-arcs.  Every automorphism maps each node into its own class, so each orbit
+    lies inside one class; when the classes are exactly the orbits of known automorphisms, those orbits are the
+    whole group's (no search needed)."""
+    out: list[list[tuple[Fraction, int]]] = [[] for _ in range(n)]
+    into: list[list[tuple[Fraction, int]]] = [[] for _ in range(n)]
+    for u, v, bw in arcs:
+        out[u].append((bw, v))
+        into[v].append((bw, u))
+    colour = [0 if c else 1 for c in is_compute]
+    count = len(set(colour))
+    while True:
+        sigs = [(colour[i], tuple(sorted((bw, colour[v]) for bw, v in out[i])),
+                 tuple(sorted((bw, colour[u]) for bw, u in into[i]))) for i in range(n)]
+        ids: dict[tuple, int] = {}
+        new = [ids.setdefault(sig, len(ids)) for sig in sigs]
+        if len(ids) == count:
+            return new
+        colour, count = new, len(ids)
 
 def orbit_cycles(orbit: Sequence[int]) -> tuple[int, ...]:
     """A permutation whose cycles are the given orbits (each orbit's members in increasing order, one cycle):
