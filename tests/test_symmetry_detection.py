@@ -227,3 +227,20 @@ def test_skipping_the_free_subgroup_search_changes_nothing(spec):
     expected = found.free if found.free_orbits < declared else tuple(topo.symmetries)
     assert usable_symmetries(topo) == expected
     assert found.full_orbits == _compute_orbits(topo, [orbit_cycles(automorphism_orbits(topo))])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(2, 7).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.permutations(range(n)), min_size=1, max_size=3),
+    st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True))))
+def test_free_order_is_the_order_of_a_free_group_else_none(case):
+    """free_subgroup's test (the group's order when it acts freely on the chosen points) against the whole group
+    enumerated."""
+    from forestcoll.graph.symmetry import _free_order
+
+    n, gens, points = case
+    compute = np.asarray(sorted(points), dtype=np.int64)
+    elems = group_elements([tuple(g) for g in gens], n, 10_000)
+    free = not any((np.asarray(e)[compute] == compute).any() for e in elems[1:])
+    got = _free_order([np.asarray(g, dtype=np.int64) for g in gens], n, compute)
+    assert got == (len(elems) if free else None)

@@ -284,26 +284,35 @@ def _product(perms: Sequence[np.ndarray], n: int) -> np.ndarray:
     return out
 
 
-def _free_elements(gens: Sequence[np.ndarray], n: int, compute: np.ndarray) -> np.ndarray | None:
-    """All elements of <gens> as rows (identity first) when the group acts freely on ``compute``, else None."""
+def _free_order(gens: Sequence[np.ndarray], n: int, compute: np.ndarray) -> int | None:
+    """The order of <gens> when the group acts freely on ``compute``, else None.
+
+    In a free action the elements are told apart by the image of one rank c, so the group is enumerated by
+    that image: s o g is new when it sends c somewhere new (it must then fix no rank), and must equal the
+    element already recorded there otherwise (else their quotient, not the identity, fixes c).  The recorded
+    elements are closed under the generators, so they are the whole group: no hashing of whole permutations."""
+    if len(compute) == 0:
+        return None
+    c = int(compute[0])
     identity = np.arange(n, dtype=np.int64)
-    seen = {identity.tobytes()}
-    rows = [identity]
+    at: dict[int, np.ndarray] = {c: identity}
     frontier = [identity]
     while frontier:
         nxt = []
         for g in frontier:
             for s in gens:
                 h = s[g]
-                key = h.tobytes()
-                if key not in seen:
-                    if len(rows) >= len(compute) or (h[compute] == compute).any():
-                        return None  # larger than a free group can be, or an element fixes a compute node
-                    seen.add(key)
-                    rows.append(h)
+                image = int(h[c])
+                known = at.get(image)
+                if known is None:
+                    if (h[compute] == compute).any():
+                        return None  # a new element that fixes a rank
+                    at[image] = h
                     nxt.append(h)
+                elif not np.array_equal(known, h):
+                    return None  # two elements agree on c: their quotient fixes it
         frontier = nxt
-    return np.asarray(rows)
+    return len(at)
 
 
 def _find(parent: list[int], i: int) -> int:
@@ -429,10 +438,10 @@ def free_subgroup(n: int, is_compute: Sequence[bool], generators: Sequence[Perm]
 
     def grow(first: np.ndarray, budget: int) -> list[np.ndarray]:
         chosen = [first]
-        elems = _free_elements(chosen, n, compute)
+        elems = _free_order(chosen, n, compute)
         assert elems is not None
         tries = 0
-        while len(elems) < len(compute) and tries < budget:
+        while elems < len(compute) and tries < budget:
             if arcs is not None:
                 gens = [np.asarray(g, dtype=np.int64) for g in centralizer_automorphisms(
                     n, is_compute, arcs, [tuple(h.tolist()) for h in chosen])]
@@ -448,12 +457,12 @@ def free_subgroup(n: int, is_compute: Sequence[bool], generators: Sequence[Perm]
                 if any(not np.array_equal(c[h], h[c]) for h in chosen):
                     continue
                 tries += 1
-                bigger = _free_elements(chosen + [c], n, compute)
-                if bigger is not None and len(bigger) > len(elems):
+                bigger = _free_order(chosen + [c], n, compute)
+                if bigger is not None and bigger > elems:
                     seen += 1
-                    if pick is None or len(bigger) > len(pick[1]):
+                    if pick is None or bigger > pick[1]:
                         pick = (c, bigger)
-                    if len(bigger) >= len(compute):
+                    if bigger >= len(compute):
                         break
             if pick is None:
                 break
@@ -462,11 +471,11 @@ def free_subgroup(n: int, is_compute: Sequence[bool], generators: Sequence[Perm]
         return chosen
 
     def order(chosen: list[np.ndarray]) -> int:
-        found = _free_elements(chosen, n, compute)
-        return 0 if found is None else len(found)
+        found = _free_order(chosen, n, compute)
+        return 0 if found is None else found
 
     # a few first elements (the longest-cycled that act freely), each grown greedily; the largest group wins
-    firsts = [c for c in pool_of(gens0)[:max_tries] if _free_elements([c], n, compute) is not None]
+    firsts = [c for c in pool_of(gens0)[:max_tries] if _free_order([c], n, compute) is not None]
     best: list[np.ndarray] = []
     best_order = 1
     for first in firsts[:FIRST_ELEMENTS if n < 5000 else 1]:
