@@ -26,11 +26,19 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from forestcoll.graph.symmetry import Perm, canonical_order, colour_refinement, detect_automorphisms, free_subgroup, orbits
+from forestcoll.graph.symmetry import (
+    Perm,
+    automorphism_rows,
+    canonical_order,
+    colour_refinement,
+    detect_automorphisms,
+    free_subgroup,
+    orbits,
+)
 from forestcoll.progress import Progress, report
 from forestcoll.topology.model import Topology
 
@@ -50,11 +58,16 @@ class FabricSymmetry:
     """Generators found for one fabric: ``full`` (bliss: the whole group, for orbits) and ``free`` (a subgroup
     acting freely on the compute nodes), with the seconds spent and the compute orbits each leaves."""
 
-    full: tuple[Perm, ...]
     free: tuple[Perm, ...]
     seconds: float
     full_orbits: int
     free_orbits: int
+    full_rows: np.ndarray = field(repr=False, compare=False)
+
+    @property
+    def full(self) -> tuple[Perm, ...]:
+        """bliss's generators of the whole group, in the fabric's numbering (made from ``full_rows`` on use)."""
+        return tuple(tuple(row) for row in self.full_rows.tolist())
 
 
 def _remember(cache: OrderedDict, key: int, value):
@@ -90,8 +103,8 @@ class _Canonical:
 
     new: tuple[int, ...]
     old: tuple[int, ...]
-    canon: tuple[Perm, ...]
-    full: tuple[Perm, ...]
+    canon: np.ndarray
+    full: np.ndarray
 
 
 _FULL: OrderedDict[int, tuple[Perm, ...]] = OrderedDict()
@@ -124,9 +137,9 @@ def _canonical_group(topo: Topology) -> _Canonical:
         old[j] = i
     is_compute = [topo.is_compute[old[j]] for j in range(n)]
     arcs = sorted((new[u], new[v], bw) for u, v, bw in topo.arcs)
-    canon = tuple(detect_automorphisms(n, is_compute, arcs))
+    canon = automorphism_rows(n, is_compute, arcs)
     old_a, new_a = np.asarray(old, dtype=np.int64), np.asarray(new, dtype=np.int64)
-    full = tuple(tuple(old_a[np.asarray(p, dtype=np.int64)[new_a]].tolist()) for p in canon)
+    full = old_a[canon[:, new_a]]  # row p becomes i -> old[p[new[i]]]
     return _remember(_CANONICAL, key, _Canonical(tuple(new), tuple(old), canon, full))
 
 
@@ -159,7 +172,7 @@ def automorphism_orbits(topo: Topology) -> tuple[int, ...]:
         gens = full_automorphisms(topo)
     else:
         gens = _canonical_group(topo).full
-    return _remember(_ORBITS, key, tuple(orbits(n, list(gens))))
+    return _remember(_ORBITS, key, tuple(orbits(n, gens)))
 
 
 def fabric_symmetry(topo: Topology, progress: Progress | None = None) -> FabricSymmetry:
@@ -185,8 +198,8 @@ def fabric_symmetry(topo: Topology, progress: Progress | None = None) -> FabricS
         return tuple(old_a[np.asarray(p, dtype=np.int64)[new_a]].tolist())
 
     free = tuple(back(p) for p in canon_free)
-    result = FabricSymmetry(found.full, free, time.perf_counter() - t0, _count(topo, automorphism_orbits(topo)),
-                            _compute_orbits(n, topo.is_compute, free))
+    result = FabricSymmetry(free, time.perf_counter() - t0, _count(topo, automorphism_orbits(topo)),
+                            _compute_orbits(n, topo.is_compute, free), found.full)
     return _remember(_CACHE, key, result)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from forestcoll.graph.igraph_import import import_igraph
 
 __all__ = [
-    "Perm", "canonical_order", "centralizer_automorphisms", "colour_refinement", "detect_automorphisms", "element_orbits", "free_subgroup",
+    "Perm", "automorphism_rows", "canonical_order", "centralizer_automorphisms", "colour_refinement", "detect_automorphisms", "element_orbits", "free_subgroup",
     "group_elements", "group_table", "orbit_cycles", "orbits",
 ]
 
@@ -36,7 +36,7 @@ def orbits(n: int, generators: Sequence[Perm]) -> list[int]:
     Every label stays a member of the point's orbit and no larger than the point; at the fixpoint the labels
     are constant on orbits, so each is its orbit's smallest member (numpy only: no igraph).  One round costs
     the points moved in all, not n per generator."""
-    if not generators:
+    if len(generators) == 0:
         return list(range(n))
     gens = np.asarray(generators, dtype=np.int64).reshape(len(generators), n)
     which, src = np.nonzero(gens != np.arange(n, dtype=np.int64))
@@ -191,6 +191,12 @@ def detect_automorphisms(
     Arcs are subdivided by a vertex coloured by the arc's bandwidth, so the
     automorphisms found preserve bandwidths; each is re-checked before use.
     """
+    return [tuple(row) for row in automorphism_rows(n, is_compute, arcs).tolist()]
+
+
+def automorphism_rows(n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[int, int, Fraction]]) -> np.ndarray:
+    """:func:`detect_automorphisms` as one int64 array, a row per generator (same order): thousands of
+    generators of thousands of nodes stay one array instead of millions of Python ints."""
     graph, colours, arc_colour, ncol = _coloured_graph(is_compute, arcs)
     tails = np.array([u for u, _, _ in arcs], dtype=np.int64)
     heads = np.array([v for _, v, _ in arcs], dtype=np.int64)
@@ -202,18 +208,20 @@ def detect_automorphisms(
     ends = np.concatenate([tails, heads])
     by_node = np.argsort(ends, kind="stable") % max(len(tails), 1)
     start = np.searchsorted(ends[np.argsort(ends, kind="stable")], np.arange(n + 1))
-    identity = np.arange(n, dtype=np.int64)
-    result = []
-    for gen in graph.automorphism_group(sh="fl", color=colours):
-        perm = np.asarray(gen[:n], dtype=np.int64)
-        moved = np.flatnonzero(perm != identity)
+    found = graph.automorphism_group(sh="fl", color=colours)
+    rows = np.array([gen[:n] for gen in found], dtype=np.int64).reshape(len(found), n)
+    del found
+    moved_mask = rows != np.arange(n, dtype=np.int64)
+    keep = []
+    for r, perm in enumerate(rows):
+        moved = np.flatnonzero(moved_mask[r])
         if len(moved) == 0 or not np.array_equal(kind[perm[moved]], kind[moved]):
             continue
         touched = np.unique(np.concatenate([by_node[start[m]:start[m + 1]] for m in moved.tolist()]))
         t, h, c = tails[touched], heads[touched], col[touched]
         if np.array_equal(np.sort((perm[t] * n + perm[h]) * ncol + c), np.sort((t * n + h) * ncol + c)):
-            result.append(tuple(perm.tolist()))
-    return result
+            keep.append(r)
+    return rows[keep]
 
 
 def _moved(p: np.ndarray) -> np.ndarray:
@@ -382,15 +390,17 @@ def centralizer_automorphisms(
     """Generators of the automorphisms that commute with every permutation in ``commuting``: bliss on the fabric
     decorated with an arc i -> h(i) for each h, coloured by h (an automorphism of that graph maps h-arcs to
     h-arcs, i.e. satisfies g(h(i)) = h(g(i)))."""
+    return [tuple(row) for row in _centralizer_rows(n, is_compute, arcs, commuting).tolist()]
+
+
+def _centralizer_rows(n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[int, int, Fraction]],
+                      commuting: Sequence[Perm]) -> np.ndarray:
+    """:func:`centralizer_automorphisms` as one int64 array (a row per generator)."""
     extra = [(u, v, Fraction(-1 - j)) for j, h in enumerate(commuting) for u, v in enumerate(h) if u != v]
-    found = detect_automorphisms(n, is_compute, list(arcs) + extra)
+    found = automorphism_rows(n, is_compute, list(arcs) + extra)
     hs = [np.asarray(h, dtype=np.int64) for h in commuting]
-    out = []
-    for g in found:
-        ga = np.asarray(g, dtype=np.int64)
-        if all(np.array_equal(ga[h], h[ga]) for h in hs):
-            out.append(g)
-    return out
+    keep = [r for r, g in enumerate(found) if all(np.array_equal(g[h], h[g]) for h in hs)]
+    return found[keep]
 
 
 def _random_elements(gens: list[np.ndarray], n: int, count: int, seed: int = 0) -> list[np.ndarray]:
@@ -424,7 +434,7 @@ def free_subgroup(n: int, is_compute: Sequence[bool], generators: Sequence[Perm]
     returned is correct even when the heuristic misses a larger H.
     """
     compute = np.flatnonzero(np.asarray(is_compute, dtype=bool))
-    if not generators or len(compute) < 2:
+    if len(generators) == 0 or len(compute) < 2:
         return []
     gens0 = [np.asarray(g, dtype=np.int64) for g in generators]
 
@@ -443,8 +453,7 @@ def free_subgroup(n: int, is_compute: Sequence[bool], generators: Sequence[Perm]
         tries = 0
         while elems < len(compute) and tries < budget:
             if arcs is not None:
-                gens = [np.asarray(g, dtype=np.int64) for g in centralizer_automorphisms(
-                    n, is_compute, arcs, [tuple(h.tolist()) for h in chosen])]
+                gens = list(_centralizer_rows(n, is_compute, arcs, [tuple(h.tolist()) for h in chosen]))
             else:
                 gens = [g for g in gens0 if all(np.array_equal(g[h], h[g]) for h in chosen)]
             if not gens:
