@@ -17,6 +17,7 @@ default 8), and ``bound dgx-a100:nodes=100000``.  Prints a markdown table.
 
     python benchmarks/scale.py              # catalog fabrics up to 1,024 GPUs, three forms each
     python benchmarks/scale.py --quick      # three small fabrics
+    python benchmarks/scale.py --cases dgx-a100:nodes=128 --collective allgather   # one fabric, one collective
     python benchmarks/scale.py --big        # add 2,048 / 4,096 GPUs and the 100,000-box bound
     python benchmarks/scale.py --big-only   # only the 2,048 / 4,096 GPU rows
 """
@@ -60,15 +61,15 @@ def run_measured(args: list[str], timeout: float, mem_gb: float | None = None) -
             if time.perf_counter() > deadline:
                 proc.kill()
                 os.wait4(proc.pid, 0)
-                return {"seconds": None, "rss_mb": None, "rc": "timeout", "err": f"> {timeout:.0f} s", "out": ""}
+                return {"seconds": None, "cpu": None, "rss_mb": None, "rc": "timeout", "err": f"> {timeout:.0f} s", "out": ""}
             time.sleep(0.02)
         seconds = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         lines = err.read().strip().splitlines()
-        return {"seconds": seconds, "rss_mb": usage.ru_maxrss / 1024, "rc": proc.returncode, "out": out.read(),
-                "err": lines[-1] if lines else ""}
+        return {"seconds": seconds, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024,
+                "rc": proc.returncode, "out": out.read(), "err": lines[-1] if lines else ""}
 
 
 def forms(spec: str, tmp: Path) -> list[tuple[str, str]]:
@@ -120,27 +121,30 @@ def main() -> int:
     ap.add_argument("--big-collectives", nargs="+", default=["allgather"],
                     help="collectives of the 2,048 / 4,096 GPU rows (default: allgather, the issue's target; the "
                          "catalog rows use generate's default, allreduce)")
+    ap.add_argument("--collective", help="collective of the catalog rows (default: generate's default, allreduce)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per process (default 600)")
     ap.add_argument("--mem-limit-gb", type=float, default=8, help="address-space limit for --big processes")
     args = ap.parse_args()
     cases = [] if args.big_only else args.cases or (QUICK if args.quick else CASES)
     print(f"load before: {os.getloadavg()[0]:.2f} (1-minute average; timings are noisy above the core count)\n")
-    print("| topology | GPUs | form | generate s | generate RSS MB | vs built-in | schedule | file MB | verify s "
-          "| verify RSS MB |")
-    print("|---|---:|---|---:|---:|---:|---|---:|---:|---:|")
+    print("| topology | GPUs | form | generate s | generate CPU s | generate RSS MB | vs built-in | vs built-in, CPU "
+          "| schedule | file MB | verify s | verify RSS MB |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         for spec in cases:
-            base = None
+            base = base_cpu = None
             for form, topo_arg in forms(spec, tmp):
-                row = measure(spec, topo_arg, tmp, args.timeout, None)
+                row = measure(spec, topo_arg, tmp, args.timeout, None, args.collective)
                 g = row["generate"]
                 if form == "built-in":
-                    base = g["seconds"]
+                    base, base_cpu = g["seconds"], g["cpu"]
                 ratio = f"{g['seconds'] / base:.2f}x" if g["seconds"] and base else "-"
+                ratio_cpu = f"{g['cpu'] / base_cpu:.2f}x" if g["cpu"] and base_cpu else "-"
                 v = row.get("verify", {})
                 status = row.get("version", g["err"][:60] if g["rc"] != 0 else "-")
-                print(f"| {spec} | {gpus(spec)} | {form} | {fmt(g['seconds'])} | {fmt(g['rss_mb'], 0)} | {ratio} "
+                print(f"| {spec} | {gpus(spec)} | {form} | {fmt(g['seconds'])} | {fmt(g['cpu'])} | {fmt(g['rss_mb'], 0)} "
+                      f"| {ratio} | {ratio_cpu} "
                       f"| {status} | {fmt(row.get('size_mb'))} | {fmt(v.get('seconds'))} | {fmt(v.get('rss_mb'), 0)} |",
                       flush=True)
         if args.big or args.big_only:
@@ -149,7 +153,8 @@ def main() -> int:
                 g = row["generate"]
                 v = row.get("verify", {})
                 status = row.get("version", (g["err"] or str(g["rc"]))[:60] if g["rc"] != 0 else "-")
-                print(f"| {spec} | {gpus(spec)} | built-in, {collective} | {fmt(g['seconds'])} | {fmt(g['rss_mb'], 0)} | - "
+                print(f"| {spec} | {gpus(spec)} | built-in, {collective} | {fmt(g['seconds'])} | {fmt(g['cpu'])} "
+                      f"| {fmt(g['rss_mb'], 0)} | - | - "
                       f"| {status} | {fmt(row.get('size_mb'))} | {fmt(v.get('seconds'))} | {fmt(v.get('rss_mb'), 0)} |",
                       flush=True)
         if args.big:

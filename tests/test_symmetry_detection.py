@@ -10,9 +10,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forestcoll import generate, load_topology
-from forestcoll.bound.automorphisms import fabric_symmetry, usable_symmetries
+from forestcoll.bound.automorphisms import automorphism_orbits, fabric_symmetry, usable_symmetries
 from forestcoll.bound.optimal import optimal_bound
-from forestcoll.graph.symmetry import canonical_order, free_subgroup, group_elements, orbits
+from forestcoll.graph.symmetry import (
+    canonical_order,
+    colour_refinement,
+    detect_automorphisms,
+    free_subgroup,
+    group_elements,
+    orbit_cycles,
+    orbits,
+)
 from forestcoll.topology import Link, Node, make_topology
 from forestcoll.topology.model import shuffled
 from forestcoll.verify import verify
@@ -145,3 +153,94 @@ def test_random_symmetric_fabrics_relabelled(case):
     sched = generate(s, "allgather")
     assert verify(sched, s).ok
     assert sched.algbw == generate(topo, "allgather", symmetry=False).algbw
+
+
+# ----- one search per fabric: orbits, colour refinement, the skipped free-subgroup search ---------------------
+
+
+def _orbits_by_union_find(n, gens):
+    parent = list(range(n))
+
+    def root(i):
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for p in gens:
+        for i, j in enumerate(p):
+            a, b = root(i), root(j)
+            parent[max(a, b)] = min(a, b)
+    return [root(i) for i in range(n)]  # roots are each set's smallest member: the smaller root always wins
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 30).flatmap(lambda n: st.tuples(st.just(n), st.lists(st.permutations(range(n)), max_size=4))))
+def test_orbits_are_the_components_with_smallest_member_ids(case):
+    n, gens = case
+    gens = [tuple(p) for p in gens]
+    assert orbits(n, gens) == _orbits_by_union_find(n, gens)
+    # the permutation whose cycles are those orbits spans the same orbits
+    assert orbits(n, [orbit_cycles(orbits(n, gens))]) == orbits(n, gens)
+
+
+def test_orbits_of_long_cycles_and_many_generators():
+    n = 5000
+    shift = tuple((i + 1) % n for i in range(n))
+    assert orbits(n, [shift]) == [0] * n
+    swaps = [tuple(j + 1 if j == i else j - 1 if j == i + 1 else j for j in range(n)) for i in range(0, n - 1, 2)]
+    assert orbits(n, swaps) == [i - i % 2 for i in range(n)]
+
+
+@pytest.mark.parametrize("spec", ["mi250:nodes=2", "dgx-1:nodes=2", "hetero:dgx-a100=2,dgx-h100=2", "torus:dims=3x4"])
+def test_automorphism_orbits_are_the_whole_groups_orbits(spec):
+    """From the declared generators and colour refinement (mi250), from bliss (the others): bliss's orbits always,
+    in any numbering."""
+    topo = load_topology(spec)
+    n = len(topo.nodes)
+    bliss = orbits(n, detect_automorphisms(n, topo.is_compute, topo.arcs))
+    assert list(automorphism_orbits(topo)) == bliss
+    s = shuffled(topo, 3)
+    assert list(automorphism_orbits(s)) == orbits(n, detect_automorphisms(n, s.is_compute, s.arcs))
+    classes = colour_refinement(n, topo.is_compute, topo.arcs)
+    assert all(classes[i] == classes[j] for i, j in enumerate(bliss))  # orbits lie inside classes
+
+
+def test_colour_refinement_separates_what_it_must_and_no_more():
+    # a directed 6-ring with one heavier arc: every node is told apart (no automorphism but the identity)
+    nodes = [Node(f"c{i}", "compute") for i in range(6)]
+    links = [Link(f"c{i}", f"c{(i + 1) % 6}", Fraction(2 if i == 0 else 1)) for i in range(6)]
+    topo = make_topology(nodes, links, "ring")
+    assert len(set(colour_refinement(6, topo.is_compute, topo.arcs))) == 6
+    # two disjoint triangles vs a hexagon are refinement-equivalent: one class (refinement is not a search)
+    tri = [(a, b, Fraction(1)) for a, b in [(0, 1), (1, 2), (2, 0), (3, 4), (4, 5), (5, 3)]]
+    tri += [(b, a, bw) for a, b, bw in tri]
+    assert colour_refinement(6, [True] * 6, tri) == [0] * 6
+
+
+@pytest.mark.parametrize("spec", ["mi250:nodes=2", "mi250:nodes=3", "dgx-1:nodes=2", "hetero:dgx-a100=2,dgx-h100=2"])
+def test_skipping_the_free_subgroup_search_changes_nothing(spec):
+    """usable_symmetries skips the free-subgroup search when the whole group leaves no fewer rank orbits than the
+    declared generators; the search, when run anyway, would have kept the declared generators."""
+    topo = load_topology(spec)
+    declared = _compute_orbits(topo, topo.symmetries)
+    found = fabric_symmetry(topo)
+    expected = found.free if found.free_orbits < declared else tuple(topo.symmetries)
+    assert usable_symmetries(topo) == expected
+    assert found.full_orbits == _compute_orbits(topo, [orbit_cycles(automorphism_orbits(topo))])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(2, 7).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.permutations(range(n)), min_size=1, max_size=3),
+    st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True))))
+def test_free_order_is_the_order_of_a_free_group_else_none(case):
+    """free_subgroup's test (the group's order when it acts freely on the chosen points) against the whole group
+    enumerated."""
+    from forestcoll.graph.symmetry import _free_order
+
+    n, gens, points = case
+    compute = np.asarray(sorted(points), dtype=np.int64)
+    elems = group_elements([tuple(g) for g in gens], n, 10_000)
+    free = not any((np.asarray(e)[compute] == compute).any() for e in elems[1:])
+    got = _free_order([np.asarray(g, dtype=np.int64) for g in gens], n, compute)
+    assert got == (len(elems) if free else None)

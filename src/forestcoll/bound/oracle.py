@@ -20,10 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from forestcoll.bound.automorphisms import DETECT_MIN_RANKS, full_automorphisms
+import numpy as np
+
+from forestcoll.bound.automorphisms import DETECT_MIN_RANKS, automorphism_orbits, full_automorphisms
 from forestcoll.errors import UsageError
 from forestcoll.graph.maxflow import FlowNetwork, check_capacities
-from forestcoll.graph.symmetry import orbits
+from forestcoll.graph.symmetry import orbit_cycles, orbits
 from forestcoll.rational import lcm_of_denominators
 from forestcoll.topology.model import Topology
 
@@ -109,18 +111,29 @@ class Oracle:
 
 
 def _orbit_targets(topo: Topology, weights: Sequence[int], symmetry: bool) -> tuple[int, ...]:
+    """The first compute node of each orbit of the automorphisms that preserve the weights: the declared ones,
+    joined (past DETECT_MIN_RANKS ranks, when they leave several orbits) with bliss's generators.  When every
+    rank weighs the same every automorphism preserves the weights and the orbits are the whole group's, whatever
+    its generators (:func:`~forestcoll.bound.automorphisms.automorphism_orbits`: one search per fabric, shared
+    with ``generate``); otherwise the bliss generators that preserve the weights are kept, as found in the
+    fabric's own numbering."""
     n = len(topo.nodes)
     compute = [i for i in range(n) if topo.is_compute[i]]
     if not symmetry:
         return tuple(compute)
+    w = np.asarray(weights, dtype=np.int64)
+
     def invariant(perms):
-        return [p for p in perms if all(weights[p[i]] == weights[i] for i in range(n))]
+        return [p for p in perms if np.array_equal(w[np.asarray(p, dtype=np.int64)], w)]
 
     gens = invariant(topo.symmetries)
     orbit = orbits(n, gens)
     if len({orbit[c] for c in compute}) > 1 and len(compute) > DETECT_MIN_RANKS:
-        gens += invariant(full_automorphisms(topo))
-        orbit = orbits(n, gens)
+        if len({weights[c] for c in compute}) == 1:  # switches weigh 0 (checked in build): all weights kept
+            whole = automorphism_orbits(topo)
+            orbit = orbits(n, gens + [orbit_cycles(whole)])
+        else:
+            orbit = orbits(n, gens + invariant(full_automorphisms(topo)))
     seen: set[int] = set()
     targets = []
     for c in compute:
@@ -128,3 +141,4 @@ def _orbit_targets(topo: Topology, weights: Sequence[int], symmetry: bool) -> tu
             seen.add(orbit[c])
             targets.append(c)
     return tuple(targets)
+

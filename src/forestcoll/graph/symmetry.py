@@ -16,8 +16,8 @@ import numpy as np
 from forestcoll.graph.igraph_import import import_igraph
 
 __all__ = [
-    "Perm", "canonical_order", "centralizer_automorphisms", "detect_automorphisms", "element_orbits", "free_subgroup",
-    "group_elements", "group_table", "orbits",
+    "Perm", "automorphism_rows", "canonical_order", "centralizer_automorphisms", "colour_refinement", "detect_automorphisms", "element_orbits", "free_subgroup",
+    "group_elements", "group_table", "orbit_cycles", "orbits",
 ]
 
 Perm = tuple[int, ...]
@@ -30,22 +30,70 @@ RANDOM_ELEMENTS = 120  # random group elements tried per step of free_subgroup w
 def orbits(n: int, generators: Sequence[Perm]) -> list[int]:
     """Orbit id of each of ``n`` points under the group the generators span (smallest member as id).
 
-    Labels start as the points themselves and take, until nothing changes, the smaller of a point's and its
-    images' labels, with pointer jumping (label of the label); every label stays a member of the point's orbit
-    and the fixpoint is constant on orbits, so it is each orbit's smallest member (numpy only: no igraph)."""
-    if not generators:
+    The orbits are the connected components of the graph with an edge i - p(i) for every generator p and every
+    point it moves.  Labels start as the points themselves; each round every edge lowers the labels of its ends
+    and of their labels to the smaller label of the two, then labels jump to their label's label until stable.
+    Every label stays a member of the point's orbit and no larger than the point; at the fixpoint the labels
+    are constant on orbits, so each is its orbit's smallest member (numpy only: no igraph).  One round costs
+    the points moved in all, not n per generator."""
+    if len(generators) == 0:
         return list(range(n))
-    gens = [np.asarray(p, dtype=np.int64) for p in generators]
+    gens = np.asarray(generators, dtype=np.int64).reshape(len(generators), n)
+    which, src = np.nonzero(gens != np.arange(n, dtype=np.int64))
+    dst = gens[which, src]
     label = np.arange(n, dtype=np.int64)
     while True:
+        a, b = label[src], label[dst]
+        low = np.minimum(a, b)
         new = label.copy()
-        for p in gens:
-            new[p] = np.minimum(new[p], new)  # an image takes its preimage's label when smaller
-            new = np.minimum(new, new[p])  # and a point its image's
-        new = new[new]
+        for ends in (src, dst, a, b):
+            np.minimum.at(new, ends, low)
+        while True:
+            jumped = new[new]
+            if np.array_equal(jumped, new):
+                break
+            new = jumped
         if np.array_equal(new, label):
             return label.tolist()
         label = new
+
+
+
+def colour_refinement(n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[int, int, Fraction]]) -> list[int]:
+    """The coarsest equitable partition refining the node kinds (1-dimensional Weisfeiler-Leman): a class id per
+    node.  Nodes are split, until nothing splits, by their class and the multisets of (bandwidth, class) over
+    their out-arcs and over their in-arcs.  Every automorphism maps each node into its own class, so each orbit
+    lies inside one class; when the classes are exactly the orbits of known automorphisms, those orbits are the
+    whole group's (no search needed)."""
+    out: list[list[tuple[Fraction, int]]] = [[] for _ in range(n)]
+    into: list[list[tuple[Fraction, int]]] = [[] for _ in range(n)]
+    for u, v, bw in arcs:
+        out[u].append((bw, v))
+        into[v].append((bw, u))
+    colour = [0 if c else 1 for c in is_compute]
+    count = len(set(colour))
+    while True:
+        sigs = [(colour[i], tuple(sorted((bw, colour[v]) for bw, v in out[i])),
+                 tuple(sorted((bw, colour[u]) for bw, u in into[i]))) for i in range(n)]
+        ids: dict[tuple, int] = {}
+        new = [ids.setdefault(sig, len(ids)) for sig in sigs]
+        if len(ids) == count:
+            return new
+        colour, count = new, len(ids)
+
+def orbit_cycles(orbit: Sequence[int]) -> tuple[int, ...]:
+    """A permutation whose cycles are the given orbits (each orbit's members in increasing order, one cycle):
+    joined with other generators it spans the same orbits as the group the labelling came from."""
+    label = np.asarray(orbit, dtype=np.int64)
+    order = np.lexsort((np.arange(len(label)), label))  # members grouped by orbit, increasing within
+    perm = np.empty(len(label), dtype=np.int64)
+    nxt = np.roll(order, -1)
+    first = np.r_[True, label[order][1:] != label[order][:-1]]  # the first member of each orbit in ``order``
+    last = np.r_[first[1:], True]
+    starts = order[first]
+    nxt[last] = starts  # the last member of an orbit maps back to its first
+    perm[order] = nxt
+    return tuple(perm.tolist())
 
 
 def group_elements(generators: Sequence[Perm], n: int, limit: int) -> list[Perm] | None:
@@ -143,22 +191,37 @@ def detect_automorphisms(
     Arcs are subdivided by a vertex coloured by the arc's bandwidth, so the
     automorphisms found preserve bandwidths; each is re-checked before use.
     """
+    return [tuple(row) for row in automorphism_rows(n, is_compute, arcs).tolist()]
+
+
+def automorphism_rows(n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[int, int, Fraction]]) -> np.ndarray:
+    """:func:`detect_automorphisms` as one int64 array, a row per generator (same order): thousands of
+    generators of thousands of nodes stay one array instead of millions of Python ints."""
     graph, colours, arc_colour, ncol = _coloured_graph(is_compute, arcs)
     tails = np.array([u for u, _, _ in arcs], dtype=np.int64)
     heads = np.array([v for _, v, _ in arcs], dtype=np.int64)
     ncol = max(ncol, 1)
     col = np.array(arc_colour, dtype=np.int64)
-    keys = np.sort((tails * n + heads) * ncol + col)
     kind = np.array(is_compute, dtype=bool)
-    result = []
-    for gen in graph.automorphism_group(sh="fl", color=colours):
-        perm = np.asarray(gen[:n], dtype=np.int64)
-        if np.array_equal(perm, np.arange(n)) or not np.array_equal(kind[perm], kind):
+    # the arcs at each node (CSR): a permutation maps the arcs touching the points it moves onto arcs touching
+    # them and fixes every other arc, so it preserves the arcs iff it preserves those (as a multiset)
+    ends = np.concatenate([tails, heads])
+    by_node = np.argsort(ends, kind="stable") % max(len(tails), 1)
+    start = np.searchsorted(ends[np.argsort(ends, kind="stable")], np.arange(n + 1))
+    found = graph.automorphism_group(sh="fl", color=colours)
+    rows = np.array([gen[:n] for gen in found], dtype=np.int64).reshape(len(found), n)
+    del found
+    moved_mask = rows != np.arange(n, dtype=np.int64)
+    keep = []
+    for r, perm in enumerate(rows):
+        moved = np.flatnonzero(moved_mask[r])
+        if len(moved) == 0 or not np.array_equal(kind[perm[moved]], kind[moved]):
             continue
-        mapped = np.sort((perm[tails] * n + perm[heads]) * ncol + col)
-        if np.array_equal(mapped, keys):
-            result.append(tuple(perm.tolist()))
-    return result
+        touched = np.unique(np.concatenate([by_node[start[m]:start[m + 1]] for m in moved.tolist()]))
+        t, h, c = tails[touched], heads[touched], col[touched]
+        if np.array_equal(np.sort((perm[t] * n + perm[h]) * ncol + c), np.sort((t * n + h) * ncol + c)):
+            keep.append(r)
+    return rows[keep]
 
 
 def _moved(p: np.ndarray) -> np.ndarray:
@@ -229,26 +292,35 @@ def _product(perms: Sequence[np.ndarray], n: int) -> np.ndarray:
     return out
 
 
-def _free_elements(gens: Sequence[np.ndarray], n: int, compute: np.ndarray) -> np.ndarray | None:
-    """All elements of <gens> as rows (identity first) when the group acts freely on ``compute``, else None."""
+def _free_order(gens: Sequence[np.ndarray], n: int, compute: np.ndarray) -> int | None:
+    """The order of <gens> when the group acts freely on ``compute``, else None.
+
+    In a free action the elements are told apart by the image of one rank c, so the group is enumerated by
+    that image: s o g is new when it sends c somewhere new (it must then fix no rank), and must equal the
+    element already recorded there otherwise (else their quotient, not the identity, fixes c).  The recorded
+    elements are closed under the generators, so they are the whole group: no hashing of whole permutations."""
+    if len(compute) == 0:
+        return None
+    c = int(compute[0])
     identity = np.arange(n, dtype=np.int64)
-    seen = {identity.tobytes()}
-    rows = [identity]
+    at: dict[int, np.ndarray] = {c: identity}
     frontier = [identity]
     while frontier:
         nxt = []
         for g in frontier:
             for s in gens:
                 h = s[g]
-                key = h.tobytes()
-                if key not in seen:
-                    if len(rows) >= len(compute) or (h[compute] == compute).any():
-                        return None  # larger than a free group can be, or an element fixes a compute node
-                    seen.add(key)
-                    rows.append(h)
+                image = int(h[c])
+                known = at.get(image)
+                if known is None:
+                    if (h[compute] == compute).any():
+                        return None  # a new element that fixes a rank
+                    at[image] = h
                     nxt.append(h)
+                elif not np.array_equal(known, h):
+                    return None  # two elements agree on c: their quotient fixes it
         frontier = nxt
-    return np.asarray(rows)
+    return len(at)
 
 
 def _find(parent: list[int], i: int) -> int:
@@ -318,15 +390,17 @@ def centralizer_automorphisms(
     """Generators of the automorphisms that commute with every permutation in ``commuting``: bliss on the fabric
     decorated with an arc i -> h(i) for each h, coloured by h (an automorphism of that graph maps h-arcs to
     h-arcs, i.e. satisfies g(h(i)) = h(g(i)))."""
+    return [tuple(row) for row in _centralizer_rows(n, is_compute, arcs, commuting).tolist()]
+
+
+def _centralizer_rows(n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[int, int, Fraction]],
+                      commuting: Sequence[Perm]) -> np.ndarray:
+    """:func:`centralizer_automorphisms` as one int64 array (a row per generator)."""
     extra = [(u, v, Fraction(-1 - j)) for j, h in enumerate(commuting) for u, v in enumerate(h) if u != v]
-    found = detect_automorphisms(n, is_compute, list(arcs) + extra)
+    found = automorphism_rows(n, is_compute, list(arcs) + extra)
     hs = [np.asarray(h, dtype=np.int64) for h in commuting]
-    out = []
-    for g in found:
-        ga = np.asarray(g, dtype=np.int64)
-        if all(np.array_equal(ga[h], h[ga]) for h in hs):
-            out.append(g)
-    return out
+    keep = [r for r, g in enumerate(found) if all(np.array_equal(g[h], h[g]) for h in hs)]
+    return found[keep]
 
 
 def _random_elements(gens: list[np.ndarray], n: int, count: int, seed: int = 0) -> list[np.ndarray]:
@@ -360,7 +434,7 @@ def free_subgroup(n: int, is_compute: Sequence[bool], generators: Sequence[Perm]
     returned is correct even when the heuristic misses a larger H.
     """
     compute = np.flatnonzero(np.asarray(is_compute, dtype=bool))
-    if not generators or len(compute) < 2:
+    if len(generators) == 0 or len(compute) < 2:
         return []
     gens0 = [np.asarray(g, dtype=np.int64) for g in generators]
 
@@ -374,13 +448,12 @@ def free_subgroup(n: int, is_compute: Sequence[bool], generators: Sequence[Perm]
 
     def grow(first: np.ndarray, budget: int) -> list[np.ndarray]:
         chosen = [first]
-        elems = _free_elements(chosen, n, compute)
+        elems = _free_order(chosen, n, compute)
         assert elems is not None
         tries = 0
-        while len(elems) < len(compute) and tries < budget:
+        while elems < len(compute) and tries < budget:
             if arcs is not None:
-                gens = [np.asarray(g, dtype=np.int64) for g in centralizer_automorphisms(
-                    n, is_compute, arcs, [tuple(h.tolist()) for h in chosen])]
+                gens = list(_centralizer_rows(n, is_compute, arcs, [tuple(h.tolist()) for h in chosen]))
             else:
                 gens = [g for g in gens0 if all(np.array_equal(g[h], h[g]) for h in chosen)]
             if not gens:
@@ -393,12 +466,12 @@ def free_subgroup(n: int, is_compute: Sequence[bool], generators: Sequence[Perm]
                 if any(not np.array_equal(c[h], h[c]) for h in chosen):
                     continue
                 tries += 1
-                bigger = _free_elements(chosen + [c], n, compute)
-                if bigger is not None and len(bigger) > len(elems):
+                bigger = _free_order(chosen + [c], n, compute)
+                if bigger is not None and bigger > elems:
                     seen += 1
-                    if pick is None or len(bigger) > len(pick[1]):
+                    if pick is None or bigger > pick[1]:
                         pick = (c, bigger)
-                    if len(bigger) >= len(compute):
+                    if bigger >= len(compute):
                         break
             if pick is None:
                 break
@@ -407,11 +480,11 @@ def free_subgroup(n: int, is_compute: Sequence[bool], generators: Sequence[Perm]
         return chosen
 
     def order(chosen: list[np.ndarray]) -> int:
-        found = _free_elements(chosen, n, compute)
-        return 0 if found is None else len(found)
+        found = _free_order(chosen, n, compute)
+        return 0 if found is None else found
 
     # a few first elements (the longest-cycled that act freely), each grown greedily; the largest group wins
-    firsts = [c for c in pool_of(gens0)[:max_tries] if _free_elements([c], n, compute) is not None]
+    firsts = [c for c in pool_of(gens0)[:max_tries] if _free_order([c], n, compute) is not None]
     best: list[np.ndarray] = []
     best_order = 1
     for first in firsts[:FIRST_ELEMENTS if n < 5000 else 1]:
