@@ -24,8 +24,11 @@ of an early one that is ready.  Pieces are cut to about a quarter of the largest
 (``max_cnt``), so each tree pipelines over several steps.  Layout "tree" (the
 first one): channel (t + hash(x, y)) mod C, the fewest C within the step limit.
 Every block lists its operations by one global key
-(phase, level in the tree, tree, piece, edge), and every dependency points to
-a smaller key, so no block ever waits on one that waits on it: the program is
+(instance, progress, phase, level in the tree, tree, piece, edge), where a
+piece's progress is how far into its trees it starts (:func:`_progress`: the
+fluid schedule streams every tree's chunks in order, so pieces of different
+trees on one connection go in the order their data becomes ready), and every
+dependency points to a smaller key (one piece has one progress), so no block ever waits on one that waits on it: the program is
 deadlock-free even when each connection buffers a single chunk slice.
 Receiving and copying blocks get the low ids (dependency targets must fit ``depid`` in
 int8).
@@ -38,6 +41,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from forestcoll import collectives
@@ -57,6 +61,7 @@ __all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "export_ms
            "stages", "write_msccl", "write_generated_msccl"]
 
 LAYOUTS = ("stage", "tree")
+ORDERS = ("progress", "tree")
 MAX_BANDS = 2  # the stage layout tries up to this many channels per stage
 RESIDENT_TBS = 108  # thread blocks an A100 keeps resident (one per SM); wider bands only below it
 STEPS_PER_PIECE = 4  # by default a piece of a tree moves in about this many steps (each forwarded on its own)
@@ -82,6 +87,8 @@ class ExportOptions:
     #                             the steps fit the runtime's limits, else coarser, up to 71
     name: str | None = None
     layout: str = "stage"  # "stage": a channel per pipeline stage; "tree": trees round robin (the first layout)
+    order: str = "progress"  # steps of a thread block: "progress" by how far into its tree a piece starts (the
+    #                          fluid schedule's order), "tree" tree by tree (the first order)
 
     def check(self) -> RuntimeLimits:
         if self.proto not in PROTOCOLS:
@@ -100,6 +107,8 @@ class ExportOptions:
             raise UsageError(f"max_cnt must be within 1..71, got {self.max_cnt}")
         if self.layout not in LAYOUTS:
             raise UsageError(f"unknown layout {self.layout!r}; choose {', '.join(LAYOUTS)}")
+        if self.order not in ORDERS:
+            raise UsageError(f"unknown step order {self.order!r}; choose {', '.join(ORDERS)}")
         return RUNTIMES[self.runtime]
 
 
@@ -191,7 +200,7 @@ def _stage(t: TreeShape, x: int, y: int, base: int) -> int:
 
 
 def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: int,
-               channels: int, outofplace: bool, layout: str = "stage") -> tuple[list[_Op], list[int]]:
+               channels: int, outofplace: bool, layout: str = "stage", order: str = "progress") -> tuple[list[_Op], list[int]]:
     """All operations of every GPU (not yet in thread blocks) and each GPU's scratch chunk count."""
     coll = collectives.get(sched.collective)
     copy_first = outofplace and not coll.reduces  # an out-of-place root sends from its output, copied first
@@ -200,6 +209,7 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
     scratch = [0] * n
     final_op: dict[tuple[int, int, int], _Op] = {}  # (instance, root, start) -> op that completes the reduction
     n_stages, out_base = stages(pieces)
+    frac = _progress(pieces) if order == "progress" else {id(pc): Fraction(0) for pc in pieces}
 
     def chan_of(t: TreeShape, m: int, x: int, y: int) -> int:
         spread = (t.order + _mix(x * 65599 + y))
@@ -217,7 +227,7 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
             base = m * k + pc.start if coll.rooted else pc.root * k * instances + m * k + pc.start
             local = m * k + pc.start  # index within the root's own block (input of allgather, output of reduce-scatter)
             for t in pc.trees:
-                tkey = (t.phase, )
+                tkey = (frac[id(pc)], t.phase)
                 if t.direction == "in":
                     acc: dict[int, tuple[str, int]] = {}
                     last: dict[int, _Op] = {}
@@ -276,6 +286,20 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
                         ops += (send, recv)
                         have[v] = recv
     return ops, scratch
+
+
+def _progress(pieces: list[Piece]) -> dict[int, Fraction]:
+    """How far into its trees each piece starts (by ``id``): the largest, over its phases, of the chunks of the
+    tree before it over the tree's chunks.  In the fluid schedule behind the bound every tree streams its chunks
+    in order at a rate proportional to its size, so that is the fraction of the call after which the piece's data
+    reaches a given depth: pieces of different trees on one connection go in that order."""
+    lo: dict[int, int] = {}
+    hi: dict[int, int] = {}
+    for pc in pieces:
+        for t in pc.trees:
+            lo[id(t)] = min(lo.get(id(t), pc.start), pc.start)
+            hi[id(t)] = max(hi.get(id(t), 0), pc.start + pc.cnt)
+    return {id(pc): max(Fraction(pc.start - lo[id(t)], hi[id(t)] - lo[id(t)]) for t in pc.trees) for pc in pieces}
 
 
 def _mix(value: int) -> int:
@@ -345,7 +369,7 @@ def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOp
     for c in candidates:
         if c * inst > limits.channels:
             raise ExportError(f"{c} channels x {inst} instances exceed the {limits.channels} channels {limits.name} allows")
-        ops, scratch = _build_ops(sched, pieces, k, n, inst, c, opts.outofplace, opts.layout)
+        ops, scratch = _build_ops(sched, pieces, k, n, inst, c, opts.outofplace, opts.layout, opts.order)
         steps_per_tb, tbs_per_gpu, per_channel, recv_tbs = _channel_figures(ops, n)
         if opts.layout == "stage" and not opts.channels and c > n_stages and tbs_per_gpu > RESIDENT_TBS:
             continue  # a wider band only while every thread block can stay resident
