@@ -193,6 +193,13 @@ def test_fitting_msccl_takes_the_fastest_k_that_fits(tmp_path):
     assert export_msccl(fallback, opts).steps_per_tb <= 64
     top, how = fitting_msccl(topo, "allreduce", sched, opts)  # no rate: the highest exact rate that fits
     assert float(top.algbw) == max(seen.values()) and "exact rate" in how
+    files = {}
+
+    def file_rate(algo, size):
+        files[algo.nchunksperloop] = algo
+        return -algo.nchunksperloop  # the file with the fewest chunks per loop wins
+    by_file, how = fitting_msccl(topo, "allreduce", sched, opts, file_rate=file_rate)
+    assert by_file.k == min(seen) and "files simulated" in how and len(files) == len(seen)
     out, result = write_generated_msccl(topo, sched, str(tmp_path / "a.xml"), opts, check=True, rate=rate)
     assert out.k == fallback.k and (tmp_path / "a.xml").exists()
     assert result.notes[0].startswith(f"the optimal k={sched.k} does not fit")

@@ -87,6 +87,7 @@ class ExportOptions:
     #                             the steps fit the runtime's limits, else coarser, up to 71
     name: str | None = None
     layout: str = "stage"  # "stage": a channel per pipeline stage; "tree": trees round robin (the first layout)
+    ports: bool = True  # an edge whose pair has several ports goes on a channel of its port's residue
     order: str = "progress"  # steps of a thread block: "progress" by how far into its tree a piece starts (the
     #                          fluid schedule's order), "tree" tree by tree (the first order)
 
@@ -199,9 +200,37 @@ def _stage(t: TreeShape, x: int, y: int, base: int) -> int:
     return t.level[x] if t.direction == "in" else base + t.level[y] - 1
 
 
+def edge_ports(sched: Schedule, trees: list[TreeShape]) -> dict[tuple[int, int, int], tuple[int, int]]:
+    """(i, p) for the edge x -> y of each tree (by ``(id(tree), x, y)``) whose pair of ranks the schedule routes
+    over p >= 2 distinct shortest paths (the ports of a multi-port NIC, two rails): the edge's path is the i-th of
+    them by node names.  A runtime picks a pair's port by channel, so edges on different paths go on channels
+    that differ modulo p (:func:`_build_ops`), as the trees spread their bytes over the ports."""
+    index = {r: i for i, r in enumerate(sched.ranks)}
+    paths: dict[tuple[int, int], set[tuple[str, ...]]] = defaultdict(set)
+    edge_path: dict[tuple[int, int, int], tuple[str, ...]] = {}
+    for shape, tree in zip(trees, sched.trees):
+        for e in tree.edges:
+            x, y = index[e.src], index[e.dst]
+            paths[(x, y)].add(e.path)
+            edge_path[(id(shape), x, y)] = e.path
+    ports: dict[tuple[int, int], list[tuple[str, ...]]] = {}
+    for pair, found in paths.items():
+        short = min(len(p) for p in found)
+        ports[pair] = sorted(p for p in found if len(p) == short)
+    out = {}
+    for (tid, x, y), path in edge_path.items():
+        these = ports[(x, y)]
+        if len(these) > 1:
+            out[(tid, x, y)] = (these.index(path) if path in these else 0, len(these))
+    return out
+
+
 def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: int,
-               channels: int, outofplace: bool, layout: str = "stage", order: str = "progress") -> tuple[list[_Op], list[int]]:
-    """All operations of every GPU (not yet in thread blocks) and each GPU's scratch chunk count."""
+               channels: int, outofplace: bool, layout: str = "stage", order: str = "progress",
+               ports: dict[tuple[int, int, int], tuple[int, int]] | None = None,
+               spread_band: bool = True) -> tuple[list[_Op], list[int]]:
+    """All operations of every GPU (not yet in thread blocks) and each GPU's scratch chunk count; ``ports``
+    (:func:`edge_ports`) moves an edge whose pair has several ports to a channel of its port's residue."""
     coll = collectives.get(sched.collective)
     copy_first = outofplace and not coll.reduces  # an out-of-place root sends from its output, copied first
     two_phase = len(coll.phases) > 1  # allreduce: in-trees reduce into the output, out-trees send it from there
@@ -217,10 +246,25 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
             # trees round robin on each edge, shifted by a hash of the edge so that a node's fan-out spreads too
             return m * channels + spread % channels
         st = _stage(t, x, y, out_base)
+        port = ports.get((id(t), x, y)) if ports else None
         if channels >= n_stages:  # a band of channels per stage, trees round robin within it
             per = channels // n_stages
-            return m * channels + st * per + spread % per
-        return m * channels + st * channels // n_stages  # neighbouring stages share a channel
+            c = st * per + spread % per
+        else:
+            c = st * channels // n_stages  # neighbouring stages share a channel
+        if port is not None and channels >= port[1]:
+            i, p = port  # a channel of the port's residue (the runtime picks the port by channel mod p): within
+            #              the stage's band when it is a multiple of p wide, else the nearest
+            if channels >= n_stages and (channels // n_stages) % p == 0:
+                per = channels // n_stages
+                c = st * per + (spread % (per // p)) * p + i
+            else:
+                c = c - c % p + i
+                if c >= channels:
+                    c -= p
+        elif not spread_band and channels >= n_stages:
+            c = st * (channels // n_stages)  # the band is for the ports: one channel per stage otherwise
+        return m * channels + c
 
     for m in range(instances):
         for pc in pieces:
@@ -348,7 +392,7 @@ def _channel_figures(ops: list[_Op], n: int) -> tuple[int, int, int, int]:
 
 
 def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOptions,
-            limits: RuntimeLimits) -> tuple[int, list[_Op], list[int]]:
+            limits: RuntimeLimits, ports: dict | None = None) -> tuple[int, list[_Op], list[int]]:
     """Channels and operations within the runtime's limits (ExportError naming the limit otherwise)."""
     inst = opts.instances
     max_channels = limits.channels // inst
@@ -357,19 +401,24 @@ def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOp
     # "tree" takes the fewest channels that keep every thread block within the step limit
     n_stages = max(1, stages(pieces)[0])
     if opts.channels:
-        candidates: list[int] = [opts.channels]
+        candidates: list[tuple[int, bool]] = [(opts.channels, True)]
     elif opts.layout == "tree":
-        candidates = list(range(1, max_channels + 1))
+        candidates = [(c, True) for c in range(1, max_channels + 1)]
     else:
         first = min(n_stages, max_channels)
         bands = [c for c in range(first, max_channels + 1, first)][:MAX_BANDS]
-        candidates = bands[::-1] + list(range(first - 1, 0, -1))
+        widths = sorted({p for _i, p in (ports or {}).values()})
+        port_bands = [first * p for p in widths if first * p <= max_channels][:1]
+        # a full band spreads every stage's trees over its channels; a port band only the edges of multi-port pairs
+        candidates = ([(c, True) for c in bands[::-1] if c > first] + [(c, False) for c in port_bands]
+                      + [(c, True) for c in range(first, 0, -1)])
     chosen = None
     failure = ""
-    for c in candidates:
+    for c, spread_band in candidates:
         if c * inst > limits.channels:
             raise ExportError(f"{c} channels x {inst} instances exceed the {limits.channels} channels {limits.name} allows")
-        ops, scratch = _build_ops(sched, pieces, k, n, inst, c, opts.outofplace, opts.layout, opts.order)
+        ops, scratch = _build_ops(sched, pieces, k, n, inst, c, opts.outofplace, opts.layout, opts.order, ports,
+                                  spread_band)
         steps_per_tb, tbs_per_gpu, per_channel, recv_tbs = _channel_figures(ops, n)
         if opts.layout == "stage" and not opts.channels and c > n_stages and tbs_per_gpu > RESIDENT_TBS:
             continue  # a wider band only while every thread block can stay resident
@@ -423,6 +472,7 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     ranks = list(sched.ranks)
     n = len(ranks)
     trees = shape_trees(sched)
+    ports = edge_ports(sched, trees) if opts.ports else None
     inst = opts.instances
     max_channels = limits.channels // inst
     if max_channels < 1:
@@ -436,7 +486,7 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     for i, max_cnt in enumerate(counts):
         k, pieces = cut_pieces(sched, trees, max_cnt)
         try:
-            c, ops, scratch = _layout(sched, pieces, k, n, opts, limits)
+            c, ops, scratch = _layout(sched, pieces, k, n, opts, limits, ports)
             break
         except ExportError:
             if i == len(counts) - 1:
@@ -532,22 +582,26 @@ def _over_limits(exc: ExportError) -> bool:
 
 def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOptions | None = None,
                   rate: Callable[[Schedule, int], float] | None = None, size: int = 1 << 30,
+                  file_rate: Callable[[Algo, int], float] | None = None,
                   **generate_kwargs: Any) -> tuple[Schedule, str] | None:
     """The schedule to export when ``sched``'s MSCCL file exceeds the runtime's limits (steps per thread block,
     thread blocks per GPU): among the powers of two k below ``sched.k`` whose files fit (from k = 1 up to the first
-    that does not), the one with the highest ``rate(schedule, size)`` (asked largest k first; ties to the larger
-    k; without ``rate`` the highest exact rate of the trees, ties to the larger k), and a phrase saying how it was chosen.  None when none fits.  (``rate`` comes from the caller: this layer does not simulate.)"""
+    that does not), the one whose *file* is fastest, ``file_rate(algo, size)`` (the file as the runtime runs it:
+    its layout, not only its trees, decides), or else the highest ``rate(schedule, size)`` (asked largest k first),
+    or without either the highest exact rate of the trees; ties to the larger k.  Returns it with a phrase saying
+    how it was chosen; None when none fits.  (The rates come from the caller: this layer does not simulate.)"""
     from forestcoll.generate import generate
     from forestcoll.units import format_size
 
     base = options or ExportOptions()
     fitting: dict[int, Schedule] = {}
+    files: dict[int, Algo] = {}
     # smallest k first, up to the first that does not fit (more trees never need fewer steps or blocks): a large
     # k's failing export costs as much as many small ones
     for kk in sorted(2**i for i in range(20) if 2**i < sched.k):
         cand = generate(topology, collective, k=kk, **generate_kwargs)
         try:
-            export_msccl(cand, base)
+            files[kk] = export_msccl(cand, base).algo
         except ExportError as exc:
             if _over_limits(exc):
                 break
@@ -555,20 +609,27 @@ def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOpt
         fitting[kk] = cand
     if not fitting:
         return None
-    if rate is None:
+    if rate is None and file_rate is None:
         top = max(fitting, key=lambda kk: (fitting[kk].algbw, kk))
         return fitting[top], (f"the power of two below it whose file fits with the highest exact rate "
                               f"({float(fitting[top].algbw):.1f} GB/s)")
-    rates = {kk: rate(fitting[kk], size) for kk in sorted(fitting, reverse=True)}
+    if file_rate is not None:
+        rates = {kk: file_rate(files[kk], size) for kk in sorted(fitting, reverse=True)}
+        what = "files"
+    else:
+        assert rate is not None
+        rates = {kk: rate(fitting[kk], size) for kk in sorted(fitting, reverse=True)}
+        what = "trees"
     chosen = max(rates, key=lambda kk: (rates[kk], kk))
     others = ", ".join(f"k={kk} {rates[kk]:.1f}" for kk in sorted(rates, reverse=True) if kk != chosen)
-    return fitting[chosen], (f"the fastest of the powers of two below it whose files fit, trees simulated at "
+    return fitting[chosen], (f"the fastest of the powers of two below it whose files fit, {what} simulated at "
                              f"{format_size(size)} ({rates[chosen]:.1f} GB/s" + (f"; {others}" if others else "") + ")")
 
 
 def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportOptions | None = None,
                           check: bool = True, rate: Callable[[Schedule, int], float] | None = None,
-                          progress: Progress | None = None, **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
+                          progress: Progress | None = None, file_rate: Callable[[Algo, int], float] | None = None,
+                          **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
     """Write ``sched``'s MSCCL file, or, when it exceeds the runtime's limits, :func:`fitting_msccl`'s schedule's
     with a note saying so (what ``forestcoll generate --format msccl`` does without ``--k``)."""
     try:
@@ -577,7 +638,7 @@ def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportO
         if not _over_limits(exc):
             raise
         first = exc
-    found = fitting_msccl(topology, sched.collective, sched, options, rate, **generate_kwargs)
+    found = fitting_msccl(topology, sched.collective, sched, options, rate, file_rate=file_rate, **generate_kwargs)
     if found is None:
         raise first
     fallback, how = found
