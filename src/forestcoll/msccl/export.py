@@ -582,14 +582,15 @@ def _over_limits(exc: ExportError) -> bool:
 
 def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOptions | None = None,
                   rate: Callable[[Schedule, int], float] | None = None, size: int = 1 << 30,
-                  file_rate: Callable[[Algo, int], float] | None = None,
+                  file_rate: Callable[[Algo, int], float] | None = None, incumbent: Algo | None = None,
                   **generate_kwargs: Any) -> tuple[Schedule, str] | None:
     """The schedule to export when ``sched``'s MSCCL file exceeds the runtime's limits (steps per thread block,
     thread blocks per GPU): among the powers of two k below ``sched.k`` whose files fit (from k = 1 up to the first
     that does not), the one whose *file* is fastest, ``file_rate(algo, size)`` (the file as the runtime runs it:
     its layout, not only its trees, decides), or else the highest ``rate(schedule, size)`` (asked largest k first),
-    or without either the highest exact rate of the trees; ties to the larger k.  Returns it with a phrase saying
-    how it was chosen; None when none fits.  (The rates come from the caller: this layer does not simulate.)"""
+    or without either the highest exact rate of the trees; ties to the larger k.  ``incumbent``, ``sched``'s own
+    file when it fits, competes too (by ``file_rate``).  Returns it with a phrase saying how it was chosen; None
+    when none fits.  (The rates come from the caller: this layer does not simulate.)"""
     from forestcoll.generate import generate
     from forestcoll.units import format_size
 
@@ -614,6 +615,8 @@ def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOpt
         return fitting[top], (f"the power of two below it whose file fits with the highest exact rate "
                               f"({float(fitting[top].algbw):.1f} GB/s)")
     if file_rate is not None:
+        if incumbent is not None:
+            fitting[sched.k], files[sched.k] = sched, incumbent
         rates = {kk: file_rate(files[kk], size) for kk in sorted(fitting, reverse=True)}
         what = "files"
     else:
@@ -622,28 +625,45 @@ def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOpt
         what = "trees"
     chosen = max(rates, key=lambda kk: (rates[kk], kk))
     others = ", ".join(f"k={kk} {rates[kk]:.1f}" for kk in sorted(rates, reverse=True) if kk != chosen)
-    return fitting[chosen], (f"the fastest of the powers of two below it whose files fit, {what} simulated at "
+    among = (f"the files that fit (k={sched.k} and the powers of two below it)" if incumbent is not None and file_rate
+             else "the powers of two below it whose files fit")
+    return fitting[chosen], (f"the fastest of {among}, {what} simulated at "
                              f"{format_size(size)} ({rates[chosen]:.1f} GB/s" + (f"; {others}" if others else "") + ")")
 
 
 def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportOptions | None = None,
                           check: bool = True, rate: Callable[[Schedule, int], float] | None = None,
                           progress: Progress | None = None, file_rate: Callable[[Algo, int], float] | None = None,
-                          **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
+                          size: int = 1 << 30, **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
     """Write ``sched``'s MSCCL file, or, when it exceeds the runtime's limits, :func:`fitting_msccl`'s schedule's
-    with a note saying so (what ``forestcoll generate --format msccl`` does without ``--k``)."""
+    with a note saying so (what ``forestcoll generate --format msccl`` does without ``--k``).  With ``file_rate``
+    the optimal file competes with the fitting powers of two below it: the fastest file at ``size`` is written
+    (ties to the optimal), since a file's layout, not only its trees, decides its rate."""
+    if not collectives.get(sched.collective).tree_based:
+        file_rate = None  # all-to-all: one lowering, no k to choose among
+    first: ExportError | None = None
     try:
-        return sched, write_msccl(sched, path, options, check, progress)
+        own = export_msccl(sched, options)
     except ExportError as exc:
         if not _over_limits(exc):
             raise
         first = exc
-    found = fitting_msccl(topology, sched.collective, sched, options, rate, file_rate=file_rate, **generate_kwargs)
+    if first is None and file_rate is None:
+        return sched, write_msccl(sched, path, options, check, progress)
+    found = fitting_msccl(topology, sched.collective, sched, options, rate, size=size, file_rate=file_rate,
+                          incumbent=own.algo if first is None else None, **generate_kwargs)
+    if first is None and (found is None or found[0] is sched):
+        result = write_msccl(sched, path, options, check, progress)
+        if found is not None:
+            result.notes.insert(0, f"the optimal k={sched.k}'s file is {found[1]}")
+        return sched, result
     if found is None:
+        assert first is not None
         raise first
     fallback, how = found
     result = write_msccl(fallback, path, options, check, progress)
     bound = sched.bound_algbw
     reach = f"; its trees reach {float(fallback.algbw / bound):.1%} of the bound" if bound else ""
-    result.notes.insert(0, f"the optimal k={sched.k} does not fit: {first}; exported k={fallback.k}, {how}{reach}")
+    why = f"does not fit: {first}" if first is not None else "fits, but its file is slower"
+    result.notes.insert(0, f"the optimal k={sched.k} {why}; exported k={fallback.k}, {how}{reach}")
     return fallback, result
