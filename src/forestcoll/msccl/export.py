@@ -20,7 +20,7 @@ the height of x's subtree for an in-tree, reduce phase first, then the depth of
 y for an out-tree) and each stage gets its own channel (a band of them, trees
 round robin inside, when there is room; neighbouring stages share one when
 the limits are short), so a block never holds a piece of a late stage in front
-of an early one that is ready.  Pieces are cut to about a quarter of the largest
+of an early one that is ready.  Pieces are cut to about a sixth of the largest
 (``max_cnt``), so each tree pipelines over several steps.  Layout "tree" (the
 first one): channel (t + hash(x, y)) mod C, the fewest C within the step limit.
 Every block lists its operations by one global key
@@ -64,7 +64,7 @@ LAYOUTS = ("stage", "tree")
 ORDERS = ("progress", "tree")
 MAX_BANDS = 2  # the stage layout tries up to this many channels per stage
 RESIDENT_TBS = 108  # thread blocks an A100 keeps resident (one per SM); wider bands only below it
-STEPS_PER_PIECE = 4  # by default a piece of a tree moves in about this many steps (each forwarded on its own)
+STEPS_PER_PIECE = 6  # by default a piece of a tree moves in about this many steps (each forwarded on its own)
 
 
 class ExportError(ScheduleError):
@@ -83,7 +83,7 @@ class ExportOptions:
     max_bytes: int = 0
     runtime: str = "msccl-executor-nccl"
     channels: int | None = None  # None: one per stage (see the module docstring), fewer if the limits demand it
-    max_cnt: int | None = None  # chunks per step; None: about a quarter of the largest piece (finer pipelining) when
+    max_cnt: int | None = None  # chunks per step; None: about a sixth of the largest piece (finer pipelining) when
     #                             the steps fit the runtime's limits, else coarser, up to 71
     name: str | None = None
     layout: str = "stage"  # "stage": a channel per pipeline stage; "tree": trees round robin (the first layout)
