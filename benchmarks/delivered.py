@@ -7,14 +7,17 @@ allreduce and allgather it prints the exact bound and the simulated algbw, at
 1 MiB, 16 MiB and 1 GiB, of
 
 * the optimal trees (``forestcoll generate``), with their height;
-* the MSCCL file exported from them (``forestcoll export --format msccl``),
-  simulated as the runtime executes it; when the optimal k exceeds the
-  runtime's limits, the file ``generate --format msccl`` writes instead (the
-  fitting power of two with the highest exact rate; its k is named);
+* the MSCCL file ``generate --format msccl`` writes, simulated as the runtime
+  executes it: the fastest at 1 GiB of the optimal k's file (``forestcoll
+  export --format msccl``, when it fits the runtime's limits) and the fitting
+  powers of two below it; when it is not the optimal k, its k is named and it
+  is also held against its own trees;
 * the best baseline (ring, double binary tree, hierarchical, direct: the best
   of those that apply, named);
 * with ``--choice``: what the per-size selection (``generate --sizes``,
-  ``compare``) picks at that size, and its algbw.
+  ``compare``) picks at that size, and its algbw; and the MSCCL file
+  ``generate --sizes ... --format msccl -o dir/`` writes for that size's range,
+  simulated, against the pick's own trees.
 
 Same simulator, same defaults for everything.  The script uses only public
 calls that exist since the first simulator, so it also measures an older
@@ -75,15 +78,22 @@ def best_baseline(net, collective: str, size: int):
     return max(results, key=lambda r: r.algbw_gbps)
 
 
-def fitting(topo, net, collective: str, sched):
-    """The schedule ``generate --format msccl`` exports when the optimal k exceeds the runtime's limits (the fitting
-    power of two with the highest exact rate), or None (older checkouts, or none fits)."""
+def fitting(topo, net, collective: str, sched, own=None):
+    """The schedule ``generate --format msccl`` exports: the fastest file that fits among the optimal k's (``own``,
+    when it fits) and the powers of two below it; older checkouts: the fitting power of two with the highest exact
+    rate, asked only when the optimal k does not fit.  None when that is the optimal k's file, or none fits."""
     try:
         from forestcoll.msccl.export import fitting_msccl
     except ImportError:
         return None
-    found = fitting_msccl(topo, collective, sched)  # as generate --format msccl: the highest exact rate that fits
-    return found[0] if found else None
+    try:
+        from forestcoll.simulate.msccl import file_rate
+        found = fitting_msccl(topo, collective, sched, file_rate=file_rate(topo), incumbent=own)
+    except ImportError:
+        if own is not None:
+            return None
+        found = fitting_msccl(topo, collective, sched)
+    return found[0] if found and found[0] is not sched else None
 
 
 def per_size_choice(topo, net, collective: str):
@@ -97,8 +107,20 @@ def per_size_choice(topo, net, collective: str):
     picks = {}
     for rng in sel.ranges:
         for size, algbw in rng.measured.items():
-            picks[size] = (rng.name, algbw)
+            picks[size] = (rng.name, algbw, rng)
     return picks
+
+
+def per_size_file(net, pick, size: int) -> str:
+    """The MSCCL file ``generate --sizes ... --format msccl`` writes for the range of ``pick``, simulated at
+    ``size``, against the pick's own trees."""
+    name, algbw, rng = pick
+    try:
+        res = export_msccl(rng.schedule, min_bytes=rng.min_bytes, max_bytes=rng.max_bytes)
+    except ExportError as exc:
+        return f"- ({str(exc).split(':')[0]})"
+    x = simulate_msccl(res.algo, net, size).algbw_gbps
+    return f"{x:.1f} ({x / algbw:.2f} of its trees)"
 
 
 def main() -> None:
@@ -120,33 +142,40 @@ def main() -> None:
         net = build_network(topo)
         for collective in args.collectives.split(","):
             sched = generate(topo, collective)
-            xml_k = sched.k
+            xml_sched, why = sched, ""
             try:
-                algo = export_msccl(sched).algo
-            except ExportError as exc:  # the optimal k may not fit the runtime's limits: the fastest k that fits
-                algo, why = None, str(exc).split(":")[0]
-                found = fitting(topo, net, collective, sched)
-                if found is not None:
-                    algo, xml_k = export_msccl(found).algo, found.k
-                    print(f"{label} {collective}: the optimal k={sched.k} does not fit MSCCL ({why}); "
-                          f"the file is k={xml_k} (the fitting power of two with the highest exact rate)", flush=True)
+                own = export_msccl(sched).algo
+            except ExportError as exc:  # the optimal k may not fit the runtime's limits
+                own, why = None, str(exc).split(":")[0]
+            found = fitting(topo, net, collective, sched, own)
+            algo = own
+            if found is not None:
+                algo, xml_sched = export_msccl(found).algo, found
+                print(f"{label} {collective}: the file generate --format msccl writes is k={found.k} (optimal "
+                      f"k={sched.k}" + (f" does not fit MSCCL: {why}" if own is None else "") + ")", flush=True)
             bound = float(sched.bound_algbw)
             picks = per_size_choice(topo, net, collective) if args.choice else None
             for size, name in SIZES:
                 tree = simulate(net, sched, size=size)
                 xml = simulate_msccl(algo, net, size) if algo is not None else None
+                if xml is not None and xml_sched is not sched:  # the file's own trees too
+                    mine = simulate(net, xml_sched, size=size).algbw_gbps
+                    of_own = f"; k={xml_sched.k}, {xml.algbw_gbps / mine:.2f} of its trees"
+                else:
+                    of_own = ""
                 base = best_baseline(net, collective, size)
                 row = [label, collective, f"{bound:.1f}", name, f"{tree.algbw_gbps:.1f} ({tree.algbw_gbps / bound:.2f})",
                        (f"{xml.algbw_gbps:.1f} ({xml.algbw_gbps / tree.algbw_gbps:.2f} of trees"
-                        + (f"; k={xml_k}" if xml_k != sched.k else "") + ")") if xml else f"- ({why})",
+                        + of_own + ")") if xml else f"- ({why})",
                        f"{base.algbw_gbps:.1f} {base.algorithm}", str(sched.max_height())]
                 if args.choice:
                     pick = picks.get(size) if picks else None
                     row.append(f"{pick[1]:.1f} {pick[0]}" if pick else "-")
+                    row.append(per_size_file(net, pick, size) if pick else "-")
                 rows.append(row)
                 print(" | ".join(row), flush=True)  # progress: a long run keeps what it measured
     columns = ["fabric", "collective", "bound GB/s", "size", "trees GB/s (of bound)", "MSCCL file GB/s",
-               "best baseline GB/s", "tree height"] + (["per-size choice GB/s"] if args.choice else [])
+               "best baseline GB/s", "tree height"] + (["per-size choice GB/s", "its MSCCL file GB/s"] if args.choice else [])
     show(Console(), "Delivered: simulated algbw (default model) against the exact bound", columns, rows, args.markdown, 4)
     print(f"\n({time.perf_counter() - t_start:.0f} s)")
 

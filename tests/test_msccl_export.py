@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 from conftest import fabrics, refused_for_imbalance
 from hypothesis import given
 from hypothesis import strategies as st
 
+from forestcoll.errors import UsageError
 from forestcoll.generate import generate
 from forestcoll.msccl.export import ExportError, ExportOptions, export_msccl, self_check
 from forestcoll.msccl.interpreter import run_algo, run_modes
@@ -193,6 +196,72 @@ def test_fitting_msccl_takes_the_fastest_k_that_fits(tmp_path):
     assert export_msccl(fallback, opts).steps_per_tb <= 64
     top, how = fitting_msccl(topo, "allreduce", sched, opts)  # no rate: the highest exact rate that fits
     assert float(top.algbw) == max(seen.values()) and "exact rate" in how
+    files = {}
+
+    def file_rate(algo, size):
+        files[algo.nchunksperloop] = algo
+        return -algo.nchunksperloop  # the file with the fewest chunks per loop wins
+    by_file, how = fitting_msccl(topo, "allreduce", sched, opts, file_rate=file_rate)
+    assert by_file.k == min(seen) and "files simulated" in how and len(files) == len(seen)
     out, result = write_generated_msccl(topo, sched, str(tmp_path / "a.xml"), opts, check=True, rate=rate)
     assert out.k == fallback.k and (tmp_path / "a.xml").exists()
     assert result.notes[0].startswith(f"the optimal k={sched.k} does not fit")
+
+
+def test_steps_go_in_the_trees_progress_order():
+    """Each piece's progress is how far into its trees it starts: 0 for a tree's first piece, increasing along a
+    tree's pieces, one value per piece in both phases; the two orders give different files, both deadlock-free
+    with one slot per connection."""
+    from forestcoll.msccl.export import _progress
+    from forestcoll.pieces import cut_pieces, shape_trees
+
+    gather = generate(load_topology("hypercube:dim=3"), "allgather")
+    _k, pieces = cut_pieces(gather, shape_trees(gather), 1)
+    prog = _progress(pieces)
+    for t in {id(pc.trees[0]): pc.trees[0] for pc in pieces}.values():
+        mine = sorted((pc for pc in pieces if pc.trees[0] is t), key=lambda pc: pc.start)
+        assert [prog[id(pc)] for pc in mine] == [Fraction(i, len(mine)) for i in range(len(mine))]
+    sched = generate(load_topology("hypercube:dim=3"), "allreduce")
+    by_progress, by_tree = export_msccl(sched), export_msccl(sched, order="tree")
+    assert write_algo(by_progress.algo) != write_algo(by_tree.algo)
+    for res in (by_progress, by_tree):
+        assert len(self_check(res)) == 2
+    with pytest.raises(UsageError, match="step order"):
+        export_msccl(sched, order="sideways")
+
+
+def test_edges_on_two_ports_go_on_channels_of_their_ports_residue():
+    """When the trees route one pair over two paths (a dual-port NIC), the edge on the first path (by names) goes
+    on an even channel and the other on an odd one, as the runtime picks a pair's port by channel mod 2; the file
+    still runs right with one slot per connection."""
+    from dataclasses import replace
+
+    from forestcoll.msccl.export import _build_ops, edge_ports, stages
+    from forestcoll.pieces import cut_pieces, shape_trees
+
+    sched = generate(load_topology("dgx-a100:nodes=2"), "allgather")
+    pairs: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for i, t in enumerate(sched.trees):
+        for j, e in enumerate(t.edges):
+            if len(e.path) > 2:
+                pairs.setdefault((e.src, e.dst), []).append((i, j))
+    (src, dst), uses = next((p, u) for p, u in sorted(pairs.items()) if len(u) >= 2)
+    i, j = uses[1]
+    edges = list(sched.trees[i].edges)
+    edges[j] = replace(edges[j], path=(edges[j].path[0], *(v + "~port1" for v in edges[j].path[1:-1]),
+                                        edges[j].path[-1]))
+    trees = list(sched.trees)
+    trees[i] = replace(trees[i], edges=tuple(edges))
+    two = replace(sched, trees=tuple(trees))
+    shapes = shape_trees(two)  # edge_ports names trees by id: the same shapes for the pieces
+    ports = edge_ports(two, shapes)
+    assert sorted(ports.values()) == [(0, 2)] * (len(uses) - 1) + [(1, 2)]
+    x, y = two.ranks.index(src), two.ranks.index(dst)
+    k, pieces = cut_pieces(two, shapes, 71)
+    n_stages = stages(pieces)[0]
+    for channels in (n_stages, 2 * n_stages):  # one channel per stage (the nearest), a band of two (inside it)
+        ops, _scratch = _build_ops(two, pieces, k, len(two.ranks), 1, channels, True, ports=ports)
+        sends = [op for op in ops if op.kind == "send" and op.gpu == x and op.peer == y]
+        assert sends and all(op.chan % 2 == (op.key[4] == i) for op in sends)  # key[4]: the tree's order
+    res = export_msccl(two)
+    assert len(self_check(res)) == 2

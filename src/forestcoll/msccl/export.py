@@ -20,12 +20,15 @@ the height of x's subtree for an in-tree, reduce phase first, then the depth of
 y for an out-tree) and each stage gets its own channel (a band of them, trees
 round robin inside, when there is room; neighbouring stages share one when
 the limits are short), so a block never holds a piece of a late stage in front
-of an early one that is ready.  Pieces are cut to about a quarter of the largest
+of an early one that is ready.  Pieces are cut to about a sixth of the largest
 (``max_cnt``), so each tree pipelines over several steps.  Layout "tree" (the
 first one): channel (t + hash(x, y)) mod C, the fewest C within the step limit.
 Every block lists its operations by one global key
-(phase, level in the tree, tree, piece, edge), and every dependency points to
-a smaller key, so no block ever waits on one that waits on it: the program is
+(instance, progress, phase, level in the tree, tree, piece, edge), where a
+piece's progress is how far into its trees it starts (:func:`_progress`: the
+fluid schedule streams every tree's chunks in order, so pieces of different
+trees on one connection go in the order their data becomes ready), and every
+dependency points to a smaller key (one piece has one progress), so no block ever waits on one that waits on it: the program is
 deadlock-free even when each connection buffers a single chunk slice.
 Receiving and copying blocks get the low ids (dependency targets must fit ``depid`` in
 int8).
@@ -38,6 +41,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from forestcoll import collectives
@@ -57,9 +61,10 @@ __all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "export_ms
            "stages", "write_msccl", "write_generated_msccl"]
 
 LAYOUTS = ("stage", "tree")
+ORDERS = ("progress", "tree")
 MAX_BANDS = 2  # the stage layout tries up to this many channels per stage
 RESIDENT_TBS = 108  # thread blocks an A100 keeps resident (one per SM); wider bands only below it
-STEPS_PER_PIECE = 4  # by default a piece of a tree moves in about this many steps (each forwarded on its own)
+STEPS_PER_PIECE = 6  # by default a piece of a tree moves in about this many steps (each forwarded on its own)
 
 
 class ExportError(ScheduleError):
@@ -78,10 +83,13 @@ class ExportOptions:
     max_bytes: int = 0
     runtime: str = "msccl-executor-nccl"
     channels: int | None = None  # None: one per stage (see the module docstring), fewer if the limits demand it
-    max_cnt: int | None = None  # chunks per step; None: about a quarter of the largest piece (finer pipelining) when
+    max_cnt: int | None = None  # chunks per step; None: about a sixth of the largest piece (finer pipelining) when
     #                             the steps fit the runtime's limits, else coarser, up to 71
     name: str | None = None
     layout: str = "stage"  # "stage": a channel per pipeline stage; "tree": trees round robin (the first layout)
+    ports: bool = True  # an edge whose pair has several ports goes on a channel of its port's residue
+    order: str = "progress"  # steps of a thread block: "progress" by how far into its tree a piece starts (the
+    #                          fluid schedule's order), "tree" tree by tree (the first order)
 
     def check(self) -> RuntimeLimits:
         if self.proto not in PROTOCOLS:
@@ -100,6 +108,8 @@ class ExportOptions:
             raise UsageError(f"max_cnt must be within 1..71, got {self.max_cnt}")
         if self.layout not in LAYOUTS:
             raise UsageError(f"unknown layout {self.layout!r}; choose {', '.join(LAYOUTS)}")
+        if self.order not in ORDERS:
+            raise UsageError(f"unknown step order {self.order!r}; choose {', '.join(ORDERS)}")
         return RUNTIMES[self.runtime]
 
 
@@ -190,9 +200,37 @@ def _stage(t: TreeShape, x: int, y: int, base: int) -> int:
     return t.level[x] if t.direction == "in" else base + t.level[y] - 1
 
 
+def edge_ports(sched: Schedule, trees: list[TreeShape]) -> dict[tuple[int, int, int], tuple[int, int]]:
+    """(i, p) for the edge x -> y of each tree (by ``(id(tree), x, y)``) whose pair of ranks the schedule routes
+    over p >= 2 distinct shortest paths (the ports of a multi-port NIC, two rails): the edge's path is the i-th of
+    them by node names.  A runtime picks a pair's port by channel, so edges on different paths go on channels
+    that differ modulo p (:func:`_build_ops`), as the trees spread their bytes over the ports."""
+    index = {r: i for i, r in enumerate(sched.ranks)}
+    paths: dict[tuple[int, int], set[tuple[str, ...]]] = defaultdict(set)
+    edge_path: dict[tuple[int, int, int], tuple[str, ...]] = {}
+    for shape, tree in zip(trees, sched.trees):
+        for e in tree.edges:
+            x, y = index[e.src], index[e.dst]
+            paths[(x, y)].add(e.path)
+            edge_path[(id(shape), x, y)] = e.path
+    ports: dict[tuple[int, int], list[tuple[str, ...]]] = {}
+    for pair, found in paths.items():
+        short = min(len(p) for p in found)
+        ports[pair] = sorted(p for p in found if len(p) == short)
+    out = {}
+    for (tid, x, y), path in edge_path.items():
+        these = ports[(x, y)]
+        if len(these) > 1:
+            out[(tid, x, y)] = (these.index(path) if path in these else 0, len(these))
+    return out
+
+
 def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: int,
-               channels: int, outofplace: bool, layout: str = "stage") -> tuple[list[_Op], list[int]]:
-    """All operations of every GPU (not yet in thread blocks) and each GPU's scratch chunk count."""
+               channels: int, outofplace: bool, layout: str = "stage", order: str = "progress",
+               ports: dict[tuple[int, int, int], tuple[int, int]] | None = None,
+               spread_band: bool = True) -> tuple[list[_Op], list[int]]:
+    """All operations of every GPU (not yet in thread blocks) and each GPU's scratch chunk count; ``ports``
+    (:func:`edge_ports`) moves an edge whose pair has several ports to a channel of its port's residue."""
     coll = collectives.get(sched.collective)
     copy_first = outofplace and not coll.reduces  # an out-of-place root sends from its output, copied first
     two_phase = len(coll.phases) > 1  # allreduce: in-trees reduce into the output, out-trees send it from there
@@ -200,6 +238,7 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
     scratch = [0] * n
     final_op: dict[tuple[int, int, int], _Op] = {}  # (instance, root, start) -> op that completes the reduction
     n_stages, out_base = stages(pieces)
+    frac = _progress(pieces) if order == "progress" else {id(pc): Fraction(0) for pc in pieces}
 
     def chan_of(t: TreeShape, m: int, x: int, y: int) -> int:
         spread = (t.order + _mix(x * 65599 + y))
@@ -207,17 +246,32 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
             # trees round robin on each edge, shifted by a hash of the edge so that a node's fan-out spreads too
             return m * channels + spread % channels
         st = _stage(t, x, y, out_base)
+        port = ports.get((id(t), x, y)) if ports else None
         if channels >= n_stages:  # a band of channels per stage, trees round robin within it
             per = channels // n_stages
-            return m * channels + st * per + spread % per
-        return m * channels + st * channels // n_stages  # neighbouring stages share a channel
+            c = st * per + spread % per
+        else:
+            c = st * channels // n_stages  # neighbouring stages share a channel
+        if port is not None and channels >= port[1]:
+            i, p = port  # a channel of the port's residue (the runtime picks the port by channel mod p): within
+            #              the stage's band when it is a multiple of p wide, else the nearest
+            if channels >= n_stages and (channels // n_stages) % p == 0:
+                per = channels // n_stages
+                c = st * per + (spread % (per // p)) * p + i
+            else:
+                c = c - c % p + i
+                if c >= channels:
+                    c -= p
+        elif not spread_band and channels >= n_stages:
+            c = st * (channels // n_stages)  # the band is for the ports: one channel per stage otherwise
+        return m * channels + c
 
     for m in range(instances):
         for pc in pieces:
             base = m * k + pc.start if coll.rooted else pc.root * k * instances + m * k + pc.start
             local = m * k + pc.start  # index within the root's own block (input of allgather, output of reduce-scatter)
             for t in pc.trees:
-                tkey = (t.phase, )
+                tkey = (frac[id(pc)], t.phase)
                 if t.direction == "in":
                     acc: dict[int, tuple[str, int]] = {}
                     last: dict[int, _Op] = {}
@@ -278,6 +332,20 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
     return ops, scratch
 
 
+def _progress(pieces: list[Piece]) -> dict[int, Fraction]:
+    """How far into its trees each piece starts (by ``id``): the largest, over its phases, of the chunks of the
+    tree before it over the tree's chunks.  In the fluid schedule behind the bound every tree streams its chunks
+    in order at a rate proportional to its size, so that is the fraction of the call after which the piece's data
+    reaches a given depth: pieces of different trees on one connection go in that order."""
+    lo: dict[int, int] = {}
+    hi: dict[int, int] = {}
+    for pc in pieces:
+        for t in pc.trees:
+            lo[id(t)] = min(lo.get(id(t), pc.start), pc.start)
+            hi[id(t)] = max(hi.get(id(t), 0), pc.start + pc.cnt)
+    return {id(pc): max(Fraction(pc.start - lo[id(t)], hi[id(t)] - lo[id(t)]) for t in pc.trees) for pc in pieces}
+
+
 def _mix(value: int) -> int:
     """A fixed integer hash (splitmix64's finaliser): deterministic on every platform."""
     z = (value + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
@@ -324,7 +392,7 @@ def _channel_figures(ops: list[_Op], n: int) -> tuple[int, int, int, int]:
 
 
 def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOptions,
-            limits: RuntimeLimits) -> tuple[int, list[_Op], list[int]]:
+            limits: RuntimeLimits, ports: dict | None = None) -> tuple[int, list[_Op], list[int]]:
     """Channels and operations within the runtime's limits (ExportError naming the limit otherwise)."""
     inst = opts.instances
     max_channels = limits.channels // inst
@@ -333,19 +401,24 @@ def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOp
     # "tree" takes the fewest channels that keep every thread block within the step limit
     n_stages = max(1, stages(pieces)[0])
     if opts.channels:
-        candidates: list[int] = [opts.channels]
+        candidates: list[tuple[int, bool]] = [(opts.channels, True)]
     elif opts.layout == "tree":
-        candidates = list(range(1, max_channels + 1))
+        candidates = [(c, True) for c in range(1, max_channels + 1)]
     else:
         first = min(n_stages, max_channels)
         bands = [c for c in range(first, max_channels + 1, first)][:MAX_BANDS]
-        candidates = bands[::-1] + list(range(first - 1, 0, -1))
+        widths = sorted({p for _i, p in (ports or {}).values()})
+        port_bands = [first * p for p in widths if first * p <= max_channels][:1]
+        # a full band spreads every stage's trees over its channels; a port band only the edges of multi-port pairs
+        candidates = ([(c, True) for c in bands[::-1] if c > first] + [(c, False) for c in port_bands]
+                      + [(c, True) for c in range(first, 0, -1)])
     chosen = None
     failure = ""
-    for c in candidates:
+    for c, spread_band in candidates:
         if c * inst > limits.channels:
             raise ExportError(f"{c} channels x {inst} instances exceed the {limits.channels} channels {limits.name} allows")
-        ops, scratch = _build_ops(sched, pieces, k, n, inst, c, opts.outofplace, opts.layout)
+        ops, scratch = _build_ops(sched, pieces, k, n, inst, c, opts.outofplace, opts.layout, opts.order, ports,
+                                  spread_band)
         steps_per_tb, tbs_per_gpu, per_channel, recv_tbs = _channel_figures(ops, n)
         if opts.layout == "stage" and not opts.channels and c > n_stages and tbs_per_gpu > RESIDENT_TBS:
             continue  # a wider band only while every thread block can stay resident
@@ -399,6 +472,7 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     ranks = list(sched.ranks)
     n = len(ranks)
     trees = shape_trees(sched)
+    ports = edge_ports(sched, trees) if opts.ports else None
     inst = opts.instances
     max_channels = limits.channels // inst
     if max_channels < 1:
@@ -412,7 +486,7 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     for i, max_cnt in enumerate(counts):
         k, pieces = cut_pieces(sched, trees, max_cnt)
         try:
-            c, ops, scratch = _layout(sched, pieces, k, n, opts, limits)
+            c, ops, scratch = _layout(sched, pieces, k, n, opts, limits, ports)
             break
         except ExportError:
             if i == len(counts) - 1:
@@ -508,22 +582,27 @@ def _over_limits(exc: ExportError) -> bool:
 
 def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOptions | None = None,
                   rate: Callable[[Schedule, int], float] | None = None, size: int = 1 << 30,
+                  file_rate: Callable[[Algo, int], float] | None = None, incumbent: Algo | None = None,
                   **generate_kwargs: Any) -> tuple[Schedule, str] | None:
     """The schedule to export when ``sched``'s MSCCL file exceeds the runtime's limits (steps per thread block,
     thread blocks per GPU): among the powers of two k below ``sched.k`` whose files fit (from k = 1 up to the first
-    that does not), the one with the highest ``rate(schedule, size)`` (asked largest k first; ties to the larger
-    k; without ``rate`` the highest exact rate of the trees, ties to the larger k), and a phrase saying how it was chosen.  None when none fits.  (``rate`` comes from the caller: this layer does not simulate.)"""
+    that does not), the one whose *file* is fastest, ``file_rate(algo, size)`` (the file as the runtime runs it:
+    its layout, not only its trees, decides), or else the highest ``rate(schedule, size)`` (asked largest k first),
+    or without either the highest exact rate of the trees; ties to the larger k.  ``incumbent``, ``sched``'s own
+    file when it fits, competes too (by ``file_rate``).  Returns it with a phrase saying how it was chosen; None
+    when none fits.  (The rates come from the caller: this layer does not simulate.)"""
     from forestcoll.generate import generate
     from forestcoll.units import format_size
 
     base = options or ExportOptions()
     fitting: dict[int, Schedule] = {}
+    files: dict[int, Algo] = {}
     # smallest k first, up to the first that does not fit (more trees never need fewer steps or blocks): a large
     # k's failing export costs as much as many small ones
     for kk in sorted(2**i for i in range(20) if 2**i < sched.k):
         cand = generate(topology, collective, k=kk, **generate_kwargs)
         try:
-            export_msccl(cand, base)
+            files[kk] = export_msccl(cand, base).algo
         except ExportError as exc:
             if _over_limits(exc):
                 break
@@ -531,34 +610,60 @@ def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOpt
         fitting[kk] = cand
     if not fitting:
         return None
-    if rate is None:
+    if rate is None and file_rate is None:
         top = max(fitting, key=lambda kk: (fitting[kk].algbw, kk))
         return fitting[top], (f"the power of two below it whose file fits with the highest exact rate "
                               f"({float(fitting[top].algbw):.1f} GB/s)")
-    rates = {kk: rate(fitting[kk], size) for kk in sorted(fitting, reverse=True)}
+    if file_rate is not None:
+        if incumbent is not None:
+            fitting[sched.k], files[sched.k] = sched, incumbent
+        rates = {kk: file_rate(files[kk], size) for kk in sorted(fitting, reverse=True)}
+        what = "files"
+    else:
+        assert rate is not None
+        rates = {kk: rate(fitting[kk], size) for kk in sorted(fitting, reverse=True)}
+        what = "trees"
     chosen = max(rates, key=lambda kk: (rates[kk], kk))
     others = ", ".join(f"k={kk} {rates[kk]:.1f}" for kk in sorted(rates, reverse=True) if kk != chosen)
-    return fitting[chosen], (f"the fastest of the powers of two below it whose files fit, trees simulated at "
+    among = (f"the files that fit (k={sched.k} and the powers of two below it)" if incumbent is not None and file_rate
+             else "the powers of two below it whose files fit")
+    return fitting[chosen], (f"the fastest of {among}, {what} simulated at "
                              f"{format_size(size)} ({rates[chosen]:.1f} GB/s" + (f"; {others}" if others else "") + ")")
 
 
 def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportOptions | None = None,
                           check: bool = True, rate: Callable[[Schedule, int], float] | None = None,
-                          progress: Progress | None = None, **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
+                          progress: Progress | None = None, file_rate: Callable[[Algo, int], float] | None = None,
+                          size: int = 1 << 30, **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
     """Write ``sched``'s MSCCL file, or, when it exceeds the runtime's limits, :func:`fitting_msccl`'s schedule's
-    with a note saying so (what ``forestcoll generate --format msccl`` does without ``--k``)."""
+    with a note saying so (what ``forestcoll generate --format msccl`` does without ``--k``).  With ``file_rate``
+    the optimal file competes with the fitting powers of two below it: the fastest file at ``size`` is written
+    (ties to the optimal), since a file's layout, not only its trees, decides its rate."""
+    if not collectives.get(sched.collective).tree_based:
+        file_rate = None  # all-to-all: one lowering, no k to choose among
+    first: ExportError | None = None
     try:
-        return sched, write_msccl(sched, path, options, check, progress)
+        own = export_msccl(sched, options)
     except ExportError as exc:
         if not _over_limits(exc):
             raise
         first = exc
-    found = fitting_msccl(topology, sched.collective, sched, options, rate, **generate_kwargs)
+    if first is None and file_rate is None:
+        return sched, write_msccl(sched, path, options, check, progress)
+    found = fitting_msccl(topology, sched.collective, sched, options, rate, size=size, file_rate=file_rate,
+                          incumbent=own.algo if first is None else None, **generate_kwargs)
+    if first is None and (found is None or found[0] is sched):
+        result = write_msccl(sched, path, options, check, progress)
+        if found is not None:
+            result.notes.insert(0, f"the optimal k={sched.k}'s file is {found[1]}")
+        return sched, result
     if found is None:
+        assert first is not None
         raise first
     fallback, how = found
     result = write_msccl(fallback, path, options, check, progress)
     bound = sched.bound_algbw
     reach = f"; its trees reach {float(fallback.algbw / bound):.1%} of the bound" if bound else ""
-    result.notes.insert(0, f"the optimal k={sched.k} does not fit: {first}; exported k={fallback.k}, {how}{reach}")
+    why = f"does not fit: {first}" if first is not None else "fits, but its file is slower"
+    result.notes.insert(0, f"the optimal k={sched.k} {why}; exported k={fallback.k}, {how}{reach}")
     return fallback, result

@@ -33,7 +33,8 @@ from forestcoll.pieces import slices_for
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
 
-__all__ = ["channel_routes", "msccl_collective", "msccl_program", "serialisation_notes", "simulate_msccl", "size_notes"]
+__all__ = ["channel_routes", "file_rate", "msccl_collective", "msccl_program", "serialisation_notes", "simulate_msccl",
+           "size_notes"]
 
 
 def msccl_collective(algo: Algo, source: str = "algo.xml") -> tuple[str, Fraction]:
@@ -57,6 +58,15 @@ def simulate_msccl(algo: Algo, net: Network, size: int, *, slice_bytes: int | No
     res.extra["notes"] = size_notes(algo, size) + serialisation_notes(algo, res.time_s, prog.link_time(net.capacity),
                                                                        size, iterations)
     return res
+
+
+def file_rate(topology):
+    """``rate(algo, size)``: the algbw (GB/s) of an MSCCL algorithm simulated at ``size`` on ``topology`` (default
+    model); what the fallback of ``generate --format msccl`` ranks the files that fit by."""
+    from forestcoll.simulate.network import build_network
+
+    net = build_network(topology)
+    return lambda algo, size: simulate_msccl(algo, net, size).algbw_gbps
 
 
 SLOWER = 1.2  # a simulated time this much above the links' own time is called a serialisation gap
