@@ -21,7 +21,7 @@ def test_generate_then_export(tmp_path, capsys):
     assert main(["export", str(sched), "--format", "msccl", "-o", str(xml), "--runtime", "rccl"]) == 0
     out = capsys.readouterr().out
     # the stage layout: one channel per pipeline stage (reduce-scatter height 2, then allgather depth 2)
-    assert "layout     4 channel(s), 52 thread blocks per GPU (most), 10 steps per thread block (most)" in out
+    assert "layout     4 channel(s), 52 thread blocks per GPU (most), 14 steps per thread block (most)" in out
     assert "rccl: fits" in out and "msccl-executor-nccl: fits" in out
     assert "checked    in-place: OK" in out and "checked    out-of-place: OK" in out
     assert "count a multiple of 208" in out
