@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from forestcoll.errors import ScheduleError
+from forestcoll.graph.symmetry import group_table
 
 __all__ = ["V2_MIN_RANKS", "VERSION_2", "compress", "elements", "expand", "templates_from_dict"]
 
@@ -50,33 +51,13 @@ MAX_ELEMENTS = 1 << 16  # group elements a file may ask to enumerate
 
 
 def elements(generators: Sequence[Sequence[int]], n: int, limit: int = MAX_ELEMENTS) -> np.ndarray:
-    """The group elements in the expansion rule's order (rows of an int32 table; the identity first).
-
-    Rows are told apart by a hash of their bytes, compared in full on a match: the search holds the table and
-    a small dict (4,096 elements of 8,700 nodes: 140 MB, not a second bytes copy of every row)."""
-    gens = [np.asarray(g, dtype=np.int32) for g in generators]
-    table = np.empty((65, n), dtype=np.int32)
-    table[0] = np.arange(n, dtype=np.int32)
-    size = 1
-    seen: dict[int, list[int]] = {hash(table[0].tobytes()): [0]}
-    i = 0
-    while i < size:
-        g = table[i]
-        for s in gens:
-            h = s[g]
-            key = hash(h.tobytes())
-            rows = seen.get(key)
-            if rows is not None and any(np.array_equal(table[r], h) for r in rows):
-                continue
-            if size == limit:
-                raise ScheduleError(f"the generators span more than {limit} elements")
-            if size == len(table):
-                table = np.concatenate([table, np.empty((min(limit, 2 * size) - size, n), dtype=np.int32)])
-            table[size] = h
-            seen.setdefault(key, []).append(size)
-            size += 1
-        i += 1
-    return table[:size]
+    """The group elements in the expansion rule's order (rows of an int32 table; the identity first): breadth
+    first from the identity, s o g appended when new, for each element g in order and each generator s in order
+    (:func:`forestcoll.graph.symmetry.group_table`); ScheduleError past ``limit`` elements."""
+    table = group_table(generators, n, limit)
+    if table is None:
+        raise ScheduleError(f"the generators span more than {limit} elements")
+    return table
 
 
 def _image(tree, perm: np.ndarray, index: Mapping[str, int], names: Sequence[str]):
