@@ -91,18 +91,21 @@ def _key(topo: Topology) -> int:
     return key
 
 
-def _compute_orbits(n: int, is_compute, gens) -> int:
-    orbit = orbits(n, list(gens))
-    return len({orbit[i] for i in range(n) if is_compute[i]})
+def _compute_orbits(topo: Topology, gens) -> int:
+    """Number of compute orbits of the group the generators span."""
+    return _count(topo, orbits(len(topo.nodes), list(gens)))
 
 
 @dataclass(frozen=True)
 class _Canonical:
     """bliss on the fabric renumbered canonically: ``new[i]`` the canonical number of node ``i``, ``old`` its
-    inverse, ``canon`` the generators in the canonical numbering and ``full`` the same mapped back."""
+    inverse, ``is_compute`` and ``arcs`` the fabric in the canonical numbering, ``canon`` the generators in it
+    and ``full`` the same mapped back."""
 
     new: tuple[int, ...]
     old: tuple[int, ...]
+    is_compute: tuple[bool, ...]
+    arcs: tuple
     canon: np.ndarray
     full: np.ndarray
 
@@ -138,9 +141,13 @@ def _canonical_group(topo: Topology) -> _Canonical:
     is_compute = [topo.is_compute[old[j]] for j in range(n)]
     arcs = sorted((new[u], new[v], bw) for u, v, bw in topo.arcs)
     canon = automorphism_rows(n, is_compute, arcs)
-    old_a, new_a = np.asarray(old, dtype=np.int64), np.asarray(new, dtype=np.int64)
-    full = old_a[canon[:, new_a]]  # row p becomes i -> old[p[new[i]]]
-    return _remember(_CANONICAL, key, _Canonical(tuple(new), tuple(old), canon, full))
+    full = _to_fabric(old, new, canon)
+    return _remember(_CANONICAL, key, _Canonical(tuple(new), tuple(old), tuple(is_compute), tuple(arcs), canon, full))
+
+
+def _to_fabric(old: Sequence[int], new: Sequence[int], rows: np.ndarray) -> np.ndarray:
+    """Permutations (rows) in the canonical numbering mapped back to the fabric's: row p becomes i -> old[p[new[i]]]."""
+    return np.asarray(old, dtype=np.int64)[rows[:, np.asarray(new, dtype=np.int64)]]
 
 
 def automorphism_orbits(topo: Topology) -> tuple[int, ...]:
@@ -187,19 +194,13 @@ def fabric_symmetry(topo: Topology, progress: Progress | None = None) -> FabricS
     n = len(topo.nodes)
     found = _canonical_group(topo)
     report(progress, "finding symmetries", 1, 2)
-    is_compute = [topo.is_compute[found.old[j]] for j in range(n)]
-    arcs = sorted((found.new[u], found.new[v], bw) for u, v, bw in topo.arcs)
-    canon_free = free_subgroup(n, is_compute, found.canon, arcs)
+    canon_free = free_subgroup(n, found.is_compute, found.canon, found.arcs)
     report(progress, "finding symmetries", 2, 2)
 
-    old_a, new_a = np.asarray(found.old, dtype=np.int64), np.asarray(found.new, dtype=np.int64)
-
-    def back(p: Perm) -> Perm:
-        return tuple(old_a[np.asarray(p, dtype=np.int64)[new_a]].tolist())
-
-    free = tuple(back(p) for p in canon_free)
+    rows = np.asarray(canon_free, dtype=np.int64).reshape(len(canon_free), n)
+    free = tuple(tuple(p) for p in _to_fabric(found.old, found.new, rows).tolist())
     result = FabricSymmetry(free, time.perf_counter() - t0, _count(topo, automorphism_orbits(topo)),
-                            _compute_orbits(n, topo.is_compute, free), found.full)
+                            _compute_orbits(topo, free), found.full)
     return _remember(_CACHE, key, result)
 
 
@@ -216,11 +217,10 @@ def usable_symmetries(topo: Topology, progress: Progress | None = None) -> tuple
     The detected free group is a subgroup of the whole automorphism group, so it leaves at least as many compute
     orbits as the whole group; when the whole group leaves no fewer than the declared generators, the declared
     ones win without the free-subgroup search (e.g. mi250, whose four GCD positions are not interchangeable)."""
-    n = len(topo.nodes)
     declared = tuple(topo.symmetries)
     if topo.num_compute <= DETECT_MIN_RANKS:
         return declared
-    declared_orbits = _compute_orbits(n, topo.is_compute, declared)
+    declared_orbits = _compute_orbits(topo, declared)
     if declared_orbits == 1 or _count(topo, automorphism_orbits(topo)) >= declared_orbits:
         return declared
     found = fabric_symmetry(topo, progress)

@@ -141,4 +141,3 @@ def _orbit_targets(topo: Topology, weights: Sequence[int], symmetry: bool) -> tu
             seen.add(orbit[c])
             targets.append(c)
     return tuple(targets)
-

@@ -16,8 +16,9 @@ import numpy as np
 from forestcoll.graph.igraph_import import import_igraph
 
 __all__ = [
-    "Perm", "automorphism_rows", "canonical_order", "centralizer_automorphisms", "colour_refinement", "detect_automorphisms", "element_orbits", "free_subgroup",
-    "group_elements", "group_table", "orbit_cycles", "orbits",
+    "Perm", "automorphism_rows", "canonical_order", "centralizer_automorphisms", "colour_refinement",
+    "detect_automorphisms", "element_orbits", "free_subgroup", "group_elements", "group_table", "orbit_cycles",
+    "orbits",
 ]
 
 Perm = tuple[int, ...]
@@ -58,7 +59,6 @@ def orbits(n: int, generators: Sequence[Perm]) -> list[int]:
         label = new
 
 
-
 def colour_refinement(n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[int, int, Fraction]]) -> list[int]:
     """The coarsest equitable partition refining the node kinds (1-dimensional Weisfeiler-Leman): a class id per
     node.  Nodes are split, until nothing splits, by their class and the multisets of (bandwidth, class) over
@@ -80,6 +80,7 @@ def colour_refinement(n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[i
         if len(ids) == count:
             return new
         colour, count = new, len(ids)
+
 
 def orbit_cycles(orbit: Sequence[int]) -> tuple[int, ...]:
     """A permutation whose cycles are the given orbits (each orbit's members in increasing order, one cycle):
@@ -206,8 +207,9 @@ def automorphism_rows(n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[i
     # the arcs at each node (CSR): a permutation maps the arcs touching the points it moves onto arcs touching
     # them and fixes every other arc, so it preserves the arcs iff it preserves those (as a multiset)
     ends = np.concatenate([tails, heads])
-    by_node = np.argsort(ends, kind="stable") % max(len(tails), 1)
-    start = np.searchsorted(ends[np.argsort(ends, kind="stable")], np.arange(n + 1))
+    sorted_ends = np.argsort(ends, kind="stable")
+    by_node = sorted_ends % max(len(tails), 1)
+    start = np.searchsorted(ends[sorted_ends], np.arange(n + 1))
     found = graph.automorphism_group(sh="fl", color=colours)
     rows = np.array([gen[:n] for gen in found], dtype=np.int64).reshape(len(found), n)
     del found
