@@ -561,17 +561,20 @@ def write_msccl(sched: Schedule | AlltoallSchedule, path: str, options: ExportOp
                 progress: Progress | None = None, **kwargs: Any) -> ExportResult:
     """Export ``sched``, check the file (:func:`self_check`, unless ``check`` is False) and write it to ``path``
     whole (temporary file, then rename): what ``forestcoll export`` does."""
+    return _checked_write(export_msccl(sched, options, **kwargs), path, check, progress)
+
+
+def _checked_write(result: ExportResult, path: str, check: bool, progress: Progress | None) -> ExportResult:
+    """Self-check an exported file (unless ``check`` is False) and write it to ``path`` whole."""
     from forestcoll.fileio import atomic_write_text
     from forestcoll.msccl.ir import write_algo
 
-    result = export_msccl(sched, options, **kwargs)
     if check:
         result.checks = self_check(result, progress=progress)
         result.checked = True
     atomic_write_text(path, write_algo(result.algo))
     result.output = str(path)
     return result
-
 
 
 def _over_limits(exc: ExportError) -> bool:
@@ -649,11 +652,11 @@ def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportO
             raise
         first = exc
     if first is None and file_rate is None:
-        return sched, write_msccl(sched, path, options, check, progress)
+        return sched, _checked_write(own, path, check, progress)
     found = fitting_msccl(topology, sched.collective, sched, options, rate, size=size, file_rate=file_rate,
                           incumbent=own.algo if first is None else None, **generate_kwargs)
     if first is None and (found is None or found[0] is sched):
-        result = write_msccl(sched, path, options, check, progress)
+        result = _checked_write(own, path, check, progress)
         if found is not None:
             result.notes.insert(0, f"the optimal k={sched.k}'s file is {found[1]}")
         return sched, result
