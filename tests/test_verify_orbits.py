@@ -54,14 +54,19 @@ def _data():
     return topo, data
 
 
+def _swap(nodes: list[str], x: str, y: str) -> list[int]:
+    """The permutation of the node indices that exchanges nodes x and y."""
+    perm = list(range(len(nodes)))
+    a, b = nodes.index(x), nodes.index(y)
+    perm[a], perm[b] = b, a
+    return perm
+
+
 def test_a_generator_that_is_no_automorphism_is_caught():
     topo, data = _data()
     nodes = data["nodes"]
     # swap two GPUs of one box only (their NICs stay): a permutation of the nodes, not an automorphism
-    perm = list(range(len(nodes)))
-    a, b = nodes.index("n0.gpu0"), nodes.index("n0.gpu1")
-    perm[a], perm[b] = b, a
-    data["generators"] = [perm]
+    data["generators"] = [_swap(nodes, "n0.gpu0", "n0.gpu1")]
     group = verify_module._Orbits(tuple(nodes), data["generators"], topo)
     assert group.problem is not None and "not an automorphism" in group.problem
     expanded, lazy = _both(data, topo)  # falls back to the tree-by-tree check: same (failing) verdict
@@ -71,10 +76,7 @@ def test_a_generator_that_is_no_automorphism_is_caught():
 def test_a_generator_mapping_a_rank_to_a_switch_is_caught():
     topo, data = _data()
     nodes = data["nodes"]
-    perm = list(range(len(nodes)))
-    a, b = nodes.index("n0.gpu0"), nodes.index("n0.nvswitch")
-    perm[a], perm[b] = b, a
-    group = verify_module._Orbits(tuple(nodes), [perm], topo)
+    group = verify_module._Orbits(tuple(nodes), [_swap(nodes, "n0.gpu0", "n0.nvswitch")], topo)
     assert group.problem is not None and "not a compute node" in group.problem
 
 
