@@ -145,3 +145,25 @@ def test_check_through_block_nodes_equals_plain_check():
             found = sym._check(0, tree, batch, verts + [11], 2, c)
             answers.append(None if found is None else [(s, m.tolist()) for s, m in found])
     assert answers[:2] == answers[2:] and any(answers)
+
+
+@given(st.integers(2, 24), st.integers(0, 2**24 - 1), st.integers(0, 7), st.sampled_from([1 << 22, 8, 16]))
+def test_learned_set_columns_are_the_images_by_rank(n, bits, shift, block):
+    # column v of a learned set X holds bit g iff G[g, v] lies in X; the layer loop's slack from those bits
+    # equals the slack counted on the boolean images directly (block 8 / 16: the ranks packed a block at a time)
+    import numpy as np
+
+    caps = {(r, s): 1 + (r + s + shift) % 3 for r in range(n) for s in range(n) if r != s}
+    sym = SymmetricPacker(n, caps, [2] * n, rotation_group(n))
+    sym.COLUMN_BLOCK = block
+    sink = np.array([(bits >> ((v + shift) % 24)) & 1 == 1 for v in range(n)])
+    images = sink[sym.G]
+    columns = sym._columns(sink)
+    assert [[(columns[v] >> g) & 1 == 1 for v in range(n)] for g in range(sym.h)] == images.tolist()
+    verts = list(range(0, n, 2))
+    met = 0
+    for v in verts:
+        met |= columns[v]
+    missed = int(np.count_nonzero(~images[:, verts].any(axis=1)))
+    rho = int(sym.res[~sink[sym.tails] & sink[sym.heads]].sum())
+    assert sym._slack(sink, met, 3) == rho - int(sym.pool[~sink].sum()) - 3 * missed

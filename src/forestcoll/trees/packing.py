@@ -33,6 +33,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from forestcoll.graph.maxflow import FlowNetwork, check_capacities
 from forestcoll.progress import Progress, report
 
@@ -75,7 +77,7 @@ class Packer:
         self.maxflows = 0
         self.net: FlowNetwork | None = None
         self.arc_slots: dict[tuple[int, int], int] = {}
-        self.capvec: list[int] = []
+        self.capvec = np.zeros(0, dtype=np.int64)
         self.last_frontier: set[tuple[int, int]] = set()  # arcs leaving the shallow part of the last tree refused
 
     # ----- the flow network of the current tree ------------------------------------------
@@ -87,7 +89,8 @@ class Packer:
         tails = [a for a, _ in arcs] + [z] * self.n
         heads = [b for _, b in arcs] + list(range(self.n))
         self.net = FlowNetwork(self.n + 1, tails, heads)
-        self.capvec = [self.res[a] for a in arcs] + list(self.pool)
+        # int64 array: each max-flow takes it as is (a list was converted on every call, ~40% of a small flow)
+        self.capvec = np.array([self.res[a] for a in arcs] + list(self.pool), dtype=np.int64)
 
     def _use(self, x: int, y: int, amount: int) -> None:
         self.res[(x, y)] -= amount
@@ -260,6 +263,8 @@ class SymmetricPacker:
     continues with fewer symmetries from the same (valid) state.
     """
 
+    COLUMN_BLOCK = 1 << 22  # bools made at once by _columns
+
     def __init__(self, n: int, caps: dict[tuple[int, int], int], demand: Sequence[int], group: Sequence[Sequence[int]],
                  blocks: Sequence[Sequence[int]] = ()):
         import numpy as np
@@ -290,8 +295,10 @@ class SymmetricPacker:
             np.minimum(self.arc_orbit, images.min(axis=0), out=self.arc_orbit)
         self.orbit_of = self.arc_orbit.tolist()  # the same, as Python ints (read per arc in the layer loop)
         self.out: list[list[int]] = [[] for _ in range(n)]
-        for a, b in arcs:
+        self.out_ids: list[list[int]] = [[] for _ in range(n)]  # the arc ids of out[x], aligned
+        for i, (a, b) in enumerate(arcs):
             self.out[a].append(b)
+            self.out_ids[a].append(i)
         self.pool = np.array(demand, dtype=np.int64)
         node_orbit = self.G.min(axis=0)
         self.targets = sorted(set(node_orbit.tolist()))
@@ -299,8 +306,10 @@ class SymmetricPacker:
         check_capacities([self.big])
         self.maxflows = 0
         self.checks = 0
-        self.learned: list = []  # (X mask, X[G]): sets that refused a batch, with their images
-        # each costs |H| x N bytes: at most 256 of them and about 256 MB in all (16 at 4,096 ranks)
+        # (X mask, columns): sets that refused a batch, with their images as one int per rank v whose bit g says
+        # whether gX holds v (|H| x N bits each); at most 256 of them (16 at 4,096 ranks, as when they were
+        # |H| x N bytes and about 256 MB in all: the count decides the trees, so it stays)
+        self.learned: list = []
         self.max_learned = max(8, min(256, (256 << 20) // max(1, self.h * n)))
         self._learned_keys: set[bytes] = set()
         # candidate partitions of the ranks into blocks (a block id per rank), e.g. the orbits of one generator:
@@ -435,13 +444,26 @@ class SymmetricPacker:
         key = sink.tobytes()
         if key not in self._learned_keys and len(self.learned) < self.max_learned:
             self._learned_keys.add(key)
-            self.learned.append((sink, sink[self.G]))
+            self.learned.append((sink, self._columns(sink)))
 
-    def _slack(self, sink, images, verts, big_c) -> int:
-        """Exact slack of a set X (sink mask) in the committed state with the partial tree at big_c."""
+    def _columns(self, sink) -> list[int]:
+        """The images gX of a set X (sink mask) by rank: entry v is the int whose bit g is set iff G[g, v] is in X
+        (Python ints, so the layer loop tests a set with a few integer operations instead of numpy calls)."""
         np = self.np
+        columns = []
+        step = max(8, (self.COLUMN_BLOCK // max(1, self.h)) // 8 * 8)  # ranks at a time: |H| x step bools at once
+        for lo in range(0, self.n, step):
+            bits = np.packbits(sink[self.G[:, lo:lo + step]], axis=0, bitorder="little")  # ceil(|H|/8) x step
+            width = bits.shape[0]
+            raw = np.ascontiguousarray(bits.T).tobytes()
+            columns.extend(int.from_bytes(raw[i:i + width], "little") for i in range(0, len(raw), width))
+        return columns
+
+    def _slack(self, sink, met: int, big_c) -> int:
+        """Exact slack of a set X (sink mask) in the committed state with the partial tree at big_c; ``met``: the
+        images gX that the tree's vertex set meets, bit g (see :meth:`_columns`)."""
         rho = int(self.res[~sink[self.tails] & sink[self.heads]].sum())
-        missed = int(np.count_nonzero(~images[:, verts].any(axis=1)))
+        missed = self.h - met.bit_count()
         return rho - int(self.pool[~sink].sum()) - big_c * missed
 
     def _slope(self, root, tree_arcs, batch, verts, sink) -> int:
@@ -509,17 +531,18 @@ class SymmetricPacker:
         return []
 
     def _layer_at(self, in_tree, order, depth, tree_arcs, need, forbidden):
-        np = self.np
         big_c = self._current
-        verts = np.array(order, dtype=np.int64)
-        # learned sets: remaining slack (in units of the multiplicity) and which images the tree meets
+        # learned sets: which images the tree meets (bit g: gX holds a tree vertex), and the remaining slack in
+        # units of the multiplicity
         guards = []
         if need == big_c:
-            for sink, images in self.learned:
-                room = self._slack(sink, images, verts, big_c) // big_c
-                guards.append([images, images[:, verts].any(axis=1), room])
+            for sink, columns in self.learned:
+                met = 0
+                for v in order:
+                    met |= columns[v]
+                guards.append([columns, met, self._slack(sink, met, big_c) // big_c])
         res = self.res.tolist()  # Python ints: the loop below reads them per arc (res is fixed during a layer)
-        arc_id, orbit_of = self.arc_id, self.orbit_of
+        arc_id, orbit_of, out, out_ids = self.arc_id, self.orbit_of, self.out, self.out_ids
         in_tree_use: dict[int, int] = {}
         for x, y in tree_arcs:
             o = orbit_of[arc_id[(x, y)]]
@@ -528,26 +551,26 @@ class SymmetricPacker:
         batch = []
         claimed = set()
         for _, _, x in sorted((depth[v], i, v) for i, v in enumerate(order)):
-            for y in sorted(self.out[x], key=lambda y: (-res[arc_id[(x, y)]], y)):
+            for y, a in sorted(zip(out[x], out_ids[x]), key=lambda p: (-res[p[1]], p[0])):
                 if in_tree[y] or y in claimed or (x, y) in forbidden:
                     continue
-                o = orbit_of[arc_id[(x, y)]]
+                o = orbit_of[a]
                 ut = in_tree_use.get(o, 0)
                 ub = batch_use.get(o, 0)
                 # residual after rewinding the tree to `need` and adding one more arc of this orbit
                 if res[o] + (big_c - need) * ut < need * (ub + 1):
                     continue
                 deltas = []
-                for images, met, room in guards:
+                for columns, met, room in guards:
                     # images of the set that the arc enters cost a unit; images the tree meets anew give one
-                    inside = images[:, y]
-                    delta = int(np.count_nonzero(inside & ~met)) - int(np.count_nonzero(inside & ~images[:, x]))
-                    deltas.append(delta)
+                    inside = columns[y]
+                    delta = (inside & ~met).bit_count() - (inside & ~columns[x]).bit_count()
                     if room + delta < 0:
                         break
+                    deltas.append(delta)
                 else:
                     for guard, delta in zip(guards, deltas):
-                        guard[1] = guard[1] | guard[0][:, y]
+                        guard[1] |= guard[0][y]
                         guard[2] += delta
                     deltas = None
                 if deltas is not None:
