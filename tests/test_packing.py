@@ -167,3 +167,34 @@ def test_learned_set_columns_are_the_images_by_rank(n, bits, shift, block):
     missed = int(np.count_nonzero(~images[:, verts].any(axis=1)))
     rho = int(sym.res[~sink[sym.tails] & sink[sym.heads]].sum())
     assert sym._slack(sink, met, 3) == rho - int(sym.pool[~sink].sum()) - 3 * missed
+
+
+def _flow_answer(packer, x, y, mult):
+    """admissible's answer from the max-flow alone (no shortcut)."""
+    c = min(mult, packer.res.get((x, y), 0))
+    if c <= 0:
+        return 0
+    caps = packer.capvec.copy()
+    caps[len(packer.arc_slots) + x] = packer.big
+    return max(0, min(c, packer.net.value(caps, packer.n, y) - packer.pool_total))
+
+
+@given(edmonds_instances(), st.integers(0, 5), st.integers(1, 4))
+def test_admissible_shortcut_agrees_with_the_max_flow(instance, grown, mult):
+    # the test answers from res(x, y) + pool[y] when that covers the pool: the same as the max-flow, in any
+    # state (after some trees, with the next root's units taken out of the pool)
+    n, caps, demand = instance
+    packer = Packer(n, caps, demand)
+    roots = [r for r in range(n) if demand[r] > 0]
+    for r in roots[:grown]:
+        packer.grow(r)
+    left = [r for r in range(n) if packer.pool[r] > 0]
+    if left:
+        packer._rebuild()
+        packer._set_pool(left[0], packer.pool[left[0]] - min(mult, packer.pool[left[0]]))
+    else:
+        packer._rebuild()
+    for x in range(n):
+        for y in range(n):
+            if x != y:
+                assert packer.admissible(x, y, mult) == _flow_answer(packer, x, y, mult)

@@ -104,12 +104,19 @@ class Packer:
         self.capvec[len(self.arc_slots) + r] = value
 
     def admissible(self, x: int, y: int, mult: int) -> int:
-        """Largest c <= mult with which arc x->y may join the tree being grown (0 if none)."""
-        c = min(mult, self.res.get((x, y), 0))
+        """Largest c <= mult with which arc x->y may join the tree being grown (0 if none).
+
+        The flow is at least res(x, y) + pool[y] (the paths z->x->y and z->y): when that covers the pool and
+        c = min(mult, res(x, y)), the answer is c without a max-flow (most tests of a lowering, whose pool is
+        small).  ``maxflows`` counts every test either way (the lowering's budget is in tests)."""
+        r = self.res.get((x, y), 0)
+        c = min(mult, r)
         if c <= 0:
             return 0
-        assert self.net is not None
         self.maxflows += 1
+        if r + self.pool[y] >= self.pool_total + c:
+            return c
+        assert self.net is not None
         slot = len(self.arc_slots) + x
         saved = self.capvec[slot]
         self.capvec[slot] = self.big
