@@ -119,6 +119,7 @@ def test_check_with_one_source_per_image_class_equals_one_per_element():
         for free, blocks in ((True, []), (False, []), (False, [[r // 2 for r in range(n)]]), (True, [[r % 4 for r in range(n)]])):
             sym = SymmetricPacker(n, caps, [3] * n, group, blocks)
             sym.free = free  # False: no merging (one source per element); blocks: whole blocks fed through one node
+            sym.FEED_BLOCKS_FROM = 0  # weigh the blocks however few the arcs
             tree = [(verts[0], v) for v in verts[1:]]
             for c in (1, 2, 3):
                 found = sym._check(verts[0], tree, batch, verts + [y for _, y in batch], 3, c)
@@ -138,6 +139,7 @@ def test_check_through_block_nodes_equals_plain_check():
     answers = []
     for blocks in ([], [[r // 4 for r in range(n)]]):
         sym = SymmetricPacker(n, caps, [2] * n, group, blocks)
+        sym.FEED_BLOCKS_FROM = 0  # weigh the blocks however few the arcs
         if blocks:
             images = sym.G[sym._image_classes(verts + [11])[:, 0]][:, list(range(12))]
             assert sym._feeds(images, n + 1)[2] > n + 1 + len(images)  # block nodes were used

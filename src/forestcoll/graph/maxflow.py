@@ -49,8 +49,8 @@ class FlowNetwork:
             self._smf.add_arcs_with_capacity(self.tails, self.heads, np.zeros(len(self.tails), dtype=np.int64))
         self._all = np.arange(len(self.tails), dtype=np.int32)
 
-    def _solve(self, caps: Sequence[int] | np.ndarray, source: int, sink: int) -> int:
-        if len(self.tails):
+    def _solve(self, caps: Sequence[int] | np.ndarray | None, source: int, sink: int) -> int:
+        if caps is not None and len(self.tails):
             self._smf.set_arcs_capacity(self._all, np.asarray(caps, dtype=np.int64))
         status = self._smf.solve(source, sink)
         if status != max_flow.SimpleMaxFlow.OPTIMAL:
@@ -59,9 +59,14 @@ class FlowNetwork:
             raise ForestCollError(f"max-flow failed (OR-Tools status {status}); capacities may be too large")
         return int(self._smf.optimal_flow())
 
-    def value(self, caps: Sequence[int] | np.ndarray, source: int, sink: int) -> int:
-        """Maximum flow value from ``source`` to ``sink``."""
+    def value(self, caps: Sequence[int] | np.ndarray | None, source: int, sink: int) -> int:
+        """Maximum flow value from ``source`` to ``sink`` (``caps`` None: the previous query's capacities)."""
         return self._solve(caps, source, sink)
+
+    def last_source_side(self) -> list[int]:
+        """The nodes on the source side of the minimal minimum cut of the flow just solved (those the source
+        still reaches in its residual network): what :meth:`min_cut` gives, without solving again."""
+        return self._smf.get_source_side_min_cut()
 
     def min_cut(self, caps: Sequence[int] | np.ndarray, source: int, sink: int) -> tuple[int, list[bool]]:
         """Minimum cut: its value and a mask of the source side (True = with the source)."""
