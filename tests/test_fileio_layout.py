@@ -49,3 +49,15 @@ def test_long_lists_of_names_stay_on_one_line_and_deep_edges_fit():
     lines = dump_json(data).splitlines()
     assert lines[1].startswith(' "ranks": ["n0", ') and lines[1].endswith('"n59"],')
     assert '{"edges": [{"src": "a", "dst": "b", "path": ["a", "b"]}]}' in dump_json(data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.dictionaries(st.text(max_size=6), st.one_of(SCALARS, st.lists(st.text(max_size=30), max_size=5)),
+                                max_size=4), min_size=1, max_size=4),
+       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), max_size=12))
+def test_shared_dict_objects_are_laid_out_as_copies_would_be(pool, picks):
+    # one dict object in several places, at different depths (the shared tree edges of write_schedule): laid out
+    # once per depth from a memo, the text must be that of distinct copies
+    shared = [[pool[i % len(pool)] for i, _ in picks], {"deep": [[pool[j % len(pool)]] for _, j in picks]}]
+    copies = json.loads(json.dumps(shared))
+    assert dump_json(shared) == dump_json(copies) == _plain(copies) + "\n"

@@ -121,3 +121,16 @@ def test_cli_schedule_format(tmp_path):
                      ("simulate", out, "--size", "1MiB")):
         code, _, err = cli(*consumer)
         assert code == 0, err
+
+
+@pytest.mark.parametrize("version", [1, 2, "auto"])
+def test_written_text_is_the_dump_of_to_dict(version, tmp_path):
+    # write_schedule shares one JSON object per distinct Edge between the trees (encoded once): same text as the
+    # public to_dict's separate objects
+    from forestcoll.fileio import dump_json
+
+    sched = generate(load_topology("dgx-a100:nodes=2"), "allreduce")
+    text = write_schedule(sched, str(tmp_path / "s.json"), version)
+    assert text == dump_json(sched.to_dict(version)) == (tmp_path / "s.json").read_text()
+    edges = schedule_to_dict(sched, 1)["trees"][0]["edges"] + schedule_to_dict(sched, 1)["trees"][1]["edges"]
+    assert len({id(e) for e in edges}) == len(edges)  # the public object shares nothing

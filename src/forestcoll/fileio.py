@@ -261,19 +261,27 @@ def _flat(obj: Any) -> bool:
     return not isinstance(obj, dict)
 
 
-def _layout(obj: Any, depth: int) -> tuple[str, bool]:
+def _layout(obj: Any, depth: int, seen: dict[tuple[int, int], tuple[str, bool]] | None = None) -> tuple[str, bool]:
     """``obj`` laid out at ``depth`` and whether that is its one-line form.
 
     One pass, bottom up: a container's one-line form is its items' one-line forms joined, so each value is
-    written once (a parent fits only if every item fits one level deeper)."""
+    written once (a parent fits only if every item fits one level deeper).  ``seen``: small flat dicts already
+    laid out, by (id, depth): a dict object that appears many times in ``obj`` (a tree edge the trees share) is
+    encoded once."""
     if isinstance(obj, dict):
         if not obj:
             return "{}", True
         if len(obj) <= WIDTH // 3 and all(_flat(v) for v in obj.values()):
+            if seen is not None:
+                done = seen.get((id(obj), depth))
+                if done is not None:
+                    return done
             text = _ENCODE(obj)  # a small dict of scalars and flat lists (a tree edge): one encoder call
             if len(text) <= WIDTH - depth:
+                if seen is not None:
+                    seen[(id(obj), depth)] = (text, True)
                 return text, True
-        items = [(_key(k), _layout(v, depth + 1)) for k, v in obj.items()]
+        items = [(_key(k), _layout(v, depth + 1, seen)) for k, v in obj.items()]
         if all(one for _, (_, one) in items):
             text = "{" + ", ".join(f"{key}: {t}" for (key, _), (t, _) in items) + "}"
             if len(text) <= WIDTH - depth:
@@ -283,7 +291,7 @@ def _layout(obj: Any, depth: int) -> tuple[str, bool]:
     if isinstance(obj, list):
         if _flat(obj):
             return _ENCODE(obj), True  # a list of names or numbers stays on one line
-        rows = [_layout(v, depth + 1) for v in obj]
+        rows = [_layout(v, depth + 1, seen) for v in obj]
         if all(one for _, one in rows):
             text = "[" + ", ".join(t for t, _ in rows) + "]"
             if len(text) <= WIDTH - depth:
@@ -296,4 +304,4 @@ def _layout(obj: Any, depth: int) -> tuple[str, bool]:
 def dump_json(data: Any) -> str:
     """Deterministic JSON text: a container whose one-line form fits in 110 characters less its indent (one space
     a level) stays on one line, as does a list of non-containers; the rest are indented.  One pass: each value is encoded once."""
-    return _layout(data, 0)[0] + "\n"
+    return _layout(data, 0, {})[0] + "\n"  # the ids stay valid: ``data`` holds every object during the call

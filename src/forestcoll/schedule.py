@@ -258,14 +258,15 @@ def tree_heights(trees: Sequence[ScheduleTree]) -> list[int]:
 # ----- JSON ---------------------------------------------------------------------------------
 
 
-def _tree_dict(t: ScheduleTree) -> dict[str, Any]:
-    return {
-        "root": t.root,
-        "chunks": t.chunks,
-        "phase": t.phase,
-        "direction": t.direction,
-        "edges": [{"src": e.src, "dst": e.dst, "path": list(e.path)} for e in t.edges],
-    }
+def _tree_dict(t: ScheduleTree, shared: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A tree's JSON object; with ``shared`` (id of an Edge -> its object), trees holding the same Edge hold the
+    same object (what :func:`write_schedule` encodes once per distinct edge)."""
+    if shared is None:
+        edges = [{"src": e.src, "dst": e.dst, "path": list(e.path)} for e in t.edges]
+    else:
+        edges = [shared.get(id(e)) or shared.setdefault(id(e), {"src": e.src, "dst": e.dst, "path": list(e.path)})
+                 for e in t.edges]
+    return {"root": t.root, "chunks": t.chunks, "phase": t.phase, "direction": t.direction, "edges": edges}
 
 
 def choose_version(s: Schedule, version: int | str = "auto") -> int:
@@ -280,9 +281,10 @@ def choose_version(s: Schedule, version: int | str = "auto") -> int:
     return 2 if len(s.ranks) >= V2_MIN_RANKS and s.symmetry is not None and s.symmetry[1] else 1
 
 
-def schedule_to_dict(s: Schedule, version: int | str = 1) -> dict[str, Any]:
+def schedule_to_dict(s: Schedule, version: int | str = 1, _shared: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The JSON object of a schedule (deterministic key order); ``version`` 2 or "auto": see
-    :mod:`forestcoll.schedule_v2` (auto falls back to 1 when templates would not save 4x)."""
+    :mod:`forestcoll.schedule_v2` (auto falls back to 1 when templates would not save 4x).  (``_shared``: see
+    :func:`_tree_dict`; for writing, where the object is encoded and dropped.)"""
     chosen = choose_version(s, version)
     if chosen == 2:
         from forestcoll.schedule_v2 import VERSION_2, compress
@@ -290,17 +292,17 @@ def schedule_to_dict(s: Schedule, version: int | str = 1) -> dict[str, Any]:
         names, gens = s.symmetry if s.symmetry is not None else ((), ())
         pairs = compress(s.trees, names, gens)
         if version == "auto" and len(pairs) * 4 > len(s.trees):
-            return schedule_to_dict(s, 1)
+            return schedule_to_dict(s, 1, _shared)
         out = _v1_dict(s, trees=False)
         out["version"] = VERSION_2
         out["nodes"] = list(names)
         out["generators"] = [list(g) for g in gens]
-        out["templates"] = [{**_tree_dict(t), "images": images} for t, images in pairs]
+        out["templates"] = [{**_tree_dict(t, _shared), "images": images} for t, images in pairs]
         return out
-    return _v1_dict(s)
+    return _v1_dict(s, shared=_shared)
 
 
-def _v1_dict(s: Schedule, trees: bool = True) -> dict[str, Any]:
+def _v1_dict(s: Schedule, trees: bool = True, shared: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The version-1 JSON object (without ``trees`` when ``trees`` is False: the header version 2 shares)."""
     out: dict[str, Any] = {
         "format": FORMAT,
@@ -326,7 +328,7 @@ def _v1_dict(s: Schedule, trees: bool = True) -> dict[str, Any]:
         ],
     }
     if trees:
-        out["trees"] = [_tree_dict(t) for t in s.trees]
+        out["trees"] = [_tree_dict(t, shared) for t in s.trees]
     return out
 
 
@@ -469,7 +471,8 @@ def _topology_record(value: Any, source: str) -> tuple[str, TopologyRecord | Non
 def write_schedule(sched: Schedule | AlltoallSchedule, path: str, version: int | str = "auto") -> str:
     """Write the schedule JSON to ``path`` whole (temporary file, then rename); returns the text.  ``version``:
     1, 2 or "auto" (:func:`choose_version`; all-to-all schedules are always version 1)."""
-    text = dump_json(sched.to_dict(version) if isinstance(sched, Schedule) else sched.to_dict())
+    # a Schedule's trees share their Edge objects: their JSON objects are shared too, and encoded once each
+    text = dump_json(schedule_to_dict(sched, version, {}) if isinstance(sched, Schedule) else sched.to_dict())
     atomic_write_text(path, text)
     return text
 
