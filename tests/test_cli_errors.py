@@ -288,3 +288,31 @@ def test_simulate_msccl_explains_its_gap(tmp_path):
     assert cli("export", sched, "-o", xml, "--no-check")[0] == 0
     code, out, _ = cli("simulate", xml, "-t", "ring:n=4", "--size", "64MiB")
     assert code == 0 and "note" not in out
+
+
+def test_one_command_parser_is_that_command_of_the_whole_parser():
+    # a run builds only its command's parser (start-up): the same names, help, defaults and errors as the whole one
+    import argparse
+
+    from forestcoll.cli import COMMANDS, _command, build_parser
+    from forestcoll.errors import UsageError
+
+    whole = build_parser()
+    subs = next(a for a in whole._actions if isinstance(a, argparse._SubParsersAction))
+    assert tuple(subs.choices) == COMMANDS
+    for name in COMMANDS:
+        alone = build_parser(name)
+        mine = next(a for a in alone._actions if isinstance(a, argparse._SubParsersAction))
+        assert list(mine.choices) == [name]
+        assert mine.choices[name].format_help() == subs.choices[name].format_help()
+    line = ["generate", "mi250:nodes=2", "-c", "allgather", "--k", "3", "-o", "x.json"]
+    assert vars(build_parser("generate").parse_args(line)) == vars(whole.parse_args(line))
+    for bad in (["generate"], ["generate", "x", "--k", "two"], ["topo", "nope"]):
+        errors = []
+        for parser in (whole, build_parser(_command(bad))):
+            try:
+                parser.parse_args(bad)
+            except UsageError as exc:
+                errors.append(str(exc))
+        assert len(errors) == 2 and errors[0] == errors[1]
+    assert _command(["-q", "topo", "list"]) == "topo" and _command(["--help"]) is None and _command(["gen"]) is None

@@ -20,17 +20,28 @@ EXIT_USAGE = 2
 __all__ = ["EXIT_USAGE", "build_parser", "main"]
 
 
-def build_parser():
-    """The argument parser of every command (see :mod:`.parser`)."""
+COMMANDS = ("bound", "generate", "simulate", "compare", "export", "msccl", "mscclpp", "verify", "topo")
+
+
+def build_parser(only: str | None = None):
+    """The argument parser of every command, or of command ``only`` alone (see :mod:`.parser`)."""
     from forestcoll.cli.parser import build_parser as build
 
-    return build()
+    return build(only)
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The command a command line runs: its first word that is not an option (the top-level options take no
+    values), when that is a command's name; else None (help, a typo: the whole parser answers)."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in COMMANDS else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``forestcoll`` console script."""
     try:
-        args = build_parser().parse_args(argv)
+        words = sys.argv[1:] if argv is None else list(argv)
+        args = build_parser(_command(words)).parse_args(words)
         return int(args.func(args) or 0)
     except ForestCollError as exc:
         print(f"forestcoll: error: {exc}", file=sys.stderr)

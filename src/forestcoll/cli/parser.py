@@ -106,11 +106,30 @@ def _export_flags(p: argparse.ArgumentParser) -> None:
                    help="whose limits to keep to: %(choices)s (default msccl-executor-nccl)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Unused:
+    """Stands for the parser of a command that is not being run: takes the declarations and drops them."""
+
+    def __getattr__(self, name: str):
+        return self._drop
+
+    def _drop(self, *args, **kwargs) -> _Unused:
+        return self
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Every command's parser; with ``only`` (a command name) just that command's (what a run of it needs: the
+    others are ~10 ms of declarations a start-up would not use)."""
     parser = _Parser(prog="forestcoll", description="Throughput-optimal collective schedules for any fabric.")
     parser.add_argument("--version", action="version", version="forestcoll 0.1.0")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
+    if only is not None:
+        declare = sub.add_parser
+
+        def add_parser(name: str, **kwargs):
+            return declare(name, **kwargs) if name == only else _Unused()
+
+        sub.add_parser = add_parser  # type: ignore[method-assign]
 
     p = sub.add_parser("bound", help="exact optimal algbw and the bottleneck cut that proves it")
     p.add_argument("topology", help=TOPOLOGY_HELP)
