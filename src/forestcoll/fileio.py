@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -66,6 +65,21 @@ def ensure_directory(path: str | os.PathLike[str]) -> Path:
     return target
 
 
+def _temporary(directory: str | os.PathLike[str], name: str) -> tuple[int, str]:
+    """A new empty file ``.NAME.PID.N.tmp`` in ``directory``, created exclusively with mode 0600 (as
+    tempfile.mkstemp makes one, without importing tempfile and with it random, shutil, bz2 and lzma: ~3 ms of
+    every start): its descriptor and path."""
+    flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+             | getattr(os, "O_BINARY", 0))
+    for attempt in range(10_000):
+        tmp = os.path.join(directory, f".{name}.{os.getpid()}.{attempt}.tmp")
+        try:
+            return os.open(tmp, flags, 0o600), tmp
+        except FileExistsError:  # left by an earlier process of the same id, or another writer: the next name
+            continue
+    raise FileExistsError(f"no free temporary name .{name}.{os.getpid()}.N.tmp in {directory}")
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and rename, so no partial file is ever left; every OS
     failure (directory missing or read-only, disk full, target a directory) is one ForestCollError and leaves
@@ -73,13 +87,13 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     target = check_output(path)
     directory = target.parent if str(target.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+        fd, tmp = _temporary(directory, target.name)
     except OSError as exc:
         raise ForestCollError(f"{target}: cannot write into directory {directory} ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
+        os.chmod(tmp, 0o666 & ~_umask())  # made 0600; give the file the usual permissions
         os.replace(tmp, target)
     except BaseException as exc:
         try:
