@@ -82,15 +82,18 @@ class Packer:
 
     # ----- the flow network of the current tree ------------------------------------------
     def _rebuild(self) -> None:
-        """Network: residual arcs with capacity, then z->v for every v (z = node n)."""
-        arcs = sorted(a for a, c in self.res.items() if c > 0)
-        self.arc_slots = {a: i for i, a in enumerate(arcs)}
-        z = self.n
-        tails = [a for a, _ in arcs] + [z] * self.n
-        heads = [b for _, b in arcs] + list(range(self.n))
-        self.net = FlowNetwork(self.n + 1, tails, heads)
+        """Network: every arc that can have residual (the keys of ``res``, fixed from the start: trees only use
+        arcs of ``caps``), then z->v for every v (z = node n).  Built once; each tree refreshes the capacities
+        (an arc at 0 carries nothing, so the flow values are those of the residual network)."""
+        if self.net is None:
+            arcs = sorted(self.res)
+            self.arc_slots = {a: i for i, a in enumerate(arcs)}
+            z = self.n
+            tails = [a for a, _ in arcs] + [z] * self.n
+            heads = [b for _, b in arcs] + list(range(self.n))
+            self.net = FlowNetwork(self.n + 1, tails, heads)
         # int64 array: each max-flow takes it as is (a list was converted on every call, ~40% of a small flow)
-        self.capvec = np.array([self.res[a] for a in arcs] + list(self.pool), dtype=np.int64)
+        self.capvec = np.array([*map(self.res.__getitem__, self.arc_slots), *self.pool], dtype=np.int64)
 
     def _use(self, x: int, y: int, amount: int) -> None:
         self.res[(x, y)] -= amount
@@ -302,11 +305,9 @@ class SymmetricPacker:
                 raise ValueError("the group does not preserve the arcs")
             np.minimum(self.arc_orbit, images.min(axis=0), out=self.arc_orbit)
         self.orbit_of = self.arc_orbit.tolist()  # the same, as Python ints (read per arc in the layer loop)
-        self.out: list[list[int]] = [[] for _ in range(n)]
-        self.out_ids: list[list[int]] = [[] for _ in range(n)]  # the arc ids of out[x], aligned
-        for i, (a, b) in enumerate(arcs):
-            self.out[a].append(b)
-            self.out_ids[a].append(i)
+        self.head_list = self.heads.tolist()
+        first = np.searchsorted(self.tails, np.arange(n + 1)).tolist()  # arcs sorted by tail: x's ids are a range
+        self.out_span = list(zip(first[:-1], first[1:]))
         self.pool = np.array(demand, dtype=np.int64)
         node_orbit = self.G.min(axis=0)
         self.targets = sorted(set(node_orbit.tolist()))
@@ -455,7 +456,9 @@ class SymmetricPacker:
         key = sink.tobytes()
         if key not in self._learned_keys and len(self.learned) < self.max_learned:
             self._learned_keys.add(key)
-            self.learned.append((sink, self._columns(sink)))
+            np = self.np
+            entering = np.nonzero(~sink[self.tails] & sink[self.heads])[0]  # the arcs into X, and the ranks outside
+            self.learned.append((sink, self._columns(sink), entering, np.nonzero(~sink)[0]))
 
     def _columns(self, sink) -> list[int]:
         """The images gX of a set X (sink mask) by rank: entry v is the int whose bit g is set iff G[g, v] is in X
@@ -470,12 +473,17 @@ class SymmetricPacker:
             columns.extend(int.from_bytes(raw[i:i + width], "little") for i in range(0, len(raw), width))
         return columns
 
-    def _slack(self, sink, met: int, big_c) -> int:
+    def _slack(self, sink, met: int, big_c, entering=None, outside=None) -> int:
         """Exact slack of a set X (sink mask) in the committed state with the partial tree at big_c; ``met``: the
-        images gX that the tree's vertex set meets, bit g (see :meth:`_columns`)."""
-        rho = int(self.res[~sink[self.tails] & sink[self.heads]].sum())
+        images gX that the tree's vertex set meets, bit g (see :meth:`_columns`); ``entering`` / ``outside``: the
+        ids of the arcs into X and of the ranks outside it, when known."""
+        np = self.np
+        if entering is None:
+            entering = np.nonzero(~sink[self.tails] & sink[self.heads])[0]
+        if outside is None:
+            outside = np.nonzero(~sink)[0]
         missed = self.h - met.bit_count()
-        return rho - int(self.pool[~sink].sum()) - big_c * missed
+        return int(self.res[entering].sum()) - int(self.pool[outside].sum()) - big_c * missed
 
     def _slope(self, root, tree_arcs, batch, verts, sink) -> int:
         """beta(X): how fast the slack of sink side X falls per unit of multiplicity."""
@@ -547,13 +555,16 @@ class SymmetricPacker:
         # units of the multiplicity
         guards = []
         if need == big_c:
-            for sink, columns in self.learned:
+            for sink, columns, entering, outside in self.learned:
                 met = 0
                 for v in order:
                     met |= columns[v]
-                guards.append([columns, met, self._slack(sink, met, big_c) // big_c])
+                guards.append([columns, met, self._slack(sink, met, big_c, entering, outside) // big_c])
         res = self.res.tolist()  # Python ints: the loop below reads them per arc (res is fixed during a layer)
-        arc_id, orbit_of, out, out_ids = self.arc_id, self.orbit_of, self.out, self.out_ids
+        arc_id, orbit_of, heads, span = self.arc_id, self.orbit_of, self.head_list, self.out_span
+        # every rank's out-arcs by residual, largest first, then by head: arcs are numbered by (tail, head), so
+        # one sort by (tail, -residual, head) keeps each tail's arcs in its own id range
+        ranked = self.np.lexsort((self.heads, -self.res, self.tails)).tolist()
         in_tree_use: dict[int, int] = {}
         for x, y in tree_arcs:
             o = orbit_of[arc_id[(x, y)]]
@@ -562,7 +573,9 @@ class SymmetricPacker:
         batch = []
         claimed = set()
         for _, _, x in sorted((depth[v], i, v) for i, v in enumerate(order)):
-            for y, a in sorted(zip(out[x], out_ids[x]), key=lambda p: (-res[p[1]], p[0])):
+            lo, hi = span[x]
+            for a in ranked[lo:hi]:
+                y = heads[a]
                 if in_tree[y] or y in claimed or (x, y) in forbidden:
                     continue
                 o = orbit_of[a]

@@ -181,7 +181,8 @@ def _move(packer: Packer, trees: list[Tree], heights: list[int], i: int, top: in
         if grown is not None:
             break
         frontier = packer.last_frontier
-        users = sorted(((sum(1 for a in t.arcs if a in frontier) * t.multiplicity, -j) for j, t in enumerate(trees)),
+        # a tree's arcs are distinct: how many lie in the frontier is the size of the intersection
+        users = sorted(((len(frontier.intersection(t.arcs)) * t.multiplicity, -j) for j, t in enumerate(trees)),
                        reverse=True)
         drop = sorted((-j for score, j in users[:blockers] if score > 0), reverse=True)
         if not drop:
