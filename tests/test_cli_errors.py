@@ -316,3 +316,4 @@ def test_one_command_parser_is_that_command_of_the_whole_parser():
                 errors.append(str(exc))
         assert len(errors) == 2 and errors[0] == errors[1]
     assert _command(["-q", "topo", "list"]) == "topo" and _command(["--help"]) is None and _command(["gen"]) is None
+    assert _command(["-h", "generate"]) is None and _command(["generate", "-h"]) == "generate"

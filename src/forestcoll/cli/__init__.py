@@ -32,9 +32,13 @@ def build_parser(only: str | None = None):
 
 def _command(argv: Sequence[str]) -> str | None:
     """The command a command line runs: its first word that is not an option (the top-level options take no
-    values), when that is a command's name; else None (help, a typo: the whole parser answers)."""
-    word = next((a for a in argv if not a.startswith("-")), None)
-    return word if word in COMMANDS else None
+    values), when that is a command's name; else None (top-level help, a typo: the whole parser answers)."""
+    for word in argv:
+        if word in ("-h", "--help"):
+            return None  # the top-level help lists every command
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
