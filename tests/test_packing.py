@@ -168,7 +168,7 @@ def test_learned_set_columns_are_the_images_by_rank(n, bits, shift, block):
         met |= columns[v]
     missed = int(np.count_nonzero(~images[:, verts].any(axis=1)))
     rho = int(sym.res[~sink[sym.tails] & sink[sym.heads]].sum())
-    assert sym._slack(sink, met, 3) == rho - int(sym.pool[~sink].sum()) - 3 * missed
+    assert sym._slack(met, 3, *sym._cut(sink)) == rho - int(sym.pool[~sink].sum()) - 3 * missed
 
 
 def _flow_answer(packer, x, y, mult):

@@ -82,16 +82,13 @@ class Packer:
 
     # ----- the flow network of the current tree ------------------------------------------
     def _rebuild(self) -> None:
-        """Network: every arc that can have residual (the keys of ``res``, fixed from the start: trees only use
-        arcs of ``caps``), then z->v for every v (z = node n).  Built once; each tree refreshes the capacities
-        (an arc at 0 carries nothing, so the flow values are those of the residual network)."""
+        """Network: every arc that can have residual (the keys of ``res``: trees only use arcs of ``caps``), then
+        z->v for every v (z = node n).  Built once; each tree refreshes the capacities (an arc at 0 carries
+        nothing, so the flow values are those of the residual network)."""
         if self.net is None:
-            arcs = sorted(self.res)
-            self.arc_slots = {a: i for i, a in enumerate(arcs)}
-            z = self.n
-            tails = [a for a, _ in arcs] + [z] * self.n
-            heads = [b for _, b in arcs] + list(range(self.n))
-            self.net = FlowNetwork(self.n + 1, tails, heads)
+            self.arc_slots = {a: i for i, a in enumerate(sorted(self.res))}
+            tails = [a for a, _ in self.arc_slots] + [self.n] * self.n  # z = n
+            self.net = FlowNetwork(self.n + 1, tails, [b for _, b in self.arc_slots] + list(range(self.n)))
         # int64 array: each max-flow takes it as is (a list was converted on every call, ~40% of a small flow)
         self.capvec = np.array([*map(self.res.__getitem__, self.arc_slots), *self.pool], dtype=np.int64)
 
@@ -107,11 +104,9 @@ class Packer:
         self.capvec[len(self.arc_slots) + r] = value
 
     def admissible(self, x: int, y: int, mult: int) -> int:
-        """Largest c <= mult with which arc x->y may join the tree being grown (0 if none).
-
-        The flow is at least res(x, y) + pool[y] (the paths z->x->y and z->y): when that covers the pool and
-        c = min(mult, res(x, y)), the answer is c without a max-flow (most tests of a lowering, whose pool is
-        small).  ``maxflows`` counts every test either way (the lowering's budget is in tests)."""
+        """Largest c <= mult with which arc x->y may join the tree being grown (0 if none).  The flow is at least
+        res(x, y) + pool[y] (paths z->x->y, z->y): when that covers the pool and c = min(mult, res(x, y)), the
+        answer is c without a max-flow.  ``maxflows`` counts every test (the lowering's budget is in tests)."""
         r = self.res.get((x, y), 0)
         c = min(mult, r)
         if c <= 0:
@@ -453,12 +448,13 @@ class SymmetricPacker:
         return members[np.argsort(members[:, 0], kind="stable")]
 
     def _learn(self, sink) -> None:
-        key = sink.tobytes()
-        if key not in self._learned_keys and len(self.learned) < self.max_learned:
+        if (key := sink.tobytes()) not in self._learned_keys and len(self.learned) < self.max_learned:
             self._learned_keys.add(key)
-            np = self.np
-            entering = np.nonzero(~sink[self.tails] & sink[self.heads])[0]  # the arcs into X, and the ranks outside
-            self.learned.append((sink, self._columns(sink), entering, np.nonzero(~sink)[0]))
+            self.learned.append((sink, self._columns(sink), *self._cut(sink)))
+
+    def _cut(self, sink):
+        """The ids of the arcs into a set X (sink mask) and of the ranks outside it."""
+        return self.np.nonzero(~sink[self.tails] & sink[self.heads])[0], self.np.nonzero(~sink)[0]
 
     def _columns(self, sink) -> list[int]:
         """The images gX of a set X (sink mask) by rank: entry v is the int whose bit g is set iff G[g, v] is in X
@@ -468,22 +464,14 @@ class SymmetricPacker:
         step = max(8, (self.COLUMN_BLOCK // max(1, self.h)) // 8 * 8)  # ranks at a time: |H| x step bools at once
         for lo in range(0, self.n, step):
             bits = np.packbits(sink[self.G[:, lo:lo + step]], axis=0, bitorder="little")  # ceil(|H|/8) x step
-            width = bits.shape[0]
-            raw = np.ascontiguousarray(bits.T).tobytes()
+            width, raw = bits.shape[0], np.ascontiguousarray(bits.T).tobytes()
             columns.extend(int.from_bytes(raw[i:i + width], "little") for i in range(0, len(raw), width))
         return columns
 
-    def _slack(self, sink, met: int, big_c, entering=None, outside=None) -> int:
-        """Exact slack of a set X (sink mask) in the committed state with the partial tree at big_c; ``met``: the
-        images gX that the tree's vertex set meets, bit g (see :meth:`_columns`); ``entering`` / ``outside``: the
-        ids of the arcs into X and of the ranks outside it, when known."""
-        np = self.np
-        if entering is None:
-            entering = np.nonzero(~sink[self.tails] & sink[self.heads])[0]
-        if outside is None:
-            outside = np.nonzero(~sink)[0]
-        missed = self.h - met.bit_count()
-        return int(self.res[entering].sum()) - int(self.pool[outside].sum()) - big_c * missed
+    def _slack(self, met: int, big_c, entering, outside) -> int:
+        """Exact slack of a set X in the committed state with the partial tree at big_c: ``met``, the images gX the
+        tree's vertex set meets (bit g, see :meth:`_columns`); ``entering`` / ``outside``: :meth:`_cut`."""
+        return int(self.res[entering].sum()) - int(self.pool[outside].sum()) - big_c * (self.h - met.bit_count())
 
     def _slope(self, root, tree_arcs, batch, verts, sink) -> int:
         """beta(X): how fast the slack of sink side X falls per unit of multiplicity."""
@@ -551,19 +539,16 @@ class SymmetricPacker:
 
     def _layer_at(self, in_tree, order, depth, tree_arcs, need, forbidden):
         big_c = self._current
-        # learned sets: which images the tree meets (bit g: gX holds a tree vertex), and the remaining slack in
-        # units of the multiplicity
-        guards = []
+        guards = []  # learned sets: images the tree meets (bit g: gX holds a tree vertex), slack in units of C
         if need == big_c:
             for sink, columns, entering, outside in self.learned:
                 met = 0
                 for v in order:
                     met |= columns[v]
-                guards.append([columns, met, self._slack(sink, met, big_c, entering, outside) // big_c])
+                guards.append([columns, met, self._slack(met, big_c, entering, outside) // big_c])
         res = self.res.tolist()  # Python ints: the loop below reads them per arc (res is fixed during a layer)
         arc_id, orbit_of, heads, span = self.arc_id, self.orbit_of, self.head_list, self.out_span
-        # every rank's out-arcs by residual, largest first, then by head: arcs are numbered by (tail, head), so
-        # one sort by (tail, -residual, head) keeps each tail's arcs in its own id range
+        # out-arcs by residual, largest first, then head: arc ids follow (tail, head), so this keeps x's id range
         ranked = self.np.lexsort((self.heads, -self.res, self.tails)).tolist()
         in_tree_use: dict[int, int] = {}
         for x, y in tree_arcs:
