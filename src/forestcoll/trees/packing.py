@@ -541,7 +541,7 @@ class SymmetricPacker:
         big_c = self._current
         guards = []  # learned sets: images the tree meets (bit g: gX holds a tree vertex), slack in units of C
         if need == big_c:
-            for sink, columns, entering, outside in self.learned:
+            for _sink, columns, entering, outside in self.learned:
                 met = 0
                 for v in order:
                     met |= columns[v]
