@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from forestcoll.alltoall.schedule import AlltoallSchedule
 
 __all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "export_msccl", "fitting_msccl", "self_check",
-           "stages", "write_msccl", "write_generated_msccl"]
+           "stages", "write_checked", "write_msccl", "write_generated_msccl"]
 
 LAYOUTS = ("stage", "tree")
 ORDERS = ("progress", "tree")
@@ -561,10 +561,10 @@ def write_msccl(sched: Schedule | AlltoallSchedule, path: str, options: ExportOp
                 progress: Progress | None = None, **kwargs: Any) -> ExportResult:
     """Export ``sched``, check the file (:func:`self_check`, unless ``check`` is False) and write it to ``path``
     whole (temporary file, then rename): what ``forestcoll export`` does."""
-    return _checked_write(export_msccl(sched, options, **kwargs), path, check, progress)
+    return write_checked(export_msccl(sched, options, **kwargs), path, check, progress)
 
 
-def _checked_write(result: ExportResult, path: str, check: bool, progress: Progress | None) -> ExportResult:
+def write_checked(result: ExportResult, path: str, check: bool, progress: Progress | None) -> ExportResult:
     """Self-check an exported file (unless ``check`` is False) and write it to ``path`` whole."""
     from forestcoll.fileio import atomic_write_text
     from forestcoll.msccl.ir import write_algo
@@ -594,18 +594,28 @@ def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOpt
     or without either the highest exact rate of the trees; ties to the larger k.  ``incumbent``, ``sched``'s own
     file when it fits, competes too (by ``file_rate``).  Returns it with a phrase saying how it was chosen; None
     when none fits.  (The rates come from the caller: this layer does not simulate.)"""
+    found = _fitting(topology, collective, sched, options, rate, size, file_rate, incumbent, **generate_kwargs)
+    return None if found is None else found[:2]
+
+
+def _fitting(topology, collective: str, sched: Schedule, options: ExportOptions | None,
+             rate: Callable[[Schedule, int], float] | None, size: int,
+             file_rate: Callable[[Algo, int], float] | None, incumbent: ExportResult | Algo | None,
+             **generate_kwargs: Any) -> tuple[Schedule, str, ExportResult | None] | None:
+    """:func:`fitting_msccl`, and the chosen schedule's exported file (None when ``incumbent`` was an
+    :class:`Algo`), so that the caller writes the file it ranked instead of exporting it again."""
     from forestcoll.generate import generate
     from forestcoll.units import format_size
 
     base = options or ExportOptions()
     fitting: dict[int, Schedule] = {}
-    files: dict[int, Algo] = {}
+    files: dict[int, ExportResult | Algo] = {}
     # smallest k first, up to the first that does not fit (more trees never need fewer steps or blocks): a large
     # k's failing export costs as much as many small ones
     for kk in sorted(2**i for i in range(20) if 2**i < sched.k):
         cand = generate(topology, collective, k=kk, **generate_kwargs)
         try:
-            files[kk] = export_msccl(cand, base).algo
+            files[kk] = export_msccl(cand, base)
         except ExportError as exc:
             if _over_limits(exc):
                 break
@@ -613,14 +623,21 @@ def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOpt
         fitting[kk] = cand
     if not fitting:
         return None
+    def exported(kk: int) -> ExportResult | None:
+        return files[kk] if isinstance(files[kk], ExportResult) else None
+
+    def algo(kk: int) -> Algo:
+        f = files[kk]
+        return f.algo if isinstance(f, ExportResult) else f
+
     if rate is None and file_rate is None:
         top = max(fitting, key=lambda kk: (fitting[kk].algbw, kk))
         return fitting[top], (f"the power of two below it whose file fits with the highest exact rate "
-                              f"({float(fitting[top].algbw):.1f} GB/s)")
+                              f"({float(fitting[top].algbw):.1f} GB/s)"), exported(top)
     if file_rate is not None:
         if incumbent is not None:
             fitting[sched.k], files[sched.k] = sched, incumbent
-        rates = {kk: file_rate(files[kk], size) for kk in sorted(fitting, reverse=True)}
+        rates = {kk: file_rate(algo(kk), size) for kk in sorted(fitting, reverse=True)}
         what = "files"
     else:
         assert rate is not None
@@ -631,7 +648,8 @@ def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOpt
     among = (f"the files that fit (k={sched.k} and the powers of two below it)" if incumbent is not None and file_rate
              else "the powers of two below it whose files fit")
     return fitting[chosen], (f"the fastest of {among}, {what} simulated at "
-                             f"{format_size(size)} ({rates[chosen]:.1f} GB/s" + (f"; {others}" if others else "") + ")")
+                             f"{format_size(size)} ({rates[chosen]:.1f} GB/s" + (f"; {others}" if others else "") + ")"
+                             ), exported(chosen)
 
 
 def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportOptions | None = None,
@@ -652,19 +670,20 @@ def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportO
             raise
         first = exc
     if first is None and file_rate is None:
-        return sched, _checked_write(own, path, check, progress)
-    found = fitting_msccl(topology, sched.collective, sched, options, rate, size=size, file_rate=file_rate,
-                          incumbent=own.algo if first is None else None, **generate_kwargs)
+        return sched, write_checked(own, path, check, progress)
+    found = _fitting(topology, sched.collective, sched, options, rate, size, file_rate,
+                     own if first is None else None, **generate_kwargs)
     if first is None and (found is None or found[0] is sched):
-        result = _checked_write(own, path, check, progress)
+        result = write_checked(own, path, check, progress)
         if found is not None:
             result.notes.insert(0, f"the optimal k={sched.k}'s file is {found[1]}")
         return sched, result
     if found is None:
         assert first is not None
         raise first
-    fallback, how = found
-    result = write_msccl(fallback, path, options, check, progress)
+    fallback, how, file = found
+    assert file is not None  # every file _fitting exports itself is kept whole
+    result = write_checked(file, path, check, progress)  # the file that was ranked, not a second export of it
     bound = sched.bound_algbw
     reach = f"; its trees reach {float(fallback.algbw / bound):.1%} of the bound" if bound else ""
     why = f"does not fit: {first}" if first is not None else "fits, but its file is slower"
