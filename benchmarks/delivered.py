@@ -110,16 +110,13 @@ def per_size_choice(topo, net, collective: str):
     for rng in sel.ranges:
         for size, algbw in rng.measured.items():
             picks[size] = (rng.name, algbw, rng)
-    files = {}
-    for name, sched in cands.items():
-        try:
-            files[name] = export_msccl(sched).algo
-        except ExportError:
-            pass
     try:  # the candidates' files ranked by the files' simulated rate, as generate --sizes --format msccl does
-        by_file = select_schedules(topo, net, collective, sizes, cands, workers=1, files=files)
-    except TypeError:  # older checkouts rank the trees and write the winner's file
+        from forestcoll.simulate.select import candidate_files
+    except ImportError:  # older checkouts rank the trees and write the winner's file
         return picks, {size: per_size_file(net, pick, size) for size, pick in picks.items()}
+    exported, named, _notes = candidate_files(cands)
+    by_file = select_schedules(topo, net, collective, sizes, named, workers=1,
+                               files={name: r.algo for name, r in exported.items()})
     cells = {}
     for rng in by_file.ranges:
         for size, algbw in rng.measured.items():

@@ -61,7 +61,7 @@ __all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "export_ms
            "stages", "write_checked", "write_msccl", "write_generated_msccl"]
 
 LAYOUTS = ("stage", "tree")
-ORDERS = ("progress", "tree")
+ORDERS = ("progress", "latency", "tree")
 MAX_BANDS = 2  # the stage layout tries up to this many channels per stage
 RESIDENT_TBS = 108  # thread blocks an A100 keeps resident (one per SM); wider bands only below it
 STEPS_PER_PIECE = 6  # by default a piece of a tree moves in about this many steps (each forwarded on its own)
@@ -225,12 +225,35 @@ def edge_ports(sched: Schedule, trees: list[TreeShape]) -> dict[tuple[int, int, 
     return out
 
 
+def _hop_levels(sched: Schedule, trees: list[TreeShape]) -> dict[tuple[int, int], int]:
+    """A level per (id(tree), node) that counts physical links instead of tree edges: for an out-tree the links
+    from the root to the node; for an in-tree the links on the longest path from a leaf of the node's subtree to
+    the node *and on to its parent* (when its data reaches the parent).  An edge through NICs and network switches
+    (ten or more links) counts as many hops as it pays latencies; a dependency still points to a smaller level
+    (every edge has at least one link), so the deadlock argument of the progress order is unchanged."""
+    index = {r: i for i, r in enumerate(sched.ranks)}
+    out: dict[tuple[int, int], int] = {}
+    for shape, tree in zip(trees, sched.trees):
+        links = {(index[e.src], index[e.dst]): max(1, len(e.path) - 1) for e in tree.edges}
+        tid = id(shape)
+        if shape.direction == "out":
+            for v in sorted(shape.level, key=lambda x: (shape.level[x], x)):
+                out[(tid, v)] = 0 if v == shape.root else out[(tid, shape.parent[v])] + links[(shape.parent[v], v)]
+        else:
+            for v in sorted(shape.level, key=lambda x: (shape.level[x], x)):
+                here = max((out[(tid, c)] for c in shape.children.get(v, [])), default=0)
+                out[(tid, v)] = here + (links[(v, shape.parent[v])] if v != shape.root else 0)
+    return out
+
+
 def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: int,
                channels: int, outofplace: bool, layout: str = "stage", order: str = "progress",
                ports: dict[tuple[int, int, int], tuple[int, int]] | None = None,
-               spread_band: bool = True) -> tuple[list[_Op], list[int]]:
+               spread_band: bool = True, levels: dict[tuple[int, int], int] | None = None
+               ) -> tuple[list[_Op], list[int]]:
     """All operations of every GPU (not yet in thread blocks) and each GPU's scratch chunk count; ``ports``
-    (:func:`edge_ports`) moves an edge whose pair has several ports to a channel of its port's residue."""
+    (:func:`edge_ports`) moves an edge whose pair has several ports to a channel of its port's residue; ``levels``
+    (:func:`_hop_levels`) replaces the tree levels in the step order."""
     coll = collectives.get(sched.collective)
     copy_first = outofplace and not coll.reduces  # an out-of-place root sends from its output, copied first
     two_phase = len(coll.phases) > 1  # allreduce: in-trees reduce into the output, out-trees send it from there
@@ -238,7 +261,10 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
     scratch = [0] * n
     final_op: dict[tuple[int, int, int], _Op] = {}  # (instance, root, start) -> op that completes the reduction
     n_stages, out_base = stages(pieces)
-    frac = _progress(pieces) if order == "progress" else {id(pc): Fraction(0) for pc in pieces}
+    frac = _progress(pieces) if order in ("progress", "latency") else {id(pc): Fraction(0) for pc in pieces}
+
+    def lvl(t: TreeShape, x: int) -> int:  # the level in the step key: tree edges, or links with ``levels``
+        return levels[(id(t), x)] if levels is not None else t.level[x]
 
     def chan_of(t: TreeShape, m: int, x: int, y: int) -> int:
         spread = (t.order + _mix(x * 65599 + y))
@@ -290,8 +316,8 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
                             where = ("i", base)
                         acc[v] = where
                         prev: _Op | None = None
-                        for c in sorted(kids, key=lambda x: (t.level[x], x)):
-                            key = (m, *tkey, t.level[c], t.order, pc.root, pc.start, c, v)
+                        for c in sorted(kids, key=lambda x: (lvl(t, x), x)):
+                            key = (m, *tkey, lvl(t, c), t.order, pc.root, pc.start, c, v)
                             ch = chan_of(t, m, c, v)
                             send = _Op(key, c, "send", v, ch, "s", acc[c][0], acc[c][1], acc[c][0], acc[c][1], pc.cnt,
                                        dep=last.get(c))
@@ -322,7 +348,7 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
                         if v == t.root:
                             continue
                         u = t.parent[v]
-                        key = (m, *tkey, t.level[v], t.order, pc.root, pc.start, u, v)
+                        key = (m, *tkey, lvl(t, v), t.order, pc.root, pc.start, u, v)
                         src = src_root if u == t.root else ("o", base)
                         ch = chan_of(t, m, u, v)
                         send = _Op(key, u, "send", v, ch, "s", src[0], src[1], src[0], src[1], pc.cnt, dep=have[u])
@@ -392,7 +418,8 @@ def _channel_figures(ops: list[_Op], n: int) -> tuple[int, int, int, int]:
 
 
 def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOptions,
-            limits: RuntimeLimits, ports: dict | None = None) -> tuple[int, list[_Op], list[int]]:
+            limits: RuntimeLimits, ports: dict | None = None,
+            levels: dict | None = None) -> tuple[int, list[_Op], list[int]]:
     """Channels and operations within the runtime's limits (ExportError naming the limit otherwise)."""
     inst = opts.instances
     max_channels = limits.channels // inst
@@ -418,7 +445,7 @@ def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOp
         if c * inst > limits.channels:
             raise ExportError(f"{c} channels x {inst} instances exceed the {limits.channels} channels {limits.name} allows")
         ops, scratch = _build_ops(sched, pieces, k, n, inst, c, opts.outofplace, opts.layout, opts.order, ports,
-                                  spread_band)
+                                  spread_band, levels)
         steps_per_tb, tbs_per_gpu, per_channel, recv_tbs = _channel_figures(ops, n)
         if opts.layout == "stage" and not opts.channels and c > n_stages and tbs_per_gpu > RESIDENT_TBS:
             continue  # a wider band only while every thread block can stay resident
@@ -473,6 +500,7 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     n = len(ranks)
     trees = shape_trees(sched)
     ports = edge_ports(sched, trees) if opts.ports else None
+    levels = _hop_levels(sched, trees) if opts.order == "latency" else None
     inst = opts.instances
     max_channels = limits.channels // inst
     if max_channels < 1:
@@ -486,7 +514,7 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     for i, max_cnt in enumerate(counts):
         k, pieces = cut_pieces(sched, trees, max_cnt)
         try:
-            c, ops, scratch = _layout(sched, pieces, k, n, opts, limits, ports)
+            c, ops, scratch = _layout(sched, pieces, k, n, opts, limits, ports, levels)
             break
         except ExportError:
             if i == len(counts) - 1:

@@ -31,8 +31,8 @@ from forestcoll.simulate.network import Network
 from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
-__all__ = ["ALL_KS", "CANDIDATE_SETS", "SMALL_KS", "ExportedRange", "Selection", "SizeExport", "SizeRange", "candidate_schedules",
-           "default_ks", "export_by_size", "height_candidate", "select_schedules", "usable"]
+__all__ = ["ALL_KS", "CANDIDATE_SETS", "LATENCY", "SMALL_KS", "ExportedRange", "Selection", "SizeExport", "SizeRange",
+           "candidate_files", "candidate_schedules", "default_ks", "export_by_size", "height_candidate", "select_schedules", "usable"]
 
 ALL_KS = tuple(2**i for i in range(0, 7))  # ``--candidates all`` adds every power of two up to 64
 # always offered below the optimal k: 1 and 2 pay the fewest latencies; 4 and 8 come within a few per cent of the
@@ -296,6 +296,35 @@ class SizeExport:
                 "candidates": self.candidates, "ranges": [r.to_dict() for r in self.ranges]}
 
 
+LATENCY = "-latency"  # the name suffix of a candidate's file in the latency step order
+
+
+def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progress | None = None):
+    """Each candidate's MSCCL file, exported once in ``options``' step order and, when that is the default progress
+    order, once more in the latency order (``name + LATENCY``: steps ordered by physical links crossed, which wins
+    at small sizes on fabrics whose network hops cost far more latency than in-box ones).  Returns (name -> export
+    result, name -> schedule of each file, notes on the candidates whose files do not fit)."""
+    from forestcoll.msccl.export import ExportError, ExportOptions, export_msccl
+
+    base = options or ExportOptions()
+    variants = [(name, sched, base) for name, sched in cands.items()]
+    if base.order == "progress":
+        variants += [(name + LATENCY, sched, replace(base, order="latency")) for name, sched in cands.items()]
+    files: dict[str, Any] = {}
+    named: dict[str, Schedule] = {}
+    notes: list[str] = []
+    for i, (name, sched, opts) in enumerate(variants):
+        report(progress, "exporting candidates", i, len(variants))
+        try:
+            files[name] = export_msccl(sched, opts)
+        except ExportError as exc:
+            if not name.endswith(LATENCY):  # the same limits: said once
+                notes.append(f"{name} left out: its MSCCL file {str(exc)[:1].lower()}{str(exc)[1:]}")
+            continue
+        named[name] = sched
+    return files, named, notes
+
+
 def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str, *,
                    extra: Mapping[str, str] | None = None, root: str | None = None, options=None,
                    fairness: str = "max-min", check: bool = True, latency_us: Mapping[str, float] | None = None,
@@ -308,7 +337,7 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     each plan cut for its sizes; ``options`` a :class:`forestcoll.mscclpp.export.ExportOptions`).
     ``candidates``: ``"default"`` (:func:`default_ks` for ``sizes``) or ``"all"`` (also every power of two up to 64)."""
     from forestcoll.fileio import ensure_directory
-    from forestcoll.msccl.export import ExportError, ExportOptions, ExportResult, export_msccl, write_checked
+    from forestcoll.msccl.export import ExportOptions, write_checked
     from forestcoll.simulate.network import load_network
 
     if format not in ("msccl", "mscclpp"):
@@ -335,23 +364,19 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
         out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel, notes=notes)
         out.ranges = export_plans_by_size(net, sel, outdir, collective, options, check, fairness)
         return out
-    # every candidate's file once; the files, not the trees, compete (a file's layout decides its rate too)
+    # every candidate's file once (in both step orders); the files, not the trees, compete (a file's layout decides
+    # its rate too)
     base = options or ExportOptions()
     t0, cpu0 = time.perf_counter(), time.process_time()
-    files: dict[str, ExportResult] = {}
-    for i, (name, sched) in enumerate(cands.items()):
-        report(progress, "exporting candidates", i, len(cands))
-        try:
-            files[name] = export_msccl(sched, base)
-        except ExportError as exc:
-            notes.append(f"{name} left out: its MSCCL file {str(exc)[:1].lower()}{str(exc)[1:]}")
+    files, named, left_out = candidate_files(cands, base, progress)
+    notes += left_out
     if not files:
         raise UsageError(f"no candidate's MSCCL file fits {base.runtime}: {'; '.join(notes)}")
     t1, cpu1 = time.perf_counter(), time.process_time()
-    sel = select_schedules(topo, net, collective, sizes, cands, workers=workers or default_workers(), fairness=fairness,
+    sel = select_schedules(topo, net, collective, sizes, named, workers=workers or default_workers(), fairness=fairness,
                            element_bytes=element_bytes, progress=progress,
                            files={name: r.algo for name, r in files.items()})
-    runs = sum(usable(cands[name], size) for name in files for size in sizes)
+    runs = sum(usable(named[name], size) for name in files for size in sizes)
     notes.append(f"ranked by the candidates' MSCCL files simulated at each size, not by their trees ({len(files)} files "
                  f"exported in {t1 - t0:.1f} s, {cpu1 - cpu0:.1f} s CPU; {len(sel.table)} of {runs} file simulations "
                  f"run in {time.perf_counter() - t1:.1f} s, the others skipped by their lower bounds)")
