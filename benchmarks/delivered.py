@@ -16,8 +16,8 @@ allreduce and allgather it prints the exact bound and the simulated algbw, at
   of those that apply, named);
 * with ``--choice``: what the per-size selection (``generate --sizes``,
   ``compare``) picks at that size, and its algbw; and the MSCCL file
-  ``generate --sizes ... --format msccl -o dir/`` writes for that size's range,
-  simulated, against the pick's own trees.
+  ``generate --sizes ... --format msccl -o dir/`` writes for that size (the
+  candidates' files ranked by their own simulated rate), against its own trees.
 
 Same simulator, same defaults for everything.  The script uses only public
 calls that exist since the first simulator, so it also measures an older
@@ -97,22 +97,36 @@ def fitting(topo, net, collective: str, sched, own=None):
 
 
 def per_size_choice(topo, net, collective: str):
-    """The per-size selection's pick at each size (name, algbw), or None when this checkout has none."""
+    """The per-size selection's pick at each size (name, algbw, range), and the MSCCL file ``generate --sizes ...
+    --format msccl`` writes at each size (a cell), or (None, None) when this checkout has no selection."""
     try:
         from forestcoll.simulate.select import candidate_schedules, select_schedules
     except ImportError:
-        return None
+        return None, None
     cands = candidate_schedules(topo, net, collective)
-    sel = select_schedules(topo, net, collective, [s for s, _ in SIZES], cands, workers=1)
+    sizes = [s for s, _ in SIZES]
+    sel = select_schedules(topo, net, collective, sizes, cands, workers=1)
     picks = {}
     for rng in sel.ranges:
         for size, algbw in rng.measured.items():
             picks[size] = (rng.name, algbw, rng)
-    return picks
+    try:  # the candidates' files ranked by the files' simulated rate, as generate --sizes --format msccl does
+        from forestcoll.simulate.select import candidate_files
+    except ImportError:  # older checkouts rank the trees and write the winner's file
+        return picks, {size: per_size_file(net, pick, size) for size, pick in picks.items()}
+    exported, named, _notes = candidate_files(cands)
+    by_file = select_schedules(topo, net, collective, sizes, named, workers=1,
+                               files={name: r.algo for name, r in exported.items()})
+    cells = {}
+    for rng in by_file.ranges:
+        for size, algbw in rng.measured.items():
+            trees = simulate(net, rng.schedule, size=size).algbw_gbps
+            cells[size] = f"{algbw:.1f} ({algbw / trees:.2f} of its trees; {rng.name})"
+    return picks, cells
 
 
 def per_size_file(net, pick, size: int) -> str:
-    """The MSCCL file ``generate --sizes ... --format msccl`` writes for the range of ``pick``, simulated at
+    """The MSCCL file of ``pick``'s range (older checkouts' ``generate --sizes --format msccl``), simulated at
     ``size``, against the pick's own trees."""
     name, algbw, rng = pick
     try:
@@ -154,7 +168,7 @@ def main() -> None:
                 print(f"{label} {collective}: the file generate --format msccl writes is k={found.k} (optimal "
                       f"k={sched.k}" + (f" does not fit MSCCL: {why}" if own is None else "") + ")", flush=True)
             bound = float(sched.bound_algbw)
-            picks = per_size_choice(topo, net, collective) if args.choice else None
+            picks, files = per_size_choice(topo, net, collective) if args.choice else (None, None)
             for size, name in SIZES:
                 tree = simulate(net, sched, size=size)
                 xml = simulate_msccl(algo, net, size) if algo is not None else None
@@ -171,7 +185,7 @@ def main() -> None:
                 if args.choice:
                     pick = picks.get(size) if picks else None
                     row.append(f"{pick[1]:.1f} {pick[0]}" if pick else "-")
-                    row.append(per_size_file(net, pick, size) if pick else "-")
+                    row.append(files.get(size, "-") if files else "-")
                 rows.append(row)
                 print(" | ".join(row), flush=True)  # progress: a long run keeps what it measured
     columns = ["fabric", "collective", "bound GB/s", "size", "trees GB/s (of bound)", "MSCCL file GB/s",

@@ -117,12 +117,15 @@ def test_bad_options():
 
 
 def test_limit_steps_per_thread_block():
-    """One channel cannot hold mi250 x2's optimal allreduce (it needs two): say so and what to do."""
-    sched = generate(load_topology("mi250:nodes=2"), "allreduce")
+    """One channel cannot hold mi250 x2's optimal allreduce (it needs three): say so and what to do."""
+    topo = load_topology("mi250:nodes=2")
+    sched = generate(topo, "allreduce")
     with pytest.raises(ExportError, match=r"needs \d+ steps; msccl-executor-nccl allows 64.*--k 1"):
         export_msccl(sched, channels=1, max_cnt=71)
-    assert export_msccl(sched, layout="tree", max_cnt=71).channels == 2
-    stage = export_msccl(sched)  # a channel per pipeline stage, folded until the limits hold
+    assert export_msccl(sched, layout="tree", max_cnt=71).channels == 3
+    # a channel per pipeline stage, folded until the limits hold (the optimal allreduce, 163 trees per phase since
+    # in-box pairs stay off the network switch, no longer fits 64 steps per block: generate writes a smaller k)
+    stage = export_msccl(generate(topo, "allgather"))
     assert stage.steps_per_tb <= 64 and stage.channels <= 32
 
 
@@ -228,6 +231,39 @@ def test_steps_go_in_the_trees_progress_order():
         assert len(self_check(res)) == 2
     with pytest.raises(UsageError, match="step order"):
         export_msccl(sched, order="sideways")
+
+
+@pytest.mark.parametrize(("spec", "collective", "k"), [("dgx-a100:nodes=2", "allreduce", None),
+                                                      ("mi250:nodes=2", "allgather", 2),
+                                                      ("mi250:nodes=2", "allreduce", 1)])
+def test_latency_order_moves_steps_only(spec, collective, k):
+    """The latency order (levels counted in physical links, :func:`_hop_levels`) keeps every thread block's steps and
+    reorders them only; each edge's level grows along its tree by the links of its path; the file stays deadlock-free
+    with one slot per connection."""
+    from forestcoll.msccl.export import _hop_levels
+    from forestcoll.pieces import shape_trees
+
+    sched = generate(load_topology(spec), collective, k=k)
+    trees = shape_trees(sched)
+    levels = _hop_levels(sched, trees)
+    index = {r: i for i, r in enumerate(sched.ranks)}
+    for shape, tree in zip(trees, sched.trees):
+        for e in tree.edges:
+            x, y = index[e.src], index[e.dst]
+            if shape.direction == "out":
+                assert levels[(id(shape), y)] == levels[(id(shape), x)] + len(e.path) - 1
+            else:  # an in-tree node's level is when its data reaches its parent: after all its children's
+                assert levels[(id(shape), x)] >= len(e.path) - 1
+                assert y == shape.root or levels[(id(shape), y)] > levels[(id(shape), x)]
+    plain, hops = export_msccl(sched), export_msccl(sched, order="latency")
+
+    def blocks(res):
+        return {(g.id, tb.id, tb.send, tb.recv, tb.chan): sorted((st.type, st.srcbuf, st.srcoff, st.dstbuf, st.dstoff,
+                                                                   st.cnt) for st in tb.steps)
+                for g in res.algo.gpus for tb in g.tbs}
+
+    assert blocks(plain) == blocks(hops)
+    assert len(self_check(hops)) == 2
 
 
 def test_edges_on_two_ports_go_on_channels_of_their_ports_residue():

@@ -199,3 +199,52 @@ def test_small_k_candidate_beats_k2_on_deep_mi250_trees():
     assert Fraction(k8.algbw) >= Fraction(97, 100) * Fraction(cands["forestcoll"].algbw)
     got = {n: simulate(net, cands[n], size=1 << 30).algbw_gbps for n in ("forestcoll", "forestcoll-k2", "forestcoll-k8")}
     assert got["forestcoll-k8"] > max(got["forestcoll"], got["forestcoll-k2"]), got
+
+
+def _files(cands):
+    from forestcoll.msccl.export import export_msccl
+
+    return {name: export_msccl(sched).algo for name, sched in cands.items()}
+
+
+@pytest.mark.parametrize(("spec", "collective"), [("ring:n=4", "allgather"), ("hypercube:dim=3", "allreduce")])
+def test_file_selection_picks_the_fastest_file(spec, collective):
+    """With ``files`` every size goes to the candidate whose MSCCL *file* simulates fastest there (all files simulated,
+    none skipped wrongly), which is never slower than the file of the trees' pick; on these two fabrics the picks differ
+    at some size under the default model (ring:n=4 allgather: the ring's file beats the optimal trees' file)."""
+    from forestcoll.simulate.msccl import simulate_msccl
+
+    net = load_network(spec)
+    sizes = [1 << 20, 16 << 20]
+    cands = candidate_schedules(net.topology, net, collective, sizes=sizes)
+    files = _files(cands)
+    by_file = select_schedules(net.topology, net, collective, sizes, cands, margin=0.0, files=files)
+    by_trees = select_schedules(net.topology, net, collective, sizes, cands, margin=0.0)
+    full = select_schedules(net.topology, net, collective, sizes, cands, margin=0.0, files=files, exhaustive=True)
+    assert [(r.name, r.measured) for r in by_file.ranges] == [(r.name, r.measured) for r in full.ranges]
+    picks = {size: r.name for r in by_trees.ranges for size in r.measured}
+    differ = False
+    for rng in by_file.ranges:
+        for size, algbw in rng.measured.items():
+            rates = {n: simulate_msccl(a, net, size).algbw_gbps for n, a in files.items() if usable(cands[n], size)}
+            assert algbw == max(rates.values()) == rates[rng.name]
+            assert algbw >= rates[picks[size]]
+            differ |= picks[size] != rng.name
+    assert differ, picks
+
+
+def test_generate_by_size_writes_the_files_it_ranked(tmp_path):
+    """export_by_size (generate --sizes --format msccl): each written file simulates at the rate its range measured,
+    and a note says how the files were ranked and what it cost."""
+    from forestcoll.msccl.ir import read_algo
+    from forestcoll.simulate.msccl import simulate_msccl
+    from forestcoll.simulate.select import export_by_size
+
+    out = export_by_size("ring:n=4", "allgather", [1 << 20, 16 << 20], str(tmp_path / "x"), workers=1)
+    assert out.ok and any("ranked by the candidates' MSCCL files" in n for n in out.notes)
+    net = load_network("ring:n=4")
+    for r in out.ranges:
+        algo, _text = read_algo(r.path)
+        assert (algo.min_bytes, algo.max_bytes) == (r.range.min_bytes, r.range.max_bytes)
+        for size, algbw in r.range.measured.items():
+            assert simulate_msccl(algo, net, size).algbw_gbps == pytest.approx(algbw, rel=1e-12)

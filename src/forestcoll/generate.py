@@ -124,7 +124,8 @@ def solve_phase(
     t0 = time.perf_counter()
     trimmed = [c for _, _, c in arcs] != floor_caps(oracle, scale)
     gens = invariant_symmetries(fabric, weights) if symmetry and not trimmed else []
-    split = split_switches(n, arcs, fabric.is_compute, [k * w for w in weights], k * total, gens)
+    split = split_switches(n, arcs, fabric.is_compute, [k * w for w in weights], k * total, gens,
+                           box=[node.box for node in fabric.nodes])
     stats["split_s"] = time.perf_counter() - t0
     stats["split_maxflows"] = split.stats["maxflows"]
     stats["split_group_order"] = len(split.group)

@@ -58,10 +58,10 @@ if TYPE_CHECKING:
     from forestcoll.alltoall.schedule import AlltoallSchedule
 
 __all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "export_msccl", "fitting_msccl", "self_check",
-           "stages", "write_msccl", "write_generated_msccl"]
+           "stages", "write_checked", "write_msccl", "write_generated_msccl"]
 
 LAYOUTS = ("stage", "tree")
-ORDERS = ("progress", "tree")
+ORDERS = ("progress", "latency", "tree")
 MAX_BANDS = 2  # the stage layout tries up to this many channels per stage
 RESIDENT_TBS = 108  # thread blocks an A100 keeps resident (one per SM); wider bands only below it
 STEPS_PER_PIECE = 6  # by default a piece of a tree moves in about this many steps (each forwarded on its own)
@@ -225,12 +225,35 @@ def edge_ports(sched: Schedule, trees: list[TreeShape]) -> dict[tuple[int, int, 
     return out
 
 
+def _hop_levels(sched: Schedule, trees: list[TreeShape]) -> dict[tuple[int, int], int]:
+    """A level per (id(tree), node) that counts physical links instead of tree edges: for an out-tree the links
+    from the root to the node; for an in-tree the links on the longest path from a leaf of the node's subtree to
+    the node *and on to its parent* (when its data reaches the parent).  An edge through NICs and network switches
+    (ten or more links) counts as many hops as it pays latencies; a dependency still points to a smaller level
+    (every edge has at least one link), so the deadlock argument of the progress order is unchanged."""
+    index = {r: i for i, r in enumerate(sched.ranks)}
+    out: dict[tuple[int, int], int] = {}
+    for shape, tree in zip(trees, sched.trees):
+        links = {(index[e.src], index[e.dst]): max(1, len(e.path) - 1) for e in tree.edges}
+        tid = id(shape)
+        if shape.direction == "out":
+            for v in sorted(shape.level, key=lambda x: (shape.level[x], x)):
+                out[(tid, v)] = 0 if v == shape.root else out[(tid, shape.parent[v])] + links[(shape.parent[v], v)]
+        else:
+            for v in sorted(shape.level, key=lambda x: (shape.level[x], x)):
+                here = max((out[(tid, c)] for c in shape.children.get(v, [])), default=0)
+                out[(tid, v)] = here + (links[(v, shape.parent[v])] if v != shape.root else 0)
+    return out
+
+
 def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: int,
                channels: int, outofplace: bool, layout: str = "stage", order: str = "progress",
                ports: dict[tuple[int, int, int], tuple[int, int]] | None = None,
-               spread_band: bool = True) -> tuple[list[_Op], list[int]]:
+               spread_band: bool = True, levels: dict[tuple[int, int], int] | None = None
+               ) -> tuple[list[_Op], list[int]]:
     """All operations of every GPU (not yet in thread blocks) and each GPU's scratch chunk count; ``ports``
-    (:func:`edge_ports`) moves an edge whose pair has several ports to a channel of its port's residue."""
+    (:func:`edge_ports`) moves an edge whose pair has several ports to a channel of its port's residue; ``levels``
+    (:func:`_hop_levels`) replaces the tree levels in the step order."""
     coll = collectives.get(sched.collective)
     copy_first = outofplace and not coll.reduces  # an out-of-place root sends from its output, copied first
     two_phase = len(coll.phases) > 1  # allreduce: in-trees reduce into the output, out-trees send it from there
@@ -238,7 +261,10 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
     scratch = [0] * n
     final_op: dict[tuple[int, int, int], _Op] = {}  # (instance, root, start) -> op that completes the reduction
     n_stages, out_base = stages(pieces)
-    frac = _progress(pieces) if order == "progress" else {id(pc): Fraction(0) for pc in pieces}
+    frac = _progress(pieces) if order in ("progress", "latency") else {id(pc): Fraction(0) for pc in pieces}
+
+    def lvl(t: TreeShape, x: int) -> int:  # the level in the step key: tree edges, or links with ``levels``
+        return levels[(id(t), x)] if levels is not None else t.level[x]
 
     def chan_of(t: TreeShape, m: int, x: int, y: int) -> int:
         spread = (t.order + _mix(x * 65599 + y))
@@ -290,8 +316,8 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
                             where = ("i", base)
                         acc[v] = where
                         prev: _Op | None = None
-                        for c in sorted(kids, key=lambda x: (t.level[x], x)):
-                            key = (m, *tkey, t.level[c], t.order, pc.root, pc.start, c, v)
+                        for c in sorted(kids, key=lambda x: (lvl(t, x), x)):
+                            key = (m, *tkey, lvl(t, c), t.order, pc.root, pc.start, c, v)
                             ch = chan_of(t, m, c, v)
                             send = _Op(key, c, "send", v, ch, "s", acc[c][0], acc[c][1], acc[c][0], acc[c][1], pc.cnt,
                                        dep=last.get(c))
@@ -322,7 +348,7 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
                         if v == t.root:
                             continue
                         u = t.parent[v]
-                        key = (m, *tkey, t.level[v], t.order, pc.root, pc.start, u, v)
+                        key = (m, *tkey, lvl(t, v), t.order, pc.root, pc.start, u, v)
                         src = src_root if u == t.root else ("o", base)
                         ch = chan_of(t, m, u, v)
                         send = _Op(key, u, "send", v, ch, "s", src[0], src[1], src[0], src[1], pc.cnt, dep=have[u])
@@ -392,7 +418,8 @@ def _channel_figures(ops: list[_Op], n: int) -> tuple[int, int, int, int]:
 
 
 def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOptions,
-            limits: RuntimeLimits, ports: dict | None = None) -> tuple[int, list[_Op], list[int]]:
+            limits: RuntimeLimits, ports: dict | None = None,
+            levels: dict | None = None) -> tuple[int, list[_Op], list[int]]:
     """Channels and operations within the runtime's limits (ExportError naming the limit otherwise)."""
     inst = opts.instances
     max_channels = limits.channels // inst
@@ -418,7 +445,7 @@ def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOp
         if c * inst > limits.channels:
             raise ExportError(f"{c} channels x {inst} instances exceed the {limits.channels} channels {limits.name} allows")
         ops, scratch = _build_ops(sched, pieces, k, n, inst, c, opts.outofplace, opts.layout, opts.order, ports,
-                                  spread_band)
+                                  spread_band, levels)
         steps_per_tb, tbs_per_gpu, per_channel, recv_tbs = _channel_figures(ops, n)
         if opts.layout == "stage" and not opts.channels and c > n_stages and tbs_per_gpu > RESIDENT_TBS:
             continue  # a wider band only while every thread block can stay resident
@@ -473,6 +500,7 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     n = len(ranks)
     trees = shape_trees(sched)
     ports = edge_ports(sched, trees) if opts.ports else None
+    levels = _hop_levels(sched, trees) if opts.order == "latency" else None
     inst = opts.instances
     max_channels = limits.channels // inst
     if max_channels < 1:
@@ -486,7 +514,7 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     for i, max_cnt in enumerate(counts):
         k, pieces = cut_pieces(sched, trees, max_cnt)
         try:
-            c, ops, scratch = _layout(sched, pieces, k, n, opts, limits, ports)
+            c, ops, scratch = _layout(sched, pieces, k, n, opts, limits, ports, levels)
             break
         except ExportError:
             if i == len(counts) - 1:
@@ -561,10 +589,10 @@ def write_msccl(sched: Schedule | AlltoallSchedule, path: str, options: ExportOp
                 progress: Progress | None = None, **kwargs: Any) -> ExportResult:
     """Export ``sched``, check the file (:func:`self_check`, unless ``check`` is False) and write it to ``path``
     whole (temporary file, then rename): what ``forestcoll export`` does."""
-    return _checked_write(export_msccl(sched, options, **kwargs), path, check, progress)
+    return write_checked(export_msccl(sched, options, **kwargs), path, check, progress)
 
 
-def _checked_write(result: ExportResult, path: str, check: bool, progress: Progress | None) -> ExportResult:
+def write_checked(result: ExportResult, path: str, check: bool, progress: Progress | None) -> ExportResult:
     """Self-check an exported file (unless ``check`` is False) and write it to ``path`` whole."""
     from forestcoll.fileio import atomic_write_text
     from forestcoll.msccl.ir import write_algo
@@ -594,18 +622,28 @@ def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOpt
     or without either the highest exact rate of the trees; ties to the larger k.  ``incumbent``, ``sched``'s own
     file when it fits, competes too (by ``file_rate``).  Returns it with a phrase saying how it was chosen; None
     when none fits.  (The rates come from the caller: this layer does not simulate.)"""
+    found = _fitting(topology, collective, sched, options, rate, size, file_rate, incumbent, **generate_kwargs)
+    return None if found is None else found[:2]
+
+
+def _fitting(topology, collective: str, sched: Schedule, options: ExportOptions | None,
+             rate: Callable[[Schedule, int], float] | None, size: int,
+             file_rate: Callable[[Algo, int], float] | None, incumbent: ExportResult | Algo | None,
+             **generate_kwargs: Any) -> tuple[Schedule, str, ExportResult | None] | None:
+    """:func:`fitting_msccl`, and the chosen schedule's exported file (None when ``incumbent`` was an
+    :class:`Algo`), so that the caller writes the file it ranked instead of exporting it again."""
     from forestcoll.generate import generate
     from forestcoll.units import format_size
 
     base = options or ExportOptions()
     fitting: dict[int, Schedule] = {}
-    files: dict[int, Algo] = {}
+    files: dict[int, ExportResult | Algo] = {}
     # smallest k first, up to the first that does not fit (more trees never need fewer steps or blocks): a large
     # k's failing export costs as much as many small ones
     for kk in sorted(2**i for i in range(20) if 2**i < sched.k):
         cand = generate(topology, collective, k=kk, **generate_kwargs)
         try:
-            files[kk] = export_msccl(cand, base).algo
+            files[kk] = export_msccl(cand, base)
         except ExportError as exc:
             if _over_limits(exc):
                 break
@@ -613,14 +651,21 @@ def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOpt
         fitting[kk] = cand
     if not fitting:
         return None
+    def exported(kk: int) -> ExportResult | None:
+        return files[kk] if isinstance(files[kk], ExportResult) else None
+
+    def algo(kk: int) -> Algo:
+        f = files[kk]
+        return f.algo if isinstance(f, ExportResult) else f
+
     if rate is None and file_rate is None:
         top = max(fitting, key=lambda kk: (fitting[kk].algbw, kk))
         return fitting[top], (f"the power of two below it whose file fits with the highest exact rate "
-                              f"({float(fitting[top].algbw):.1f} GB/s)")
+                              f"({float(fitting[top].algbw):.1f} GB/s)"), exported(top)
     if file_rate is not None:
         if incumbent is not None:
             fitting[sched.k], files[sched.k] = sched, incumbent
-        rates = {kk: file_rate(files[kk], size) for kk in sorted(fitting, reverse=True)}
+        rates = {kk: file_rate(algo(kk), size) for kk in sorted(fitting, reverse=True)}
         what = "files"
     else:
         assert rate is not None
@@ -631,7 +676,8 @@ def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOpt
     among = (f"the files that fit (k={sched.k} and the powers of two below it)" if incumbent is not None and file_rate
              else "the powers of two below it whose files fit")
     return fitting[chosen], (f"the fastest of {among}, {what} simulated at "
-                             f"{format_size(size)} ({rates[chosen]:.1f} GB/s" + (f"; {others}" if others else "") + ")")
+                             f"{format_size(size)} ({rates[chosen]:.1f} GB/s" + (f"; {others}" if others else "") + ")"
+                             ), exported(chosen)
 
 
 def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportOptions | None = None,
@@ -652,19 +698,20 @@ def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportO
             raise
         first = exc
     if first is None and file_rate is None:
-        return sched, _checked_write(own, path, check, progress)
-    found = fitting_msccl(topology, sched.collective, sched, options, rate, size=size, file_rate=file_rate,
-                          incumbent=own.algo if first is None else None, **generate_kwargs)
+        return sched, write_checked(own, path, check, progress)
+    found = _fitting(topology, sched.collective, sched, options, rate, size, file_rate,
+                     own if first is None else None, **generate_kwargs)
     if first is None and (found is None or found[0] is sched):
-        result = _checked_write(own, path, check, progress)
+        result = write_checked(own, path, check, progress)
         if found is not None:
             result.notes.insert(0, f"the optimal k={sched.k}'s file is {found[1]}")
         return sched, result
     if found is None:
         assert first is not None
         raise first
-    fallback, how = found
-    result = write_msccl(fallback, path, options, check, progress)
+    fallback, how, file = found
+    assert file is not None  # every file _fitting exports itself is kept whole
+    result = write_checked(file, path, check, progress)  # the file that was ranked, not a second export of it
     bound = sched.bound_algbw
     reach = f"; its trees reach {float(fallback.algbw / bound):.1%} of the bound" if bound else ""
     why = f"does not fit: {first}" if first is not None else "fits, but its file is slower"

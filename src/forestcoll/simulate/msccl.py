@@ -33,8 +33,8 @@ from forestcoll.pieces import slices_for
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
 
-__all__ = ["channel_routes", "file_rate", "msccl_collective", "msccl_program", "serialisation_notes", "simulate_msccl",
-           "size_notes"]
+__all__ = ["channel_routes", "file_rate", "msccl_collective", "msccl_lowering", "msccl_program", "serialisation_notes",
+           "simulate_msccl", "size_notes"]
 
 
 def msccl_collective(algo: Algo, source: str = "algo.xml") -> tuple[str, Fraction]:
@@ -67,6 +67,13 @@ def file_rate(topology):
 
     net = build_network(topology)
     return lambda algo, size: simulate_msccl(algo, net, size).algbw_gbps
+
+
+def msccl_lowering(algo: Algo, net: Network, size: float, slice_bytes: float, max_slices: int):
+    """An MSCCL file as a contender of :func:`forestcoll.simulate.race.race` (``lowering=``): (program, collective,
+    extra fields of its result, bus factor), the program :func:`simulate_msccl` runs."""
+    name, bus = msccl_collective(algo, algo.name or "algo.xml")
+    return msccl_program(algo, net, size, slice_bytes, max_slices, algo.name or "algo.xml"), name, {}, bus
 
 
 SLOWER = 1.2  # a simulated time this much above the links' own time is called a serialisation gap

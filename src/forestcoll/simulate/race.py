@@ -28,14 +28,22 @@ from dataclasses import dataclass, field
 from forestcoll.progress import Progress, report
 from forestcoll.schedule import Schedule
 from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE, SimResult, simulate_program
-from forestcoll.simulate.engine import link_bound, path_bound
+from forestcoll.simulate.engine import ProgramBuilder, link_bound, path_bound
 from forestcoll.simulate.network import Network
 from forestcoll.simulate.trees import tree_program
 
-__all__ = ["RaceResult", "race", "race_sizes", "ranking_rate"]
+__all__ = ["RaceResult", "race", "race_sizes", "ranking_rate", "tree_lowering"]
 
 _PROBE = float(1 << 20)  # the size at which the per-byte link bound is measured (any size gives the same)
 _EPS = 1e-6  # the engine merges events within a relative 1e-9: prune only clearly above the limit
+
+
+def tree_lowering(sched: Schedule, net: Network, size: float, slice_bytes: float,
+                  max_slices: int) -> tuple[ProgramBuilder, str, dict, None]:
+    """A schedule's trees as a contender: (program, collective, extra fields of its result, bus factor: the
+    collective's).  Another ``lowering`` (e.g. :func:`forestcoll.simulate.msccl.msccl_lowering`) races other
+    artefacts the same way."""
+    return tree_program(sched, net, size, slice_bytes, max_slices), sched.collective, {"k": sched.k}, None
 
 
 @dataclass
@@ -52,8 +60,8 @@ class RaceResult:
 def race(net: Network, size: int, candidates: Mapping[str, Schedule], *, best_s: float = math.inf,
          slack: float = 0.0, fairness: str = "max-min", slice_bytes: int = DEFAULT_SLICE,
          max_slices: int = DEFAULT_MAX_SLICES, per_byte: dict[str, float] | None = None,
-         step=None, first: str | None = None) -> RaceResult:
-    """Simulate those of ``candidates`` (name -> schedule) that can finish a ``size``-byte call within
+         step=None, first: str | None = None, lowering=tree_lowering) -> RaceResult:
+    """Simulate those of ``candidates`` (name -> schedule, or what ``lowering`` takes) that can finish a ``size``-byte call within
     ``best_s / (1 - slack)`` seconds (``best_s``: the best time already known, e.g. of schedules simulated by
     the caller), lowering that limit as faster ones are found; ``first`` (e.g. the winner at the previous size)
     is simulated first, the others in the order of their bounds.  ``per_byte`` caches each candidate's link
@@ -68,17 +76,17 @@ def race(net: Network, size: int, candidates: Mapping[str, Schedule], *, best_s:
     bounds: dict[str, float] = {}
     for name, sched in candidates.items():
         if name not in per_byte:
-            per_byte[name] = link_bound(tree_program(sched, net, _PROBE, *slicing).build(), cap) / _PROBE
+            per_byte[name] = link_bound(lowering(sched, net, _PROBE, *slicing)[0].build(), cap) / _PROBE
         bounds[name] = per_byte[name] * size
     out = RaceResult([])
     for name in sorted(candidates, key=lambda n: (n != first, bounds[n])):
         if bounds[name] <= limit():  # the link bound first: no program is built for those it prunes
-            sched = candidates[name]
-            program = tree_program(sched, net, float(size), *slicing).build()
+            builder, collective, extra, bus = lowering(candidates[name], net, float(size), *slicing)
+            program = builder.build()
             bounds[name] = max(bounds[name], path_bound(program, cap))
             if bounds[name] <= limit():  # simulated, but only as long as it can still win
-                res = simulate_program(program, net, name, sched.collective, size, {"k": sched.k}, fairness=fairness,
-                                       stop_at=limit())
+                res = simulate_program(program, net, name, collective, size, extra, fairness=fairness,
+                                       bus_factor=bus, stop_at=limit())
                 if res is None:
                     bounds[name] = limit()
                 else:

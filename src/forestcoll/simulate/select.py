@@ -15,13 +15,14 @@ range's schedule as a self-checked MSCCL file with its minBytes / maxBytes
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from forestcoll import collectives
 from forestcoll.errors import ForestCollError, UsageError
-from forestcoll.progress import Progress
+from forestcoll.progress import Progress, report
 from forestcoll.schedule import Schedule
 from forestcoll.simulate import baselines
 from forestcoll.simulate.compare import default_workers, run_jobs
@@ -30,8 +31,8 @@ from forestcoll.simulate.network import Network
 from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
-__all__ = ["ALL_KS", "CANDIDATE_SETS", "SMALL_KS", "ExportedRange", "Selection", "SizeExport", "SizeRange", "candidate_schedules",
-           "default_ks", "export_by_size", "height_candidate", "select_schedules", "usable"]
+__all__ = ["ALL_KS", "CANDIDATE_SETS", "LATENCY", "SMALL_KS", "ExportedRange", "Selection", "SizeExport", "SizeRange",
+           "candidate_files", "candidate_schedules", "default_ks", "export_by_size", "height_candidate", "select_schedules", "usable"]
 
 ALL_KS = tuple(2**i for i in range(0, 7))  # ``--candidates all`` adds every power of two up to 64
 # always offered below the optimal k: 1 and 2 pay the fewest latencies; 4 and 8 come within a few per cent of the
@@ -160,7 +161,8 @@ def usable(sched: Schedule, size: int, element_bytes: int = 4) -> bool:
 def select_schedules(topo: Topology, net: Network, collective: str, sizes: Sequence[int],
                      candidates: dict[str, Schedule], *, fairness: str = "max-min", workers: int = 1,
                      margin: float = 0.02, runtime_sizes: bool = True, element_bytes: int = 4,
-                     progress: Progress | None = None, exhaustive: bool = False) -> Selection:
+                     progress: Progress | None = None, exhaustive: bool = False,
+                     files: Mapping[str, Any] | None = None) -> Selection:
     """The candidate with the highest simulated algbw at each size, merged into size ranges.
 
     With ``runtime_sizes`` a candidate competes at a size only if the runtimes can use its file there
@@ -168,18 +170,38 @@ def select_schedules(topo: Topology, net: Network, collective: str, sizes: Seque
     of the best, so near-ties do not split the ranges.  A candidate whose lower bound on the time is above the
     best time found divided by ``1 - margin`` is not simulated (:func:`forestcoll.simulate.race.race`: the same
     ranges as simulating all, which ``exhaustive`` does; ``table`` then lacks the rows skipped).
+    With ``files`` (name -> MSCCL :class:`~forestcoll.msccl.ir.Algo` of that candidate) the candidates that have a
+    file compete by their *files'* simulated rate (:func:`forestcoll.simulate.msccl.simulate_msccl`: what a user of
+    the file gets), not by their trees'; ``measured`` and ``table`` then hold the files' rates.
     ``progress`` gets ``("simulating candidates", done, total)`` per candidate and size."""
-    from forestcoll.simulate.race import STAGE, race_sizes
+    from forestcoll.simulate.race import STAGE, race_sizes, tree_lowering
 
+    if files is not None:
+        candidates = {name: sched for name, sched in candidates.items() if name in files}
     competing = {size: {name: sched for name, sched in candidates.items()
                         if not runtime_sizes or usable(sched, size, element_bytes)} for size in sizes}
-    if exhaustive:
+    if exhaustive and files is not None:
+        from forestcoll.simulate.msccl import simulate_msccl
+
+        table = []
+        for size in sizes:
+            for name in competing[size]:
+                res = simulate_msccl(files[name], net, size, fairness=fairness, source=name)
+                res.algorithm = name
+                table.append(res)
+    elif exhaustive:
         jobs = [(sched, collective, size, {"fairness": fairness, "name": name})
                 for size in sizes for name, sched in competing[size].items()]
         table = run_jobs(net, jobs, workers, progress, STAGE)
     else:
+        lowering = tree_lowering
+        if files is not None:
+            from forestcoll.simulate.msccl import msccl_lowering
+
+            lowering = msccl_lowering
+            competing = {size: {name: files[name] for name in named} for size, named in competing.items()}
         raced = race_sizes(net, list(sizes), competing, slack=margin, workers=workers, progress=progress,
-                           fairness=fairness)
+                           fairness=fairness, lowering=lowering)
         table = [r for size in sizes for r in raced[size].results]
     winners: list[tuple[int, str]] = []
     for size in sorted(sizes):
@@ -274,6 +296,35 @@ class SizeExport:
                 "candidates": self.candidates, "ranges": [r.to_dict() for r in self.ranges]}
 
 
+LATENCY = "-latency"  # the name suffix of a candidate's file in the latency step order
+
+
+def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progress | None = None):
+    """Each candidate's MSCCL file, exported once in ``options``' step order and, when that is the default progress
+    order, once more in the latency order (``name + LATENCY``: steps ordered by physical links crossed, which wins
+    at small sizes on fabrics whose network hops cost far more latency than in-box ones).  Returns (name -> export
+    result, name -> schedule of each file, notes on the candidates whose files do not fit)."""
+    from forestcoll.msccl.export import ExportError, ExportOptions, export_msccl
+
+    base = options or ExportOptions()
+    variants = [(name, sched, base) for name, sched in cands.items()]
+    if base.order == "progress":
+        variants += [(name + LATENCY, sched, replace(base, order="latency")) for name, sched in cands.items()]
+    files: dict[str, Any] = {}
+    named: dict[str, Schedule] = {}
+    notes: list[str] = []
+    for i, (name, sched, opts) in enumerate(variants):
+        report(progress, "exporting candidates", i, len(variants))
+        try:
+            files[name] = export_msccl(sched, opts)
+        except ExportError as exc:
+            if not name.endswith(LATENCY):  # the same limits: said once
+                notes.append(f"{name} left out: its MSCCL file {str(exc)[:1].lower()}{str(exc)[1:]}")
+            continue
+        named[name] = sched
+    return files, named, notes
+
+
 def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str, *,
                    extra: Mapping[str, str] | None = None, root: str | None = None, options=None,
                    fairness: str = "max-min", check: bool = True, latency_us: Mapping[str, float] | None = None,
@@ -286,7 +337,7 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     each plan cut for its sizes; ``options`` a :class:`forestcoll.mscclpp.export.ExportOptions`).
     ``candidates``: ``"default"`` (:func:`default_ks` for ``sizes``) or ``"all"`` (also every power of two up to 64)."""
     from forestcoll.fileio import ensure_directory
-    from forestcoll.msccl.export import ExportError, ExportOptions, write_msccl
+    from forestcoll.msccl.export import ExportOptions, write_checked
     from forestcoll.simulate.network import load_network
 
     if format not in ("msccl", "mscclpp"):
@@ -308,23 +359,35 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
         if candidates == "default":
             fitted = _next_fitting_powers(cands, fitted, notes, topo, collective, root, options)
         cands = fitted
-    sel = select_schedules(topo, net, collective, sizes, cands, workers=workers or default_workers(), fairness=fairness,
-                           element_bytes=element_bytes, progress=progress)
-    out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel, notes=notes)
-    if format == "mscclpp":
+        sel = select_schedules(topo, net, collective, sizes, cands, workers=workers or default_workers(),
+                               fairness=fairness, element_bytes=element_bytes, progress=progress)
+        out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel, notes=notes)
         out.ranges = export_plans_by_size(net, sel, outdir, collective, options, check, fairness)
         return out
+    # every candidate's file once (in both step orders); the files, not the trees, compete (a file's layout decides
+    # its rate too)
     base = options or ExportOptions()
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    files, named, left_out = candidate_files(cands, base, progress)
+    notes += left_out
+    if not files:
+        raise UsageError(f"no candidate's MSCCL file fits {base.runtime}: {'; '.join(notes)}")
+    t1, cpu1 = time.perf_counter(), time.process_time()
+    sel = select_schedules(topo, net, collective, sizes, named, workers=workers or default_workers(), fairness=fairness,
+                           element_bytes=element_bytes, progress=progress,
+                           files={name: r.algo for name, r in files.items()})
+    runs = sum(usable(named[name], size) for name in files for size in sizes)
+    notes.append(f"ranked by the candidates' MSCCL files simulated at each size, not by their trees ({len(files)} files "
+                 f"exported in {t1 - t0:.1f} s, {cpu1 - cpu0:.1f} s CPU; {len(sel.table)} of {runs} file simulations "
+                 f"run in {time.perf_counter() - t1:.1f} s, the others skipped by their lower bounds)")
+    out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel, notes=notes)
     for i, rng in enumerate(sel.ranges):
-        opts = replace(base, min_bytes=rng.min_bytes, max_bytes=rng.max_bytes,
+        exported = files[rng.name]
+        algo = replace(exported.algo, min_bytes=rng.min_bytes, max_bytes=rng.max_bytes,
                        name=f"{rng.name}_{collective}_{i}".replace("-", "_"))
         upper = f"{rng.max_bytes}" if rng.max_bytes else "any"
         path = os.path.join(outdir, f"{collective}-{i:02d}-{rng.name}-{rng.min_bytes}-{upper}.xml")
-        try:
-            result = write_msccl(rng.schedule, path, opts, check)
-        except ExportError as exc:
-            out.ranges.append(ExportedRange(rng, None, None, str(exc)))
-            continue
+        result = write_checked(replace(exported, algo=algo, notes=list(exported.notes), checks=[]), path, check, None)
         out.ranges.append(ExportedRange(rng, path, result))
     return out
 

@@ -18,6 +18,15 @@ cut counts, and is dropped.  Switches with just two neighbours are split
 without any test (every s-v flow survives), and dead-end switches (one
 neighbour) are simply dropped.
 
+Which pairs are split is free (any complete splitting keeps the condition,
+so the bound and its certificate do not depend on it); the choice shapes the
+trees.  Given each node's box, a pair that would join two compute nodes of
+one box over a path leaving the box (GPU -> NIC -> network switch -> NIC ->
+GPU of the same box) comes last: a runtime's peer-to-peer connection between
+two GPUs of one box takes the in-box link (NVLink, xGMI), not the network, so
+a tree edge on such a path loads links its trees never counted.  Such pairs
+are split only when no other pair of the switch can take the capacity.
+
 With a group H of automorphisms (the topology's declared symmetries, restricted
 to those that fix the root weights), every split is applied to a whole H-orbit
 of (u, w, t) triples at once, so the graph stays H-invariant and one target per
@@ -87,10 +96,12 @@ def _shortcut(path: Path) -> Path:
 class _State:
     """Mutable splitting state: capacities, adjacency, path bundles."""
 
-    def __init__(self, n: int, arcs: Sequence[tuple[int, int, int]], is_compute: Sequence[bool]) -> None:
+    def __init__(self, n: int, arcs: Sequence[tuple[int, int, int]], is_compute: Sequence[bool],
+                 box: Sequence[str | None] | None = None) -> None:
         self.n = n
         self.source = n
         self.is_compute = list(is_compute)
+        self.box = list(box) if box is not None else [None] * n
         self.caps: dict[tuple[int, int], int] = {}
         self.out: list[set[int]] = [set() for _ in range(n + 1)]
         self.inn: list[set[int]] = [set() for _ in range(n + 1)]
@@ -165,6 +176,16 @@ class _State:
                 rb = second[j][1] if j < len(second) else 0
         self._add(u, t, amount, merged)
 
+    def leaves_box(self, u: int, w: int, t: int) -> bool:
+        """Whether splitting (u->w, w->t) makes an arc between two compute nodes of one box whose paths leave
+        the box (through w or a node on the paths the two arcs stand for)."""
+        b = self.box[u]
+        if b is None or self.box[t] != b or not (self.is_compute[u] and self.is_compute[t]):
+            return False
+        if self.box[w] != b:
+            return True
+        return any(self.box[x] != b for arc in ((u, w), (w, t)) for p in self.paths.get(arc, ()) for x in p)
+
     def remove_node(self, w: int) -> None:
         for t in list(self.out[w]):
             self._take(w, t, self.caps[(w, t)])
@@ -201,8 +222,9 @@ class Splitter:
         need: int,
         generators: Sequence[Perm] = (),
         group_limit: int = 4096,
+        box: Sequence[str | None] | None = None,
     ) -> None:
-        self.state = _State(n, arcs, is_compute)
+        self.state = _State(n, arcs, is_compute, box)
         self.n = n
         self.root_caps = list(root_caps)  # per node (0 for non-roots)
         self.need = need
@@ -409,7 +431,9 @@ class Splitter:
     def _split_in_arc(self, u: int, w: int) -> bool:
         """Share in-arc u->w out over w's out-arcs, farthest targets first; True if anything was split.
 
-        Targets are ranked by hop distance from u without w and the switches
+        Targets whose arc from u would leave and re-enter u's box
+        (:meth:`_State.leaves_box`) come after all others; then targets are
+        ranked by hop distance from u without w and the switches
         being split with it (so the switch
         joins what is otherwise far apart), then by unused capacity (so targets
         are spread), then cyclically after u.  Each target gets at most a share
@@ -425,6 +449,7 @@ class Splitter:
         spread = max(1, len(cands) if len(cands) <= 8 else max(8, len(cands).bit_length()))
         share = max(self.unit, -(-st.caps[(u, w)] // spread))
         pos = {t: (i - sum(1 for c in cands if c <= u)) % max(1, len(cands)) for i, t in enumerate(cands)}
+        last = {t: st.leaves_box(u, w, t) for t in cands}
         progressed = False
         tried: set[int] = set()
         while (u, w) in st.caps:
@@ -433,7 +458,7 @@ class Splitter:
             left = [t for t in cands if t not in tried and (w, t) in st.caps]
             if not left:
                 break
-            t = min(left, key=lambda t: (-dist.get(t, far), -st.caps[(w, t)], pos[t]))
+            t = min(left, key=lambda t: (last[t], -dist.get(t, far), -st.caps[(w, t)], pos[t]))
             tried.add(t)
             if self._try(u, w, t, share) > 0:
                 progressed = True
@@ -498,6 +523,8 @@ def split_switches(
     root_caps: Sequence[int],
     need: int,
     generators: Sequence[Perm] = (),
+    box: Sequence[str | None] | None = None,
 ) -> SplitResult:
-    """Remove every switch; see the module docstring for the contract."""
-    return Splitter(n, arcs, is_compute, root_caps, need, generators).run()
+    """Remove every switch; see the module docstring for the contract (``box``: each node's box, or None, so
+    that pairs leaving and re-entering a box come last)."""
+    return Splitter(n, arcs, is_compute, root_caps, need, generators, box=box).run()
