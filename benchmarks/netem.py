@@ -115,6 +115,27 @@ def cleanup(namespaces: list[str]) -> None:
         subprocess.run(["ip", "netns", "del", ns], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+# every millisecond, the bytes sent so far on each uplink end (run inside the fabric's namespace); SIGINT writes them
+SAMPLER = """
+import glob, json, sys, time
+devs = sorted(p.split("/")[4] for p in glob.glob("/sys/class/net/up*"))
+files = [open(f"/sys/class/net/{d}/statistics/tx_bytes") for d in devs]
+rows = []
+try:
+    while True:
+        row = [time.perf_counter()]
+        for f in files:
+            f.seek(0)
+            row.append(int(f.read()))
+        rows.append(row)
+        time.sleep(0.001)
+except KeyboardInterrupt:
+    pass
+with open(sys.argv[1], "w") as out:
+    json.dump({"devices": devs, "rows": rows}, out)
+"""
+
+
 # ----- one rank -----------------------------------------------------------------------------
 
 def worker(args: argparse.Namespace) -> None:
@@ -163,6 +184,19 @@ def worker(args: argparse.Namespace) -> None:
         row["gloo"] = timed(lambda x=x: dist.all_reduce(x), args.reps)
         out["allreduce"].append(row)
     # overlap: (M x K) @ (K x N), then all-reduce of the M x N product
+    if args.trace:  # one traced call per rank at the largest size: the executor's timeline (see --trace)
+        x = torch.ones(args.sizes[-1] // 4, dtype=torch.float32)
+        comm = comms["forestcoll"]
+        comm.all_reduce(x)
+        dist.barrier()
+        comm.trace = []
+        comm.all_reduce(x)
+        trace, comm.trace = comm.trace, None
+        ops = comm.async_plan_ops("allreduce", x.numel(), x.dtype)
+        with open(os.path.join(args.trace, f"rank{rank}.json"), "w") as f:
+            json.dump({"rank": rank, "events": trace,
+                       "ops": [{"kind": o.kind, "peer": o.message.peer, "round": o.round, "bytes": o.message.numel * 4,
+                                "after": list(o.after)} for o in ops]}, f)
     m, k, n = args.matmul
     g = torch.Generator().manual_seed(rank)
     a, b = torch.randn(m, k, generator=g), torch.randn(k, n, generator=g)
@@ -193,6 +227,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--matmul", default="2048,1024,1024", help="M,K,N of the overlap test")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--trace", metavar="DIR", help="write each rank's timeline of one asynchronous all-reduce at the "
+                    "largest size (rankR.json) and the uplink's bytes over time (uplink.json) into DIR")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--world", type=int, help=argparse.SUPPRESS)
@@ -241,18 +277,28 @@ def main() -> None:
 
     signal.signal(signal.SIGTERM, stop)
     result_path = os.path.join(tmp, "result.json")
+    trace_dir = os.path.abspath(args.trace) if args.trace else None
+    if trace_dir:
+        os.makedirs(trace_dir, exist_ok=True)
+    sampler = None
     cleanup([f"{PREFIX}-fab"] + [f"{PREFIX}-r{r}" for r in range(world)])  # leftovers of an interrupted run
     try:
         namespaces = build(args.boxes, args.per_box, args.intra, args.uplink)
+        if trace_dir:
+            sampler = subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}-fab", sys.executable, "-c", SAMPLER,
+                                        os.path.join(trace_dir, "uplink.json")])
         procs = []
         env = dict(os.environ, GLOO_SOCKET_IFNAME="fc0", OMP_NUM_THREADS="1")
         for r in range(world):
             cmd = ["ip", "netns", "exec", f"{PREFIX}-r{r}", sys.executable, os.path.abspath(__file__), "--worker",
                    "--rank", str(r), "--world", str(world), "--schedules", json.dumps(paths),
                    "--sizes", ",".join(map(str, sizes)), "--reps", str(args.reps), "--out", result_path,
-                   "--matmul", ",".join(map(str, args.matmul))]
+                   "--matmul", ",".join(map(str, args.matmul))] + (["--trace", trace_dir] if trace_dir else [])
             procs.append(subprocess.Popen(cmd, env=env))
         codes = [p.wait(timeout=3600) for p in procs]
+        if sampler is not None:
+            sampler.send_signal(signal.SIGINT)
+            sampler.wait(timeout=60)
         if any(codes):
             raise SystemExit(f"netem.py: error: ranks exited with {codes}")
     finally:

@@ -26,8 +26,12 @@ message becomes an operation (send it, or receive it and apply it) that waits
 only for what it needs on its own rank: a send for the receives that last wrote
 its ranges, a receive's apply for the earlier writes and reads of its ranges
 (the synchronous order restricted to conflicting pairs, so the result is the
-same bit for bit).  Messages between two ranks keep their round order, so they
-match in order without tags.
+same bit for bit).  A round's message is cut in two *streams*: its in-tree
+segments (combined by the receiver; stream 0) and its out-tree segments
+(overwritten; stream 1), so an allreduce's reduce-scatter traffic never waits
+for allgather traffic merged into the same message (whose data comes back over
+the network a round later).  Messages of one stream between two ranks keep their
+round order, so they match in order with the stream as the tag.
 """
 
 from __future__ import annotations
@@ -98,28 +102,35 @@ class Op:
 
     ``after`` are indices (into the rank's op list) of the operations that must be complete first: for a send
     the receives that last wrote its ranges; for a receive's apply, the receives that last wrote its ranges and
-    the sends that read them since (a send is complete when its buffer is no longer needed)."""
+    the sends that read them since (a send is complete when its buffer is no longer needed).  ``stream``: 0 for
+    in-tree (combined) segments, 1 for out-tree (overwritten) ones; messages match in order per peer and stream."""
 
     kind: str  # "send" | "recv"
     round: int
     message: Message
     after: tuple[int, ...]
+    stream: int = 0
 
 
 def async_ops(plan: Plan) -> tuple[Op, ...]:
-    """The plan's messages as operations in round order (sends of a round before its receives) with the
-    dependencies that make any execution respecting them equal to the synchronous rounds (see the module
-    docstring).  Conflicts are found on the elementary intervals between all segment boundaries."""
-    order: list[tuple[str, int, Message]] = []
+    """The plan's messages as operations in round order (sends of a round before its receives; each message
+    cut into its streams, stream 0 first) with the dependencies that make any execution respecting them equal
+    to the synchronous rounds (see the module docstring).  Conflicts are found on the elementary intervals
+    between all segment boundaries."""
+    order: list[tuple[str, int, Message, int]] = []
     for rnd in plan.rounds:
-        order.extend(("send", rnd.index, m) for m in rnd.sends)
-        order.extend(("recv", rnd.index, m) for m in rnd.recvs)
-    cuts = sorted({b for _k, _r, m in order for seg in m.segments for b in (seg.start, seg.stop)})
+        for kind, messages in (("send", rnd.sends), ("recv", rnd.recvs)):
+            for m in messages:
+                for stream, reduce in ((0, True), (1, False)):
+                    segs = tuple(seg for seg in m.segments if seg.reduce == reduce)
+                    if segs:
+                        order.append((kind, rnd.index, Message(m.peer, segs), stream))
+    cuts = sorted({b for _k, _r, m, _s in order for seg in m.segments for b in (seg.start, seg.stop)})
     where = {b: i for i, b in enumerate(cuts)}
     last_write: dict[int, int] = {}
     reads: dict[int, list[int]] = {}
     ops = []
-    for i, (kind, rnd_index, m) in enumerate(order):
+    for i, (kind, rnd_index, m, stream) in enumerate(order):
         after: set[int] = set()
         for seg in m.segments:
             for piece in range(where[seg.start], where[seg.stop]):
@@ -131,7 +142,7 @@ def async_ops(plan: Plan) -> tuple[Op, ...]:
                 else:
                     after.update(reads.pop(piece, ()))
                     last_write[piece] = i
-        ops.append(Op(kind, rnd_index, m, tuple(sorted(after))))
+        ops.append(Op(kind, rnd_index, m, tuple(sorted(after)), stream))
     return tuple(ops)
 
 
