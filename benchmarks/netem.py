@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,7 @@ import time
 from fractions import Fraction
 
 PREFIX = "fcb"
+PAYLOAD = Fraction(1448, 1514)  # TCP payload bytes per frame tc counts: MTU 1500 - IP 20 - TCP 32 (timestamps); + 14
 SUBNET = "10.213.0"
 PORT = 29517
 
@@ -288,6 +290,7 @@ def main() -> None:
             sampler = subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}-fab", sys.executable, "-c", SAMPLER,
                                         os.path.join(trace_dir, "uplink.json")])
         procs = []
+        load_before, started = os.getloadavg()[0], time.perf_counter()
         env = dict(os.environ, GLOO_SOCKET_IFNAME="fc0", OMP_NUM_THREADS="1")
         for r in range(world):
             cmd = ["ip", "netns", "exec", f"{PREFIX}-r{r}", sys.executable, os.path.abspath(__file__), "--worker",
@@ -296,6 +299,9 @@ def main() -> None:
                    "--matmul", ",".join(map(str, args.matmul))] + (["--trace", trace_dir] if trace_dir else [])
             procs.append(subprocess.Popen(cmd, env=env))
         codes = [p.wait(timeout=3600) for p in procs]
+        wall, load_after = time.perf_counter() - started, os.getloadavg()[0]
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = usage.ru_utime + usage.ru_stime
         if sampler is not None:
             sampler.send_signal(signal.SIGINT)
             sampler.wait(timeout=60)
@@ -308,23 +314,35 @@ def main() -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
     net = build_network(topo)
+    # the fabric the emulation provides: tc tbf counts whole frames, TCP moves payload bytes
+    payload_topo = topology(args.boxes, args.per_box, rate_gbps(args.intra) * PAYLOAD, rate_gbps(args.uplink) * PAYLOAD,
+                            Fraction(args.latency_us))
+    payload_net = build_network(payload_topo)
     bound = scheds["forestcoll"].bound_algbw
     print(f"fabric: {args.boxes} boxes x {args.per_box} ranks, ports {args.intra} each way, uplink {args.uplink} "
           f"each way; forestcoll allreduce k={scheds['forestcoll'].k} ({len(scheds['forestcoll'].trees)} trees), "
           f"exact bound {float(bound) * 1000:.1f} MB/s algbw; simulator latency {args.latency_us} us per hop")
+    print(f"payload rate: ports {float(rate_gbps(args.intra) * PAYLOAD) * 1000:.1f} MB/s, uplink "
+          f"{float(rate_gbps(args.uplink) * PAYLOAD) * 1000:.1f} MB/s = line rate x 1448/1514 (TCP payload per "
+          f"1514-byte frame at MTU 1500; tc tbf counts the frame); 'payload' predictions simulate that fabric, "
+          f"'line' ones the nominal rates")
     for p in res["p2p"]:
         print(f"link check: rank 0 -> {p['peer']}: {p['bytes'] / p['time_s'] / 1e6:.1f} MB/s measured")
+    print(f"ranks: {cpu:.1f} CPU s in {wall:.1f} s wall (all 8 ranks, whole run); load average {load_before:.2f} "
+          f"before, {load_after:.2f} after ({os.cpu_count()} cores)")
     extra = [n for n in scheds if n != "forestcoll"]
     header = ["size", "forestcoll s", *[f"{n} s" for n in extra], "gloo s", "gloo / forestcoll",
-              "forestcoll predicted s", "measured / predicted", "ring predicted s", "gloo / ring predicted"]
+              "predicted s (payload)", "measured / predicted (payload)", "predicted s (line)",
+              "measured / predicted (line)", "ring predicted s (payload)", "gloo / ring predicted"]
     rows = []
     for row in res["allreduce"]:
         size = row["size_bytes"]
-        pred = simulate(net, scheds["forestcoll"], "allreduce", size).time_s
-        ring = simulate(net, "ring", "allreduce", size).time_s
+        pred = simulate(payload_net, scheds["forestcoll"], "allreduce", size).time_s
+        line = simulate(net, scheds["forestcoll"], "allreduce", size).time_s
+        ring = simulate(payload_net, "ring", "allreduce", size).time_s
         rows.append([format_size(size), f"{row['forestcoll']:.3f}", *[f"{row[n]:.3f}" for n in extra], f"{row['gloo']:.3f}",
                      f"{row['gloo'] / row['forestcoll']:.2f}x", f"{pred:.3f}", f"{row['forestcoll'] / pred:.2f}",
-                     f"{ring:.3f}", f"{row['gloo'] / ring:.2f}"])
+                     f"{line:.3f}", f"{row['forestcoll'] / line:.2f}", f"{ring:.3f}", f"{row['gloo'] / ring:.2f}"])
     show(Console(), "", header, rows, args.markdown, 1)
     ov = res["overlap"]
     m, k, n = ov["shape"]

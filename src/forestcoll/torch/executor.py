@@ -305,21 +305,19 @@ class Communicator:
         clock = time.perf_counter
         if trace is not None:
             trace.append((clock(), "start", -1))
-        receiving = 0
+        jobs: dict[tuple[int, int], list] = {}  # (peer, stream) -> its receives in order, for its waiter
         for i, o in enumerate(ops):
             key = (o.message.peer, o.stream if tagged else 0)
             if o.kind == "recv":
                 bufs[i] = torch.empty(o.message.numel, dtype=work.dtype, device=work.device)
-                h = self._issue(dist.irecv, bufs[i], peers[key[0]], group, collective, o, key[1])
-                if threaded:
-                    self._waiter(key).jobs.put((h, i, results, self.timeout))
-                else:
-                    handles[i] = h
-                receiving += 1
+                handles[i] = self._issue(dist.irecv, bufs[i], peers[key[0]], group, collective, o, key[1])
+                jobs.setdefault(key, []).append(i)
             else:
                 queues.setdefault(key, []).append(i)
+        receiving = len(handles)
         heads = dict.fromkeys(queues, 0)
         left = len(ops)
+        first = True  # the waiters get their lists after the first sends are out (waking them costs the GIL)
 
         def ready(i: int) -> bool:
             return all(done[j] for j in ops[i].after)
@@ -350,6 +348,10 @@ class Communicator:
                             left -= 1
                         h += 1
                     heads[key] = h
+                if first and threaded:
+                    first = False
+                    for key, idx in jobs.items():
+                        self._waiter(key).jobs.put(([(handles.pop(i), i) for i in idx], results, self.timeout))
                 while threaded:  # receives the waiters have seen complete, without blocking
                     try:
                         i, exc = results.get_nowait()
@@ -452,8 +454,9 @@ class Communicator:
 
 
 class _Waiter:
-    """A daemon thread that waits on one receive stream's operations in order (they complete in order) and
-    reports each, with the exception its wait raised or None, to the queue that came with it; ``None`` stops it.
+    """A daemon thread that waits on one receive stream's operations of a call in order (they complete in
+    order) and reports each, with the exception its wait raised or None, to the call's queue (up to the first
+    failure); a job is (list of (work handle, op index), queue, timeout); ``None`` stops the thread.
     The waits release the GIL, so the main thread applies and forwards whichever message is in first."""
 
     def __init__(self) -> None:
@@ -462,16 +465,24 @@ class _Waiter:
 
     def _loop(self) -> None:
         while (job := self.jobs.get()) is not None:
-            work, index, results, timeout = job
-            try:
-                if timeout is None:
-                    work.wait()
-                else:
-                    work.wait(timeout)
-            except Exception as exc:  # handed to the main thread, which raises it
-                results.put((index, exc))
-            else:
+            works, results, timeout = job
+            job = None
+            works.reverse()
+            while works:  # each handle is dropped before its completion is reported: once the call has
+                work, index = works.pop()  # returned, this thread holds none (torch must be free to tear down)
+                try:
+                    if timeout is None:
+                        work.wait()
+                    else:
+                        work.wait(timeout)
+                except Exception as exc:  # handed to the main thread, which raises it
+                    work = None
+                    works.clear()
+                    results.put((index, exc))
+                    break
+                work = None
                 results.put((index, None))
+            works = results = None
 
 
 def _apply(work: torch.Tensor, message, buf: torch.Tensor, combine) -> None:
