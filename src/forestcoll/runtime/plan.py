@@ -26,12 +26,15 @@ message becomes an operation (send it, or receive it and apply it) that waits
 only for what it needs on its own rank: a send for the receives that last wrote
 its ranges, a receive's apply for the earlier writes and reads of its ranges
 (the synchronous order restricted to conflicting pairs, so the result is the
-same bit for bit).  A round's message is cut in two *streams*: its in-tree
-segments (combined by the receiver; stream 0) and its out-tree segments
-(overwritten; stream 1), so an allreduce's reduce-scatter traffic never waits
-for allgather traffic merged into the same message (whose data comes back over
-the network a round later).  Messages of one stream between two ranks keep their
-round order, so they match in order with the stream as the tag.
+same bit for bit).  A round's message is cut into *streams*: segments that the
+sender can send at the same moment, i.e. of the same direction and fed by the
+same peers (in-tree: the sender's children in the segment's tree; out-tree: its
+parent, or none at the root).  So data that is in never waits for data merged
+into the same round's message that is still on its way (an allreduce's
+reduce-scatter traffic for the allgather traffic that comes back over the
+network a round later, a leaf's own slices for a relayed partial sum).  Messages
+of one stream between two ranks keep their round order, so they match in order
+with the stream as the tag.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from dataclasses import dataclass
 from forestcoll import collectives
 from forestcoll.collectives import COLLECTIVES
 from forestcoll.errors import ScheduleError, UsageError
-from forestcoll.pieces import cut_pieces, shape_trees, slices_for
+from forestcoll.pieces import TreeShape, cut_pieces, shape_trees, slices_for
 from forestcoll.schedule import Schedule
 
 __all__ = ["Message", "Op", "Plan", "Round", "Segment", "async_ops", "build_plans", "phase_schedule", "shard_bounds",
@@ -53,11 +56,15 @@ __all__ = ["Message", "Op", "Plan", "Round", "Segment", "async_ops", "build_plan
 
 @dataclass(frozen=True)
 class Segment:
-    """Elements ``[start, stop)`` of the work buffer; ``reduce``: the receiver combines instead of overwriting."""
+    """Elements ``[start, stop)`` of the work buffer; ``reduce``: the receiver combines instead of overwriting.
+
+    ``stream``: the segment's stream between its two ranks (see :func:`async_ops`): segments of one stream
+    become ready together at the sender (same tree direction, fed by the same peers)."""
 
     start: int
     stop: int
     reduce: bool
+    stream: int = 0
 
 
 @dataclass(frozen=True)
@@ -102,8 +109,8 @@ class Op:
 
     ``after`` are indices (into the rank's op list) of the operations that must be complete first: for a send
     the receives that last wrote its ranges; for a receive's apply, the receives that last wrote its ranges and
-    the sends that read them since (a send is complete when its buffer is no longer needed).  ``stream``: 0 for
-    in-tree (combined) segments, 1 for out-tree (overwritten) ones; messages match in order per peer and stream."""
+    the sends that read them since (a send is complete when its buffer is no longer needed).  ``stream``: its
+    segments' stream (:class:`Segment`); messages match in order per peer and stream."""
 
     kind: str  # "send" | "recv"
     round: int
@@ -114,17 +121,16 @@ class Op:
 
 def async_ops(plan: Plan) -> tuple[Op, ...]:
     """The plan's messages as operations in round order (sends of a round before its receives; each message
-    cut into its streams, stream 0 first) with the dependencies that make any execution respecting them equal
+    cut into its streams, in stream order) with the dependencies that make any execution respecting them equal
     to the synchronous rounds (see the module docstring).  Conflicts are found on the elementary intervals
     between all segment boundaries."""
     order: list[tuple[str, int, Message, int]] = []
     for rnd in plan.rounds:
         for kind, messages in (("send", rnd.sends), ("recv", rnd.recvs)):
             for m in messages:
-                for stream, reduce in ((0, True), (1, False)):
-                    segs = tuple(seg for seg in m.segments if seg.reduce == reduce)
-                    if segs:
-                        order.append((kind, rnd.index, Message(m.peer, segs), stream))
+                for stream in sorted({seg.stream for seg in m.segments}):
+                    segs = tuple(seg for seg in m.segments if seg.stream == stream)
+                    order.append((kind, rnd.index, Message(m.peer, segs), stream))
     cuts = sorted({b for _k, _r, m, _s in order for seg in m.segments for b in (seg.start, seg.stop)})
     where = {b: i for i, b in enumerate(cuts)}
     last_write: dict[int, int] = {}
@@ -199,6 +205,7 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
     work, shards = work_layout(coll, n_ranks, numel, root)
     # (round, sender, receiver) -> segments, in the order both sides build them
     traffic: dict[tuple[int, int, int], list[Segment]] = defaultdict(list)
+    streams: dict[tuple[int, int], dict[tuple, int]] = defaultdict(dict)  # (sender, receiver) -> feed -> stream
     for pc in pieces:
         lo, hi = shards[pc.root]
         size = hi - lo
@@ -211,6 +218,7 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
         offset = 0
         for t in pc.trees:
             order = sorted(t.level, key=lambda x: (t.level[x], x))
+            feeds = _feeds(t)
             for j in range(s_count):
                 sa = a + (b - a) * j // s_count
                 sb = a + (b - a) * (j + 1) // s_count
@@ -221,7 +229,9 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
                         src, dst, rnd, red = v, t.parent[v], offset + j + t.level[v], True
                     else:
                         src, dst, rnd, red = t.parent[v], v, offset + j + t.level[v] - 1, False
-                    traffic[(rnd, src, dst)].append(Segment(sa, sb, red))
+                    ids = streams[(src, dst)]
+                    stream = ids.setdefault(feeds[src], len(ids))
+                    traffic[(rnd, src, dst)].append(Segment(sa, sb, red, stream))
             if t.direction == "in":
                 offset += t.level[t.root]
     sends: list[dict[int, list[Message]]] = [defaultdict(list) for _ in range(n_ranks)]
@@ -238,12 +248,20 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
     return plans
 
 
+def _feeds(t: TreeShape) -> dict[int, tuple]:
+    """For each node of tree ``t``, what its sends on ``t`` wait for: in an in-tree its children, in an
+    out-tree its parent (the root: its own data, or in allreduce the reduction before it)."""
+    if t.direction == "in":
+        return {v: ("in", *sorted(t.children.get(v, ()))) for v in t.level}
+    return {v: ("out",) if v == t.root else ("out", t.parent[v]) for v in t.level}
+
+
 def _merge(segs: Sequence[Segment]) -> tuple[Segment, ...]:
-    """Join segments that continue each other with the same action (fewer copies, same bytes)."""
+    """Join segments that continue each other with the same action and stream (fewer copies, same bytes)."""
     out: list[Segment] = []
     for s in segs:
-        if out and out[-1].stop == s.start and out[-1].reduce == s.reduce:
-            out[-1] = Segment(out[-1].start, s.stop, s.reduce)
+        if out and out[-1].stop == s.start and out[-1].reduce == s.reduce and out[-1].stream == s.stream:
+            out[-1] = Segment(out[-1].start, s.stop, s.reduce, s.stream)
         else:
             out.append(s)
     return tuple(out)

@@ -308,16 +308,12 @@ class Communicator:
         jobs: dict[tuple[int, int], list] = {}  # (peer, stream) -> its receives in order, for its waiter
         for i, o in enumerate(ops):
             key = (o.message.peer, o.stream if tagged else 0)
-            if o.kind == "recv":
-                bufs[i] = torch.empty(o.message.numel, dtype=work.dtype, device=work.device)
-                handles[i] = self._issue(dist.irecv, bufs[i], peers[key[0]], group, collective, o, key[1])
-                jobs.setdefault(key, []).append(i)
-            else:
-                queues.setdefault(key, []).append(i)
-        receiving = len(handles)
+            (jobs if o.kind == "recv" else queues).setdefault(key, []).append(i)
         heads = dict.fromkeys(queues, 0)
-        left = len(ops)
-        first = True  # the waiters get their lists after the first sends are out (waking them costs the GIL)
+        left, receiving = len(ops), 0
+        first = True  # receives are posted after the first sends are out, then handed to the waiters
+        arena = torch.empty(sum(ops[i].message.numel for idx in jobs.values() for i in idx), dtype=work.dtype,
+                            device=work.device)  # one allocation for every receive buffer
 
         def ready(i: int) -> bool:
             return all(done[j] for j in ops[i].after)
@@ -348,10 +344,19 @@ class Communicator:
                             left -= 1
                         h += 1
                     heads[key] = h
-                if first and threaded:
+                if first:
                     first = False
-                    for key, idx in jobs.items():
-                        self._waiter(key).jobs.put(([(handles.pop(i), i) for i in idx], results, self.timeout))
+                    at = 0
+                    for i in sorted(i for idx in jobs.values() for i in idx):  # in round order
+                        o = ops[i]
+                        bufs[i] = arena[at:at + o.message.numel]
+                        at += o.message.numel
+                        handles[i] = self._issue(dist.irecv, bufs[i], peers[o.message.peer], group, collective, o,
+                                                 o.stream if tagged else 0)
+                    receiving = len(handles)
+                    if threaded:
+                        for key, idx in jobs.items():
+                            self._waiter(key).jobs.put(([(handles.pop(i), i) for i in idx], results, self.timeout))
                 while threaded:  # receives the waiters have seen complete, without blocking
                     try:
                         i, exc = results.get_nowait()
