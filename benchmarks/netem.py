@@ -152,7 +152,8 @@ def worker(args: argparse.Namespace) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://{SUBNET}.1:{PORT}", rank=args.rank,
                             world_size=args.world, timeout=datetime.timedelta(seconds=300))
     rank, world = args.rank, args.world
-    comms = {name: fct.Communicator(path, mode="rounds" if name.endswith("-rounds") else "async")
+    comms = {name: fct.Communicator(path, mode="rounds" if name.endswith("-rounds") else "async",
+                                    threads=not name.endswith("-inorder"))
              for name, path in json.loads(args.schedules).items()}
 
     def timed(fn, reps: int) -> float:
@@ -271,6 +272,8 @@ def main() -> None:
             json.dump(schedule_to_dict(s), f)
     paths["forestcoll-rounds"] = paths["forestcoll"]  # the same schedule on the synchronous executor
     scheds["forestcoll-rounds"] = scheds["forestcoll"]
+    paths["forestcoll-inorder"] = paths["forestcoll"]  # asynchronous, receives waited in order by the main thread
+    scheds["forestcoll-inorder"] = scheds["forestcoll"]
     namespaces: list[str] = []
 
     def stop(*_a: object) -> None:

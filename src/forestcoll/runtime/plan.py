@@ -26,15 +26,14 @@ message becomes an operation (send it, or receive it and apply it) that waits
 only for what it needs on its own rank: a send for the receives that last wrote
 its ranges, a receive's apply for the earlier writes and reads of its ranges
 (the synchronous order restricted to conflicting pairs, so the result is the
-same bit for bit).  A round's message is cut into *streams*: segments that the
-sender can send at the same moment, i.e. of the same direction and fed by the
-same peers (in-tree: the sender's children in the segment's tree; out-tree: its
-parent, or none at the root).  So data that is in never waits for data merged
-into the same round's message that is still on its way (an allreduce's
-reduce-scatter traffic for the allgather traffic that comes back over the
-network a round later, a leaf's own slices for a relayed partial sum).  Messages
-of one stream between two ranks keep their round order, so they match in order
-with the stream as the tag.
+same bit for bit).  A round's message is cut into two *streams*: its in-tree
+segments (stream 0, combined by the receiver) and its out-tree segments (stream
+1, overwritten), so an allreduce's reduce-scatter traffic never waits for
+allgather traffic merged into the same round's message (whose data comes back
+over the network a round later).  Messages of one stream between two ranks keep
+their round order, so they match in order with the stream as the tag.  (Finer
+streams, one per set of feeding peers, were measured slower at 4 MiB on the
+emulated fabric of benchmarks/netem.py: many more, smaller messages.)
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ from dataclasses import dataclass
 from forestcoll import collectives
 from forestcoll.collectives import COLLECTIVES
 from forestcoll.errors import ScheduleError, UsageError
-from forestcoll.pieces import TreeShape, cut_pieces, shape_trees, slices_for
+from forestcoll.pieces import cut_pieces, shape_trees, slices_for
 from forestcoll.schedule import Schedule
 
 __all__ = ["Message", "Op", "Plan", "Round", "Segment", "async_ops", "build_plans", "phase_schedule", "shard_bounds",
@@ -58,8 +57,7 @@ __all__ = ["Message", "Op", "Plan", "Round", "Segment", "async_ops", "build_plan
 class Segment:
     """Elements ``[start, stop)`` of the work buffer; ``reduce``: the receiver combines instead of overwriting.
 
-    ``stream``: the segment's stream between its two ranks (see :func:`async_ops`): segments of one stream
-    become ready together at the sender (same tree direction, fed by the same peers)."""
+    ``stream``: the segment's stream between its two ranks (see :func:`async_ops`): 0 in-tree, 1 out-tree."""
 
     start: int
     stop: int
@@ -205,7 +203,6 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
     work, shards = work_layout(coll, n_ranks, numel, root)
     # (round, sender, receiver) -> segments, in the order both sides build them
     traffic: dict[tuple[int, int, int], list[Segment]] = defaultdict(list)
-    streams: dict[tuple[int, int], dict[tuple, int]] = defaultdict(dict)  # (sender, receiver) -> feed -> stream
     for pc in pieces:
         lo, hi = shards[pc.root]
         size = hi - lo
@@ -218,7 +215,6 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
         offset = 0
         for t in pc.trees:
             order = sorted(t.level, key=lambda x: (t.level[x], x))
-            feeds = _feeds(t)
             for j in range(s_count):
                 sa = a + (b - a) * j // s_count
                 sb = a + (b - a) * (j + 1) // s_count
@@ -229,9 +225,7 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
                         src, dst, rnd, red = v, t.parent[v], offset + j + t.level[v], True
                     else:
                         src, dst, rnd, red = t.parent[v], v, offset + j + t.level[v] - 1, False
-                    ids = streams[(src, dst)]
-                    stream = ids.setdefault(feeds[src], len(ids))
-                    traffic[(rnd, src, dst)].append(Segment(sa, sb, red, stream))
+                    traffic[(rnd, src, dst)].append(Segment(sa, sb, red, 0 if red else 1))
             if t.direction == "in":
                 offset += t.level[t.root]
     sends: list[dict[int, list[Message]]] = [defaultdict(list) for _ in range(n_ranks)]
@@ -246,14 +240,6 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
         rounds = tuple(Round(i, tuple(sends[r].get(i, ())), tuple(recvs[r].get(i, ()))) for i in idx)
         plans.append(Plan(coll, r, n_ranks, work, rounds))
     return plans
-
-
-def _feeds(t: TreeShape) -> dict[int, tuple]:
-    """For each node of tree ``t``, what its sends on ``t`` wait for: in an in-tree its children, in an
-    out-tree its parent (the root: its own data, or in allreduce the reduction before it)."""
-    if t.direction == "in":
-        return {v: ("in", *sorted(t.children.get(v, ()))) for v in t.level}
-    return {v: ("out",) if v == t.root else ("out", t.parent[v]) for v in t.level}
 
 
 def _merge(segs: Sequence[Segment]) -> tuple[Segment, ...]:

@@ -107,6 +107,7 @@ class Communicator:
     max_slices: int = 16
     check: bool = True
     mode: str = "async"
+    threads: bool = True
     trace: list | None = None
     _plans: dict = field(default_factory=dict, init=False, repr=False)
     _async_ops: dict = field(default_factory=dict, init=False, repr=False)  # id(plan) -> its async operations
@@ -406,7 +407,7 @@ class Communicator:
         completes first; NCCL's wait only orders the GPU stream (it returns at once), and NCCL ignores tags,
         so matching relies on the order of the calls: one stream per peer, waited in order."""
         nccl = dist.get_backend(self.group) == "nccl"
-        return not nccl, not nccl
+        return self.threads and not nccl, not nccl
 
     def _needed_sends(self, ops: tuple[Op, ...]) -> frozenset[int]:
         return frozenset(j for o in ops if o.kind == "recv" for j in o.after if ops[j].kind == "send")
