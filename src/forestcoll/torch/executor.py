@@ -4,18 +4,21 @@ Rank i of the group runs compute node i of the schedule (or ``rank_map[i]``...
 see :class:`Communicator`).  A call builds (once per collective, element count
 and dtype) the rank's :class:`forestcoll.runtime.Plan`, then runs it:
 
-* ``mode="async"`` (default): every receive is posted at the start (into its
-  own buffer); a send leaves as soon as the receives it forwards have been
-  applied (and the earlier sends to the same peer have left), and a received
+* ``mode="async"`` (default): each round's message is cut into its in-tree and
+  out-tree *streams* (tags 0 and 1; :func:`forestcoll.runtime.plan.async_ops`).
+  Sends with no dependencies leave first, then every receive is posted (into one
+  buffer); a send leaves as soon as the receives it forwards have been applied
+  (and the earlier sends of its stream to that peer have left), and a received
   message is applied as soon as the earlier writes and reads of its ranges are
-  done (:func:`forestcoll.runtime.plan.async_ops`).  Each tree's pieces thus
-  flow down the tree without waiting for the rest of the machine.  When it
-  must block, a rank waits for what a received message still waits on, else
-  for its earliest receive in flight (a send completes on its own: every
-  receive is posted), so new data is forwarded as soon as it is in.  No
-  deadlock: a rank waits on a receive of round r only while everything it
-  needs is from rounds < r, so a cycle of waits would need rounds that
-  decrease around it.  The result is the synchronous rounds' bit for bit.
+  done.  Each tree's pieces thus flow down the tree without waiting for the rest
+  of the machine, and reduce-scatter data never waits for allgather data merged
+  into the same round.  gloo completes a receive only in a blocking wait, so a
+  helper thread per (peer, stream) waits on its receives in order and the main
+  thread takes whichever is in first (``threads=False``, and NCCL, whose wait does
+  not block the host: the main thread waits on its earliest receive).  No
+  deadlock: a rank waits on a receive of round r only while everything it needs
+  is from rounds < r, so a cycle of waits would need rounds that decrease around
+  it.  The result is the synchronous rounds' bit for bit.
 * ``mode="rounds"``: per round one ``batch_isend_irecv`` with one message per
   peer, a wait, and the copies or reductions of what arrived.
 
@@ -94,7 +97,8 @@ class Communicator:
     call of each kind, the ranks compare a fingerprint of (schedule, rank map, call) with one small
     all-gather, so a mismatch is an error instead of a hang.  ``slice_bytes`` / ``max_slices``: the
     pipeline slicing (as in the simulator).  ``mode``: ``"async"`` (per-message dependencies, the default)
-    or ``"rounds"`` (global rounds); see the module docstring.  ``trace``: a list that async runs append
+    or ``"rounds"`` (global rounds); see the module docstring.  ``threads``: async receives waited by helper threads
+    (first in, first handled) where the backend's wait blocks the host (gloo); False: in order.  ``trace``: a list that async runs append
     ``(time.perf_counter(), event, op index)`` to (events ``"start"``, ``"send"`` issued, ``"wait"`` blocking
     on op, ``"sent"`` / ``"recv"`` seen complete, ``"apply"``, ``"end"``; op indices into
     :meth:`async_plan_ops`), for measuring where the time goes; None (default) records nothing."""
