@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,7 @@ import time
 from fractions import Fraction
 
 PREFIX = "fcb"
+PAYLOAD = Fraction(1448, 1514)  # TCP payload bytes per frame tc counts: MTU 1500 - IP 20 - TCP 32 (timestamps); + 14
 SUBNET = "10.213.0"
 PORT = 29517
 
@@ -115,6 +117,27 @@ def cleanup(namespaces: list[str]) -> None:
         subprocess.run(["ip", "netns", "del", ns], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+# every millisecond, the bytes sent so far on each uplink end (run inside the fabric's namespace); SIGINT writes them
+SAMPLER = """
+import glob, json, sys, time
+devs = sorted(p.split("/")[4] for p in glob.glob("/sys/class/net/up*"))
+files = [open(f"/sys/class/net/{d}/statistics/tx_bytes") for d in devs]
+rows = []
+try:
+    while True:
+        row = [time.perf_counter()]
+        for f in files:
+            f.seek(0)
+            row.append(int(f.read()))
+        rows.append(row)
+        time.sleep(0.001)
+except KeyboardInterrupt:
+    pass
+with open(sys.argv[1], "w") as out:
+    json.dump({"devices": devs, "rows": rows}, out)
+"""
+
+
 # ----- one rank -----------------------------------------------------------------------------
 
 def worker(args: argparse.Namespace) -> None:
@@ -129,7 +152,8 @@ def worker(args: argparse.Namespace) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://{SUBNET}.1:{PORT}", rank=args.rank,
                             world_size=args.world, timeout=datetime.timedelta(seconds=300))
     rank, world = args.rank, args.world
-    comms = {name: fct.Communicator(path, mode="rounds" if name.endswith("-rounds") else "async")
+    comms = {name: fct.Communicator(path, mode="rounds" if name.endswith("-rounds") else "async",
+                                    threads=not name.endswith("-inorder"))
              for name, path in json.loads(args.schedules).items()}
 
     def timed(fn, reps: int) -> float:
@@ -163,6 +187,19 @@ def worker(args: argparse.Namespace) -> None:
         row["gloo"] = timed(lambda x=x: dist.all_reduce(x), args.reps)
         out["allreduce"].append(row)
     # overlap: (M x K) @ (K x N), then all-reduce of the M x N product
+    if args.trace:  # one traced call per rank at the largest size: the executor's timeline (see --trace)
+        x = torch.ones(args.sizes[-1] // 4, dtype=torch.float32)
+        comm = comms["forestcoll"]
+        comm.all_reduce(x)
+        dist.barrier()
+        comm.trace = []
+        comm.all_reduce(x)
+        trace, comm.trace = comm.trace, None
+        ops = comm.async_plan_ops("allreduce", x.numel(), x.dtype)
+        with open(os.path.join(args.trace, f"rank{rank}.json"), "w") as f:
+            json.dump({"rank": rank, "events": trace,
+                       "ops": [{"kind": o.kind, "peer": o.message.peer, "round": o.round, "bytes": o.message.numel * 4,
+                                "after": list(o.after)} for o in ops]}, f)
     m, k, n = args.matmul
     g = torch.Generator().manual_seed(rank)
     a, b = torch.randn(m, k, generator=g), torch.randn(k, n, generator=g)
@@ -193,6 +230,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--matmul", default="2048,1024,1024", help="M,K,N of the overlap test")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--trace", metavar="DIR", help="write each rank's timeline of one asynchronous all-reduce at the "
+                    "largest size (rankR.json) and the uplink's bytes over time (uplink.json) into DIR")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--world", type=int, help=argparse.SUPPRESS)
@@ -233,6 +272,8 @@ def main() -> None:
             json.dump(schedule_to_dict(s), f)
     paths["forestcoll-rounds"] = paths["forestcoll"]  # the same schedule on the synchronous executor
     scheds["forestcoll-rounds"] = scheds["forestcoll"]
+    paths["forestcoll-inorder"] = paths["forestcoll"]  # asynchronous, receives waited in order by the main thread
+    scheds["forestcoll-inorder"] = scheds["forestcoll"]
     namespaces: list[str] = []
 
     def stop(*_a: object) -> None:
@@ -241,18 +282,32 @@ def main() -> None:
 
     signal.signal(signal.SIGTERM, stop)
     result_path = os.path.join(tmp, "result.json")
+    trace_dir = os.path.abspath(args.trace) if args.trace else None
+    if trace_dir:
+        os.makedirs(trace_dir, exist_ok=True)
+    sampler = None
     cleanup([f"{PREFIX}-fab"] + [f"{PREFIX}-r{r}" for r in range(world)])  # leftovers of an interrupted run
     try:
         namespaces = build(args.boxes, args.per_box, args.intra, args.uplink)
+        if trace_dir:
+            sampler = subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}-fab", sys.executable, "-c", SAMPLER,
+                                        os.path.join(trace_dir, "uplink.json")])
         procs = []
+        load_before, started = os.getloadavg()[0], time.perf_counter()
         env = dict(os.environ, GLOO_SOCKET_IFNAME="fc0", OMP_NUM_THREADS="1")
         for r in range(world):
             cmd = ["ip", "netns", "exec", f"{PREFIX}-r{r}", sys.executable, os.path.abspath(__file__), "--worker",
                    "--rank", str(r), "--world", str(world), "--schedules", json.dumps(paths),
                    "--sizes", ",".join(map(str, sizes)), "--reps", str(args.reps), "--out", result_path,
-                   "--matmul", ",".join(map(str, args.matmul))]
+                   "--matmul", ",".join(map(str, args.matmul))] + (["--trace", trace_dir] if trace_dir else [])
             procs.append(subprocess.Popen(cmd, env=env))
         codes = [p.wait(timeout=3600) for p in procs]
+        wall, load_after = time.perf_counter() - started, os.getloadavg()[0]
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = usage.ru_utime + usage.ru_stime
+        if sampler is not None:
+            sampler.send_signal(signal.SIGINT)
+            sampler.wait(timeout=60)
         if any(codes):
             raise SystemExit(f"netem.py: error: ranks exited with {codes}")
     finally:
@@ -262,23 +317,35 @@ def main() -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
     net = build_network(topo)
+    # the fabric the emulation provides: tc tbf counts whole frames, TCP moves payload bytes
+    payload_topo = topology(args.boxes, args.per_box, rate_gbps(args.intra) * PAYLOAD, rate_gbps(args.uplink) * PAYLOAD,
+                            Fraction(args.latency_us))
+    payload_net = build_network(payload_topo)
     bound = scheds["forestcoll"].bound_algbw
     print(f"fabric: {args.boxes} boxes x {args.per_box} ranks, ports {args.intra} each way, uplink {args.uplink} "
           f"each way; forestcoll allreduce k={scheds['forestcoll'].k} ({len(scheds['forestcoll'].trees)} trees), "
           f"exact bound {float(bound) * 1000:.1f} MB/s algbw; simulator latency {args.latency_us} us per hop")
+    print(f"payload rate: ports {float(rate_gbps(args.intra) * PAYLOAD) * 1000:.1f} MB/s, uplink "
+          f"{float(rate_gbps(args.uplink) * PAYLOAD) * 1000:.1f} MB/s = line rate x 1448/1514 (TCP payload per "
+          f"1514-byte frame at MTU 1500; tc tbf counts the frame); 'payload' predictions simulate that fabric, "
+          f"'line' ones the nominal rates")
     for p in res["p2p"]:
         print(f"link check: rank 0 -> {p['peer']}: {p['bytes'] / p['time_s'] / 1e6:.1f} MB/s measured")
+    print(f"ranks: {cpu:.1f} CPU s in {wall:.1f} s wall (all 8 ranks, whole run); load average {load_before:.2f} "
+          f"before, {load_after:.2f} after ({os.cpu_count()} cores)")
     extra = [n for n in scheds if n != "forestcoll"]
     header = ["size", "forestcoll s", *[f"{n} s" for n in extra], "gloo s", "gloo / forestcoll",
-              "forestcoll predicted s", "measured / predicted", "ring predicted s", "gloo / ring predicted"]
+              "predicted s (payload)", "measured / predicted (payload)", "predicted s (line)",
+              "measured / predicted (line)", "ring predicted s (payload)", "gloo / ring predicted"]
     rows = []
     for row in res["allreduce"]:
         size = row["size_bytes"]
-        pred = simulate(net, scheds["forestcoll"], "allreduce", size).time_s
-        ring = simulate(net, "ring", "allreduce", size).time_s
+        pred = simulate(payload_net, scheds["forestcoll"], "allreduce", size).time_s
+        line = simulate(net, scheds["forestcoll"], "allreduce", size).time_s
+        ring = simulate(payload_net, "ring", "allreduce", size).time_s
         rows.append([format_size(size), f"{row['forestcoll']:.3f}", *[f"{row[n]:.3f}" for n in extra], f"{row['gloo']:.3f}",
                      f"{row['gloo'] / row['forestcoll']:.2f}x", f"{pred:.3f}", f"{row['forestcoll'] / pred:.2f}",
-                     f"{ring:.3f}", f"{row['gloo'] / ring:.2f}"])
+                     f"{line:.3f}", f"{row['forestcoll'] / line:.2f}", f"{ring:.3f}", f"{row['gloo'] / ring:.2f}"])
     show(Console(), "", header, rows, args.markdown, 1)
     ov = res["overlap"]
     m, k, n = ov["shape"]

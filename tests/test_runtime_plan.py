@@ -221,3 +221,29 @@ def test_async_deadlock_is_reported():
     b = Plan("allgather", 1, 2, 4, (Round(0, (), (Message(0, (Segment(2, 4, False),)),)), Round(1, (Message(0, (Segment(2, 4, False),)),), ())))
     with pytest.raises(ScheduleError, match="deadlock"):
         run_plans_async([a, b], [np.zeros(4), np.zeros(4)], "sum")
+
+
+@pytest.mark.parametrize("spec", ["dgx-a100:nodes=2", "torus:dims=2x3"])
+def test_async_streams_split_in_tree_from_out_tree_segments(spec):
+    """An allreduce round's message to a peer carries reduce-scatter (combined) and allgather (overwritten)
+    segments; async_ops cuts it into stream 0 (in-tree) and stream 1 (out-tree), and what a rank sends on a
+    stream to a peer is exactly what that peer receives on it, message by message (they match in order)."""
+    from forestcoll.runtime.plan import async_ops
+
+    sched = generate(load_topology(spec), "allreduce")
+    plans = build_plans(phase_schedule(sched, "allreduce"), 100_003, 4, slice_bytes=4096, max_slices=4)
+    ops = [async_ops(p) for p in plans]
+    mixed = sum(1 for p in plans for rnd in p.rounds for m in rnd.sends if len({s.reduce for s in m.segments}) == 2)
+    assert mixed, "the test needs messages that carry both kinds"
+    for rank_ops in ops:
+        for o in rank_ops:
+            assert {s.stream for s in o.message.segments} == {o.stream}
+            assert all(s.reduce == (o.stream == 0) for s in o.message.segments)
+    for r, rank_ops in enumerate(ops):
+        for q, other in enumerate(ops):
+            for stream in (0, 1):
+                sent = [(o.round, o.message.segments) for o in rank_ops
+                        if o.kind == "send" and o.message.peer == q and o.stream == stream]
+                got = [(o.round, o.message.segments) for o in other
+                       if o.kind == "recv" and o.message.peer == r and o.stream == stream]
+                assert sent == got

@@ -96,29 +96,42 @@ def check_collectives(rank: int, world: int, cases: list[dict]) -> list[str]:
 
 
 def async_equals_rounds(rank: int, world: int, cases: list[dict]) -> list[str]:
-    """The asynchronous executor gives the rounds' result bit for bit (integer and float data alike)."""
+    """The asynchronous executor gives the rounds' result bit for bit (integer and float data alike), with
+    helper threads (the default) and without; a trace lists every operation of the call."""
     import forestcoll.torch as fct
 
     failures = []
     comms = {}
     for i, c in enumerate(cases):
         if c["path"] not in comms:
-            comms[c["path"]] = (fct.Communicator(c["path"], mode="async"), fct.Communicator(c["path"], mode="rounds"))
-        fast, slow = comms[c["path"]]
+            comms[c["path"]] = (fct.Communicator(c["path"], mode="async"), fct.Communicator(c["path"], mode="rounds"),
+                                fct.Communicator(c["path"], mode="async", threads=False))
+        fast, slow, inorder = comms[c["path"]]
         dtype = getattr(torch, c["dtype"])
         g = torch.Generator().manual_seed(i * 1000 + rank)
         x = (torch.randint(-10**6, 10**6, (c["numel"],), generator=g) if not dtype.is_floating_point
              else torch.randn(c["numel"], generator=g)).to(dtype)
-        a, b = x.clone(), x.clone()
+        a, b, d = x.clone(), x.clone(), x.clone()
+        fast.trace = []
         if c["coll"] == "all_reduce":
             fast.all_reduce(a, c.get("op", "sum"))
             slow.all_reduce(b, c.get("op", "sum"))
+            inorder.all_reduce(d, c.get("op", "sum"))
+            ops = fast.async_plan_ops("allreduce", a.numel(), dtype)
         else:
-            a, b = torch.zeros(world * c["numel"], dtype=dtype), torch.zeros(world * c["numel"], dtype=dtype)
+            a, b, d = (torch.zeros(world * c["numel"], dtype=dtype) for _ in range(3))
             fast.all_gather(a, x)
             slow.all_gather(b, x)
+            inorder.all_gather(d, x)
+            ops = fast.async_plan_ops("allgather", x.numel(), dtype)
         if not torch.equal(a, b):
             failures.append(f"rank {rank}: {c}: async differs from rounds")
+        if not torch.equal(d, b):
+            failures.append(f"rank {rank}: {c}: async without threads differs from rounds")
+        seen = {(e, j) for _t, e, j in fast.trace}
+        if not all((("send" if o.kind == "send" else "apply"), j) in seen for j, o in enumerate(ops)):
+            failures.append(f"rank {rank}: {c}: the trace misses operations")
+        fast.trace = None
     return failures
 
 

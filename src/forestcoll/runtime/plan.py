@@ -26,8 +26,14 @@ message becomes an operation (send it, or receive it and apply it) that waits
 only for what it needs on its own rank: a send for the receives that last wrote
 its ranges, a receive's apply for the earlier writes and reads of its ranges
 (the synchronous order restricted to conflicting pairs, so the result is the
-same bit for bit).  Messages between two ranks keep their round order, so they
-match in order without tags.
+same bit for bit).  A round's message is cut into two *streams*: its in-tree
+segments (stream 0, combined by the receiver) and its out-tree segments (stream
+1, overwritten), so an allreduce's reduce-scatter traffic never waits for
+allgather traffic merged into the same round's message (whose data comes back
+over the network a round later).  Messages of one stream between two ranks keep
+their round order, so they match in order with the stream as the tag.  (Finer
+streams, one per set of feeding peers, were measured slower at 4 MiB on the
+emulated fabric of benchmarks/netem.py: many more, smaller messages.)
 """
 
 from __future__ import annotations
@@ -49,11 +55,14 @@ __all__ = ["Message", "Op", "Plan", "Round", "Segment", "async_ops", "build_plan
 
 @dataclass(frozen=True)
 class Segment:
-    """Elements ``[start, stop)`` of the work buffer; ``reduce``: the receiver combines instead of overwriting."""
+    """Elements ``[start, stop)`` of the work buffer; ``reduce``: the receiver combines instead of overwriting.
+
+    ``stream``: the segment's stream between its two ranks (see :func:`async_ops`): 0 in-tree, 1 out-tree."""
 
     start: int
     stop: int
     reduce: bool
+    stream: int = 0
 
 
 @dataclass(frozen=True)
@@ -98,28 +107,34 @@ class Op:
 
     ``after`` are indices (into the rank's op list) of the operations that must be complete first: for a send
     the receives that last wrote its ranges; for a receive's apply, the receives that last wrote its ranges and
-    the sends that read them since (a send is complete when its buffer is no longer needed)."""
+    the sends that read them since (a send is complete when its buffer is no longer needed).  ``stream``: its
+    segments' stream (:class:`Segment`); messages match in order per peer and stream."""
 
     kind: str  # "send" | "recv"
     round: int
     message: Message
     after: tuple[int, ...]
+    stream: int = 0
 
 
 def async_ops(plan: Plan) -> tuple[Op, ...]:
-    """The plan's messages as operations in round order (sends of a round before its receives) with the
-    dependencies that make any execution respecting them equal to the synchronous rounds (see the module
-    docstring).  Conflicts are found on the elementary intervals between all segment boundaries."""
-    order: list[tuple[str, int, Message]] = []
+    """The plan's messages as operations in round order (sends of a round before its receives; each message
+    cut into its streams, in stream order) with the dependencies that make any execution respecting them equal
+    to the synchronous rounds (see the module docstring).  Conflicts are found on the elementary intervals
+    between all segment boundaries."""
+    order: list[tuple[str, int, Message, int]] = []
     for rnd in plan.rounds:
-        order.extend(("send", rnd.index, m) for m in rnd.sends)
-        order.extend(("recv", rnd.index, m) for m in rnd.recvs)
-    cuts = sorted({b for _k, _r, m in order for seg in m.segments for b in (seg.start, seg.stop)})
+        for kind, messages in (("send", rnd.sends), ("recv", rnd.recvs)):
+            for m in messages:
+                for stream in sorted({seg.stream for seg in m.segments}):
+                    segs = tuple(seg for seg in m.segments if seg.stream == stream)
+                    order.append((kind, rnd.index, Message(m.peer, segs), stream))
+    cuts = sorted({b for _k, _r, m, _s in order for seg in m.segments for b in (seg.start, seg.stop)})
     where = {b: i for i, b in enumerate(cuts)}
     last_write: dict[int, int] = {}
     reads: dict[int, list[int]] = {}
     ops = []
-    for i, (kind, rnd_index, m) in enumerate(order):
+    for i, (kind, rnd_index, m, stream) in enumerate(order):
         after: set[int] = set()
         for seg in m.segments:
             for piece in range(where[seg.start], where[seg.stop]):
@@ -131,7 +146,7 @@ def async_ops(plan: Plan) -> tuple[Op, ...]:
                 else:
                     after.update(reads.pop(piece, ()))
                     last_write[piece] = i
-        ops.append(Op(kind, rnd_index, m, tuple(sorted(after))))
+        ops.append(Op(kind, rnd_index, m, tuple(sorted(after)), stream))
     return tuple(ops)
 
 
@@ -210,7 +225,7 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
                         src, dst, rnd, red = v, t.parent[v], offset + j + t.level[v], True
                     else:
                         src, dst, rnd, red = t.parent[v], v, offset + j + t.level[v] - 1, False
-                    traffic[(rnd, src, dst)].append(Segment(sa, sb, red))
+                    traffic[(rnd, src, dst)].append(Segment(sa, sb, red, 0 if red else 1))
             if t.direction == "in":
                 offset += t.level[t.root]
     sends: list[dict[int, list[Message]]] = [defaultdict(list) for _ in range(n_ranks)]
@@ -228,11 +243,11 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
 
 
 def _merge(segs: Sequence[Segment]) -> tuple[Segment, ...]:
-    """Join segments that continue each other with the same action (fewer copies, same bytes)."""
+    """Join segments that continue each other with the same action and stream (fewer copies, same bytes)."""
     out: list[Segment] = []
     for s in segs:
-        if out and out[-1].stop == s.start and out[-1].reduce == s.reduce:
-            out[-1] = Segment(out[-1].start, s.stop, s.reduce)
+        if out and out[-1].stop == s.start and out[-1].reduce == s.reduce and out[-1].stream == s.stream:
+            out[-1] = Segment(out[-1].start, s.stop, s.reduce, s.stream)
         else:
             out.append(s)
     return tuple(out)

@@ -6,8 +6,9 @@ specification of what :mod:`forestcoll.torch` does with real messages.
 packs what it sends (from the buffer as it was at the end of the previous
 round), then every message is delivered and applied.  :func:`run_plans_async`
 is the asynchronous execution (:func:`forestcoll.runtime.plan.async_ops`) on a
-network as stingy as one wants: every connection holds ``capacity`` messages
-in flight, a rank posts ``window`` receives ahead per peer, and the ranks take
+network as stingy as one wants: every connection (per peer and stream) holds
+``capacity`` messages in flight, a rank posts ``window`` receives ahead per peer
+and stream, and the ranks take
 turns in an order drawn from ``seed``; it raises when the ranks wait on each
 other (a deadlock).
 """
@@ -74,20 +75,21 @@ def run_plans_async(plans: Sequence[Plan], works: Sequence[np.ndarray], op: str 
                     window: int = 1, seed: int = 0) -> int:
     """Execute ``plans`` asynchronously in place on ``works``; returns the number of actions taken.
 
-    A send leaves when the operations it depends on are complete, after the earlier sends to the same peer,
-    and when its connection has room; it is complete once the receiver has taken it.  A receive is posted
-    within ``window`` per peer, takes the next message of its connection, and is applied (complete) when its
-    own dependencies are.  ScheduleError when no rank can move while work remains (a deadlock)."""
+    A send leaves when the operations it depends on are complete, after the earlier sends to the same peer
+    in its stream, and when its connection (peer and stream) has room; it is complete once the receiver has
+    taken it.  A receive is posted within ``window`` per peer and stream, takes the next message of its
+    connection, and is applied (complete) when its own dependencies are.  ScheduleError when no rank can move
+    while work remains (a deadlock)."""
     combine = COMBINE[op]
     n = len(plans)
     ops = [async_ops(p) for p in plans]
     done = [[False] * len(o) for o in ops]
-    sends = [defaultdict(deque) for _ in range(n)]  # rank -> peer -> send op indices in order
-    recvs = [defaultdict(deque) for _ in range(n)]  # rank -> peer -> receive op indices not yet taken
+    sends = [defaultdict(deque) for _ in range(n)]  # rank -> (peer, stream) -> send op indices in order
+    recvs = [defaultdict(deque) for _ in range(n)]  # rank -> (peer, stream) -> receive op indices not yet taken
     for r, o in enumerate(ops):
         for i, x in enumerate(o):
-            (sends if x.kind == "send" else recvs)[r][x.message.peer].append(i)
-    channel: dict[tuple[int, int], deque] = defaultdict(deque)  # (src, dst) -> [(src op index, data)]
+            (sends if x.kind == "send" else recvs)[r][(x.message.peer, x.stream)].append(i)
+    channel: dict[tuple[int, int, int], deque] = defaultdict(deque)  # (src, dst, stream) -> [(src op index, data)]
     taken: list[dict[int, np.ndarray]] = [{} for _ in range(n)]  # received, not yet applied
     left = sum(len(o) for o in ops)
     rng = random.Random(seed)
@@ -101,16 +103,16 @@ def run_plans_async(plans: Sequence[Plan], works: Sequence[np.ndarray], op: str 
         order = list(range(n))
         rng.shuffle(order)
         for r in order:
-            for peer, queue in sends[r].items():  # sends, each peer in order
-                if queue and ready(r, queue[0]) and len(channel[(r, peer)]) < capacity:
+            for (peer, stream), queue in sends[r].items():  # sends, each peer and stream in order
+                if queue and ready(r, queue[0]) and len(channel[(r, peer, stream)]) < capacity:
                     i = queue.popleft()
                     m = ops[r][i].message
-                    channel[(r, peer)].append((i, np.concatenate([works[r][s.start:s.stop] for s in m.segments])))
+                    channel[(r, peer, stream)].append((i, np.concatenate([works[r][s.start:s.stop] for s in m.segments])))
                     moved = True
                     actions += 1
-            for peer, queue in recvs[r].items():  # receives: the head of the connection, if posted
+            for (peer, stream), queue in recvs[r].items():  # receives: the head of the connection, if posted
                 posted = list(queue)[:window]
-                ch = channel[(peer, r)]
+                ch = channel[(peer, r, stream)]
                 if ch and posted:
                     i = queue.popleft()
                     j, data = ch.popleft()

@@ -4,18 +4,21 @@ Rank i of the group runs compute node i of the schedule (or ``rank_map[i]``...
 see :class:`Communicator`).  A call builds (once per collective, element count
 and dtype) the rank's :class:`forestcoll.runtime.Plan`, then runs it:
 
-* ``mode="async"`` (default): every receive is posted at the start (into its
-  own buffer); a send leaves as soon as the receives it forwards have been
-  applied (and the earlier sends to the same peer have left), and a received
+* ``mode="async"`` (default): each round's message is cut into its in-tree and
+  out-tree *streams* (tags 0 and 1; :func:`forestcoll.runtime.plan.async_ops`).
+  Sends with no dependencies leave first, then every receive is posted (into one
+  buffer); a send leaves as soon as the receives it forwards have been applied
+  (and the earlier sends of its stream to that peer have left), and a received
   message is applied as soon as the earlier writes and reads of its ranges are
-  done (:func:`forestcoll.runtime.plan.async_ops`).  Each tree's pieces thus
-  flow down the tree without waiting for the rest of the machine.  When it
-  must block, a rank waits for what a received message still waits on, else
-  for its earliest receive in flight (a send completes on its own: every
-  receive is posted), so new data is forwarded as soon as it is in.  No
-  deadlock: a rank waits on a receive of round r only while everything it
-  needs is from rounds < r, so a cycle of waits would need rounds that
-  decrease around it.  The result is the synchronous rounds' bit for bit.
+  done.  Each tree's pieces thus flow down the tree without waiting for the rest
+  of the machine, and reduce-scatter data never waits for allgather data merged
+  into the same round.  gloo completes a receive only in a blocking wait, so a
+  helper thread per (peer, stream) waits on its receives in order and the main
+  thread takes whichever is in first (``threads=False``, and NCCL, whose wait does
+  not block the host: the main thread waits on its earliest receive).  No
+  deadlock: a rank waits on a receive of round r only while everything it needs
+  is from rounds < r, so a cycle of waits would need rounds that decrease around
+  it.  The result is the synchronous rounds' bit for bit.
 * ``mode="rounds"``: per round one ``batch_isend_irecv`` with one message per
   peer, a wait, and the copies or reductions of what arrived.
 
@@ -28,6 +31,9 @@ from __future__ import annotations
 import datetime
 import hashlib
 import os
+import queue
+import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -91,7 +97,11 @@ class Communicator:
     call of each kind, the ranks compare a fingerprint of (schedule, rank map, call) with one small
     all-gather, so a mismatch is an error instead of a hang.  ``slice_bytes`` / ``max_slices``: the
     pipeline slicing (as in the simulator).  ``mode``: ``"async"`` (per-message dependencies, the default)
-    or ``"rounds"`` (global rounds); see the module docstring."""
+    or ``"rounds"`` (global rounds); see the module docstring.  ``threads``: async receives waited by helper threads
+    (first in, first handled) where the backend's wait blocks the host (gloo); False: in order.  ``trace``: a list that async runs append
+    ``(time.perf_counter(), event, op index)`` to (events ``"start"``, ``"send"`` issued, ``"wait"`` blocking
+    on op, ``"sent"`` / ``"recv"`` seen complete, ``"apply"``, ``"end"``; op indices into
+    :meth:`async_plan_ops`), for measuring where the time goes; None (default) records nothing."""
 
     schedule: Schedule
     group: dist.ProcessGroup | None = None
@@ -101,9 +111,12 @@ class Communicator:
     max_slices: int = 16
     check: bool = True
     mode: str = "async"
+    threads: bool = True
+    trace: list | None = None
     _plans: dict = field(default_factory=dict, init=False, repr=False)
     _async_ops: dict = field(default_factory=dict, init=False, repr=False)  # id(plan) -> its async operations
     _peers: list[int] = field(default_factory=list, init=False, repr=False)
+    _waiters: dict = field(default_factory=dict, init=False, repr=False)  # (peer, stream) -> its _Waiter
 
     def __post_init__(self) -> None:
         self.schedule = load(self.schedule)
@@ -128,6 +141,10 @@ class Communicator:
             raise UsageError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.slice_bytes < 1 or self.max_slices < 1:
             raise UsageError("slice_bytes and max_slices must be >= 1")
+
+    def __del__(self) -> None:
+        for w in getattr(self, "_waiters", {}).values():
+            w.jobs.put(None)
 
     def _global(self, group_rank: int) -> int:
         if self.group is None or self.group is dist.group.WORLD:
@@ -266,6 +283,10 @@ class Communicator:
             for m, buf in pending:
                 _apply(work, m, buf, combine)
 
+    def async_plan_ops(self, collective: str, numel: int, dtype: torch.dtype) -> tuple[Op, ...]:
+        """The operations an async run of this call performs (what ``trace`` indices refer to)."""
+        return self._ops(self.plan(collective, numel, dtype))
+
     def _ops(self, plan: Plan) -> tuple[Op, ...]:
         ops = self._async_ops.get(id(plan))
         if ops is None:
@@ -276,69 +297,151 @@ class Communicator:
         """The plan's messages as soon as their data is ready (see the module docstring)."""
         ops = self._ops(plan)
         peers, group = self._peers, self.group
+        threaded, tagged = self._backend_waits()
         done = [False] * len(ops)
-        handles: dict[int, object] = {}  # issued and not yet seen complete: op index -> work handle
+        sending: dict[int, object] = {}  # sends issued and not yet waited: op index -> work handle
+        handles: dict[int, object] = {}  # receives in flight, when the main thread waits on them itself
         arrived: dict[int, torch.Tensor] = {}  # received, not yet applied
         bufs: dict[int, torch.Tensor] = {}
-        queues: dict[int, list[int]] = {}  # peer -> its send op indices in order
+        queues: dict[tuple[int, int], list[int]] = {}  # (peer, stream) -> its send op indices in order
+        needed = self._needed_sends(ops)  # sends whose buffer a later receive overwrites
+        results: queue.SimpleQueue = queue.SimpleQueue()  # (op index, exception or None) from the waiters
+        trace = self.trace
+        clock = time.perf_counter
+        if trace is not None:
+            trace.append((clock(), "start", -1))
+        jobs: dict[tuple[int, int], list] = {}  # (peer, stream) -> its receives in order, for its waiter
         for i, o in enumerate(ops):
-            if o.kind == "recv":
-                bufs[i] = torch.empty(o.message.numel, dtype=work.dtype, device=work.device)
-                handles[i] = self._issue(dist.irecv, bufs[i], peers[o.message.peer], group, collective, o)
-            else:
-                queues.setdefault(o.message.peer, []).append(i)
+            key = (o.message.peer, o.stream if tagged else 0)
+            (jobs if o.kind == "recv" else queues).setdefault(key, []).append(i)
         heads = dict.fromkeys(queues, 0)
-        left = len(ops)
+        left, receiving = len(ops), 0
+        first = True  # receives are posted after the first sends are out, then handed to the waiters
+        arena = torch.empty(sum(ops[i].message.numel for idx in jobs.values() for i in idx), dtype=work.dtype,
+                            device=work.device)  # one allocation for every receive buffer
 
         def ready(i: int) -> bool:
             return all(done[j] for j in ops[i].after)
 
-        def finish(i: int) -> int:
-            """Wait for in-flight op i; 1 when that completes it (a send), 0 when it still has to be applied."""
-            self._wait([handles.pop(i)], f"{collective} round {ops[i].round}", ops[i])
-            if ops[i].kind == "send":
-                done[i] = True
-                return 1
+        def received(i: int, exc: BaseException | None) -> None:
+            if exc is not None:
+                raise self._failure(f"{collective} round {ops[i].round}", ops[i], exc)
+            if trace is not None:
+                trace.append((clock(), "recv", i))
             arrived[i] = bufs.pop(i)
-            return 0
 
         while left:
             moved = True
             while moved:
                 moved = False
-                for peer, q in queues.items():  # sends whose data is in, each peer in order
-                    h = heads[peer]
+                for key, q in queues.items():  # sends whose data is in, each peer and stream in order
+                    h = heads[key]
                     while h < len(q) and ready(q[h]):
                         i = q[h]
                         segs = ops[i].message.segments
                         buf = work[segs[0].start:segs[0].stop] if len(segs) == 1 else \
                             torch.cat([work[s.start:s.stop] for s in segs])
-                        handles[i] = self._issue(dist.isend, buf, peers[peer], group, collective, ops[i])
+                        sending[i] = self._issue(dist.isend, buf, peers[key[0]], group, collective, ops[i], key[1])
+                        if trace is not None:
+                            trace.append((clock(), "send", i))
+                        if i not in needed or len(segs) > 1:  # nothing waits for its buffer: done once issued
+                            done[i] = True
+                            left -= 1
                         h += 1
-                    heads[peer] = h
-                for i in [i for i, w in handles.items() if w.is_completed()]:
-                    left -= finish(i)
-                    moved = True
+                    heads[key] = h
+                if first:
+                    first = False
+                    at = 0
+                    for i in sorted(i for idx in jobs.values() for i in idx):  # in round order
+                        o = ops[i]
+                        bufs[i] = arena[at:at + o.message.numel]
+                        at += o.message.numel
+                        handles[i] = self._issue(dist.irecv, bufs[i], peers[o.message.peer], group, collective, o,
+                                                 o.stream if tagged else 0)
+                    receiving = len(handles)
+                    if threaded:
+                        for key, idx in jobs.items():
+                            self._waiter(key).jobs.put(([(handles.pop(i), i) for i in idx], results, self.timeout))
+                while threaded:  # receives the waiters have seen complete, without blocking
+                    try:
+                        i, exc = results.get_nowait()
+                    except queue.Empty:
+                        break
+                    receiving -= 1
+                    received(i, exc)
                 for i in sorted(i for i in arrived if ready(i)):
                     _apply(work, ops[i].message, arrived.pop(i), combine)
+                    if trace is not None:
+                        trace.append((clock(), "apply", i))
                     done[i] = True
                     left -= 1
                     moved = True
-            if left:  # block (gloo completes an operation only in its wait); see the module docstring
-                blockers = [j for i in arrived for j in ops[i].after if j in handles]
-                recvs = [i for i in handles if ops[i].kind == "recv"]
-                if not handles:
-                    raise CollectiveError(f"compute node {self.node}: {collective}: no operation can proceed "
-                                          f"(a plan inconsistent across ranks?)")
-                left -= finish(min(blockers) if blockers else min(recvs) if recvs else min(handles))
+            if not left:
+                break
+            # block: on a send a received message still waits for, else on the next receive to complete
+            blockers = sorted({j for i in arrived for j in ops[i].after if not done[j] and (j in sending or j in handles)})
+            if threaded and receiving and not any(j in sending for j in blockers):
+                blockers = []  # wait for whichever receive completes first
+            j = blockers[0] if blockers else min(handles) if handles else -1
+            if trace is not None:
+                trace.append((clock(), "wait", j))
+            if j in sending:
+                self._wait([sending.pop(j)], f"{collective} round {ops[j].round}", ops[j])
+                done[j] = True
+                left -= 1
+            elif j in handles:  # a backend whose wait does not block the host (NCCL): in order
+                self._wait([handles.pop(j)], f"{collective} round {ops[j].round}", ops[j])
+                receiving -= 1
+                received(j, None)
+            elif threaded and receiving:
+                i, exc = results.get()
+                receiving -= 1
+                received(i, exc)
+            else:
+                raise CollectiveError(f"compute node {self.node}: {collective}: no operation can proceed "
+                                      f"(a plan inconsistent across ranks?)")
+        for j in sorted(sending):  # the sends' buffers stay alive (and the call open) until they are out
+            self._wait([sending.pop(j)], f"{collective} round {ops[j].round}", ops[j])
+        if trace is not None:
+            trace.append((clock(), "end", -1))
 
-    def _issue(self, fn, buf: torch.Tensor, peer: int, group, collective: str, op: Op):
+    def _backend_waits(self) -> tuple[bool, bool]:
+        """(wait on receives in helper threads, one tag per stream) for this group's backend.  gloo's wait
+        blocks the host until the data is in, so a thread per stream waits and the main thread takes whichever
+        completes first; NCCL's wait only orders the GPU stream (it returns at once), and NCCL ignores tags,
+        so matching relies on the order of the calls: one stream per peer, waited in order."""
+        nccl = dist.get_backend(self.group) == "nccl"
+        return self.threads and not nccl, not nccl
+
+    def _needed_sends(self, ops: tuple[Op, ...]) -> frozenset[int]:
+        return frozenset(j for o in ops if o.kind == "recv" for j in o.after if ops[j].kind == "send")
+
+    def _waiter(self, key: tuple[int, int]) -> _Waiter:
+        w = self._waiters.get(key)
+        if w is None:
+            w = self._waiters[key] = _Waiter()
+        return w
+
+    def _issue(self, fn, buf: torch.Tensor, peer: int, group, collective: str, op: Op, tag: int = 0):
         try:
-            return fn(buf, peer, group=group)
+            return fn(buf, peer, group=group, tag=tag)
         except RuntimeError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CollectiveError(f"compute node {self.node}: {collective} round {op.round} ({op.kind} with "
                                   f"compute node {op.message.peer}) failed: {first}") from exc
+
+    def _failure(self, what: str, rnd: object, exc: BaseException) -> CollectiveError:
+        """The error for a failed wait: ``rnd`` an Op (its peer is named), a Round (its peers) or None."""
+        peers = ""
+        if isinstance(rnd, Op):
+            peers = f" ({'sending to' if rnd.kind == 'send' else 'receiving from'} compute node {rnd.message.peer})"
+        elif rnd is not None:
+            ids = sorted({m.peer for m in rnd.sends} | {m.peer for m in rnd.recvs})
+            peers = f" (exchanging with compute nodes {ids})"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        err = CollectiveError(f"compute node {self.node}: {what}{peers} failed: {first}")
+        err.__cause__ = exc
+        return err
 
     def _wait(self, works: list, what: str, rnd: object = None) -> None:
         try:
@@ -348,14 +451,7 @@ class Communicator:
                 else:
                     w.wait(self.timeout)
         except RuntimeError as exc:
-            peers = ""
-            if isinstance(rnd, Op):
-                peers = f" ({'sending to' if rnd.kind == 'send' else 'receiving from'} compute node {rnd.message.peer})"
-            elif rnd is not None:
-                ids = sorted({m.peer for m in rnd.sends} | {m.peer for m in rnd.recvs})
-                peers = f" (exchanging with compute nodes {ids})"
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CollectiveError(f"compute node {self.node}: {what}{peers} failed: {first}") from exc
+            raise self._failure(what, rnd, exc) from exc
 
     def _check_tensor(self, t: object, name: str, op: str = "sum") -> None:
         if not isinstance(t, torch.Tensor):
@@ -365,6 +461,38 @@ class Communicator:
                              + ", ".join(str(d).replace("torch.", "") for d in DTYPES))
         if op == "avg" and not t.dtype.is_floating_point:
             raise UsageError(f"{name}: op 'avg' needs a floating-point tensor, got {t.dtype}")
+
+
+class _Waiter:
+    """A daemon thread that waits on one receive stream's operations of a call in order (they complete in
+    order) and reports each, with the exception its wait raised or None, to the call's queue (up to the first
+    failure); a job is (list of (work handle, op index), queue, timeout); ``None`` stops the thread.
+    The waits release the GIL, so the main thread applies and forwards whichever message is in first."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name="forestcoll-wait", daemon=True).start()
+
+    def _loop(self) -> None:
+        while (job := self.jobs.get()) is not None:
+            works, results, timeout = job
+            job = None
+            works.reverse()
+            while works:  # each handle is dropped before its completion is reported: once the call has
+                work, index = works.pop()  # returned, this thread holds none (torch must be free to tear down)
+                try:
+                    if timeout is None:
+                        work.wait()
+                    else:
+                        work.wait(timeout)
+                except Exception as exc:  # handed to the main thread, which raises it
+                    work = None
+                    works.clear()
+                    results.put((index, exc))
+                    break
+                work = None
+                results.put((index, None))
+            works = results = None
 
 
 def _apply(work: torch.Tensor, message, buf: torch.Tensor, combine) -> None:
