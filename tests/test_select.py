@@ -185,7 +185,7 @@ def test_default_selection_never_loses_to_the_ring():
 @pytest.mark.slow
 def test_small_k_candidate_beats_k2_on_deep_mi250_trees():
     """mi250:nodes=2 allgather at 1 GiB (the default model): the default candidates include k = 8, which verifies,
-    stays within 3 % of the bound in exact rate and simulates faster than k = 2 and the optimal k = 83 (few trees
+    stays within 3 % of the bound in exact rate and simulates faster than k = 2 (few trees
     per rank, so longer pipelines per tree: benchmarks/pipelines.py)."""
     from fractions import Fraction
 
@@ -198,7 +198,8 @@ def test_small_k_candidate_beats_k2_on_deep_mi250_trees():
     assert verify(k8, net.topology).ok
     assert Fraction(k8.algbw) >= Fraction(97, 100) * Fraction(cands["forestcoll"].algbw)
     got = {n: simulate(net, cands[n], size=1 << 30).algbw_gbps for n in ("forestcoll", "forestcoll-k2", "forestcoll-k8")}
-    assert got["forestcoll-k8"] > max(got["forestcoll"], got["forestcoll-k2"]), got
+    # since in-box pairs stay off the network switch the optimal k's trees pipeline better too (324.8 vs 322.7 GB/s)
+    assert got["forestcoll-k8"] > got["forestcoll-k2"], got
 
 
 def _files(cands):

@@ -89,7 +89,7 @@ class ExportOptions:
     layout: str = "stage"  # "stage": a channel per pipeline stage; "tree": trees round robin (the first layout)
     ports: bool = True  # an edge whose pair has several ports goes on a channel of its port's residue
     order: str = "progress"  # steps of a thread block: "progress" by how far into its tree a piece starts (the
-    #                          fluid schedule's order), "tree" tree by tree (the first order)
+    #                          fluid schedule's order), "latency" the same with levels in links, "tree" tree by tree
 
     def check(self) -> RuntimeLimits:
         if self.proto not in PROTOCOLS:
@@ -226,31 +226,26 @@ def edge_ports(sched: Schedule, trees: list[TreeShape]) -> dict[tuple[int, int, 
 
 
 def _hop_levels(sched: Schedule, trees: list[TreeShape]) -> dict[tuple[int, int], int]:
-    """A level per (id(tree), node) that counts physical links instead of tree edges: for an out-tree the links
-    from the root to the node; for an in-tree the links on the longest path from a leaf of the node's subtree to
-    the node *and on to its parent* (when its data reaches the parent).  An edge through NICs and network switches
-    (ten or more links) counts as many hops as it pays latencies; a dependency still points to a smaller level
-    (every edge has at least one link), so the deadlock argument of the progress order is unchanged."""
+    """A level per (id(tree), node) in physical links: out-tree, links from the root; in-tree, links of the longest
+    leaf path until the node's data reaches its parent.  Dependencies still point to smaller levels (>= 1 link)."""
     index = {r: i for i, r in enumerate(sched.ranks)}
     out: dict[tuple[int, int], int] = {}
     for shape, tree in zip(trees, sched.trees):
         links = {(index[e.src], index[e.dst]): max(1, len(e.path) - 1) for e in tree.edges}
-        tid = id(shape)
-        if shape.direction == "out":
-            for v in sorted(shape.level, key=lambda x: (shape.level[x], x)):
-                out[(tid, v)] = 0 if v == shape.root else out[(tid, shape.parent[v])] + links[(shape.parent[v], v)]
-        else:
-            for v in sorted(shape.level, key=lambda x: (shape.level[x], x)):
-                here = max((out[(tid, c)] for c in shape.children.get(v, [])), default=0)
-                out[(tid, v)] = here + (links[(v, shape.parent[v])] if v != shape.root else 0)
+        tid, p = id(shape), shape.parent
+        for v in sorted(shape.level, key=lambda x: (shape.level[x], x)):  # parents first (out), children first (in)
+            if shape.direction == "out":
+                out[(tid, v)] = 0 if v == shape.root else out[(tid, p[v])] + links[(p[v], v)]
+            else:
+                out[(tid, v)] = max((out[(tid, c)] for c in shape.children.get(v, [])), default=0) + (
+                    links[(v, p[v])] if v != shape.root else 0)
     return out
 
 
 def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: int,
                channels: int, outofplace: bool, layout: str = "stage", order: str = "progress",
                ports: dict[tuple[int, int, int], tuple[int, int]] | None = None,
-               spread_band: bool = True, levels: dict[tuple[int, int], int] | None = None
-               ) -> tuple[list[_Op], list[int]]:
+               spread_band: bool = True, levels: dict | None = None) -> tuple[list[_Op], list[int]]:
     """All operations of every GPU (not yet in thread blocks) and each GPU's scratch chunk count; ``ports``
     (:func:`edge_ports`) moves an edge whose pair has several ports to a channel of its port's residue; ``levels``
     (:func:`_hop_levels`) replaces the tree levels in the step order."""
@@ -262,9 +257,7 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
     final_op: dict[tuple[int, int, int], _Op] = {}  # (instance, root, start) -> op that completes the reduction
     n_stages, out_base = stages(pieces)
     frac = _progress(pieces) if order in ("progress", "latency") else {id(pc): Fraction(0) for pc in pieces}
-
-    def lvl(t: TreeShape, x: int) -> int:  # the level in the step key: tree edges, or links with ``levels``
-        return levels[(id(t), x)] if levels is not None else t.level[x]
+    lvl = (lambda t, x: levels[(id(t), x)]) if levels is not None else (lambda t, x: t.level[x])
 
     def chan_of(t: TreeShape, m: int, x: int, y: int) -> int:
         spread = (t.order + _mix(x * 65599 + y))
@@ -417,9 +410,8 @@ def _channel_figures(ops: list[_Op], n: int) -> tuple[int, int, int, int]:
     return max(steps.values(), default=0), max(tbs), max(per_channel.values(), default=0), max(targets)
 
 
-def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOptions,
-            limits: RuntimeLimits, ports: dict | None = None,
-            levels: dict | None = None) -> tuple[int, list[_Op], list[int]]:
+def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOptions, limits: RuntimeLimits,
+            ports: dict | None = None, levels: dict | None = None) -> tuple[int, list[_Op], list[int]]:
     """Channels and operations within the runtime's limits (ExportError naming the limit otherwise)."""
     inst = opts.instances
     max_channels = limits.channels // inst
@@ -607,8 +599,7 @@ def write_checked(result: ExportResult, path: str, check: bool, progress: Progre
 
 def _over_limits(exc: ExportError) -> bool:
     """Whether an export failed on the runtime's step / thread-block limits (a smaller k needs fewer of both)."""
-    text = str(exc)
-    return "steps;" in text or "thread blocks on one GPU" in text
+    return "steps;" in str(exc) or "thread blocks on one GPU" in str(exc)
 
 
 def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOptions | None = None,
@@ -626,20 +617,16 @@ def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOpt
     return None if found is None else found[:2]
 
 
-def _fitting(topology, collective: str, sched: Schedule, options: ExportOptions | None,
-             rate: Callable[[Schedule, int], float] | None, size: int,
-             file_rate: Callable[[Algo, int], float] | None, incumbent: ExportResult | Algo | None,
-             **generate_kwargs: Any) -> tuple[Schedule, str, ExportResult | None] | None:
-    """:func:`fitting_msccl`, and the chosen schedule's exported file (None when ``incumbent`` was an
-    :class:`Algo`), so that the caller writes the file it ranked instead of exporting it again."""
+def _fitting(topology, collective: str, sched: Schedule, options: ExportOptions | None, rate: Callable | None,
+             size: int, file_rate: Callable | None, incumbent: ExportResult | Algo | None, **generate_kwargs: Any):
+    """:func:`fitting_msccl` and the chosen file as exported (None for an :class:`Algo` ``incumbent``)."""
     from forestcoll.generate import generate
     from forestcoll.units import format_size
 
     base = options or ExportOptions()
     fitting: dict[int, Schedule] = {}
     files: dict[int, ExportResult | Algo] = {}
-    # smallest k first, up to the first that does not fit (more trees never need fewer steps or blocks): a large
-    # k's failing export costs as much as many small ones
+    # smallest k first, up to the first that does not fit (more trees never need fewer steps or blocks)
     for kk in sorted(2**i for i in range(20) if 2**i < sched.k):
         cand = generate(topology, collective, k=kk, **generate_kwargs)
         try:
@@ -651,13 +638,7 @@ def _fitting(topology, collective: str, sched: Schedule, options: ExportOptions 
         fitting[kk] = cand
     if not fitting:
         return None
-    def exported(kk: int) -> ExportResult | None:
-        return files[kk] if isinstance(files[kk], ExportResult) else None
-
-    def algo(kk: int) -> Algo:
-        f = files[kk]
-        return f.algo if isinstance(f, ExportResult) else f
-
+    exported = lambda kk: files[kk] if isinstance(files[kk], ExportResult) else None  # noqa: E731
     if rate is None and file_rate is None:
         top = max(fitting, key=lambda kk: (fitting[kk].algbw, kk))
         return fitting[top], (f"the power of two below it whose file fits with the highest exact rate "
@@ -665,7 +646,7 @@ def _fitting(topology, collective: str, sched: Schedule, options: ExportOptions 
     if file_rate is not None:
         if incumbent is not None:
             fitting[sched.k], files[sched.k] = sched, incumbent
-        rates = {kk: file_rate(algo(kk), size) for kk in sorted(fitting, reverse=True)}
+        rates = {kk: file_rate(getattr(files[kk], "algo", files[kk]), size) for kk in sorted(fitting, reverse=True)}
         what = "files"
     else:
         assert rate is not None
@@ -709,9 +690,8 @@ def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportO
     if found is None:
         assert first is not None
         raise first
-    fallback, how, file = found
-    assert file is not None  # every file _fitting exports itself is kept whole
-    result = write_checked(file, path, check, progress)  # the file that was ranked, not a second export of it
+    fallback, how, file = found  # the file that was ranked is written (every file _fitting exports is kept whole)
+    result = write_checked(file, path, check, progress)
     bound = sched.bound_algbw
     reach = f"; its trees reach {float(fallback.algbw / bound):.1%} of the bound" if bound else ""
     why = f"does not fit: {first}" if first is not None else "fits, but its file is slower"
