@@ -8,6 +8,7 @@ package; forestcoll imports igraph without it (forestcoll.graph.igraph_import).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -70,3 +71,14 @@ def test_igraph_import_keeps_matplotlib_importable():
                      "import sys\nassert 'matplotlib' not in sys.modules\n"
                      "import importlib.util\nassert importlib.util.find_spec('matplotlib') is not None")
     assert "matplotlib" not in loaded
+
+
+def test_cli_uses_one_blas_thread_unless_told(monkeypatch, capsys):
+    from forestcoll.cli import main
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    assert main(["bound", "dgx-a100:nodes=1"]) == 0
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")
+    assert main(["bound", "dgx-a100:nodes=1"]) == 0
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "3"

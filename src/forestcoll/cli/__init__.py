@@ -43,6 +43,9 @@ def _command(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``forestcoll`` console script."""
+    # The command line does no linear algebra: one BLAS thread, so numpy's import does not start (and spin) a
+    # thread per core — ~0.1 s CPU of every process on the 2-core machine.  A user's own setting wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         words = sys.argv[1:] if argv is None else list(argv)
         args = build_parser(_command(words)).parse_args(words)
