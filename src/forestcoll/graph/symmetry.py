@@ -319,7 +319,7 @@ def _free_order(gens: Sequence[np.ndarray], n: int, compute: np.ndarray) -> int 
                         return None  # a new element that fixes a rank
                     at[image] = h
                     nxt.append(h)
-                elif not np.array_equal(known, h):
+                elif known.tobytes() != h.tobytes():  # same dtype and length: byte equality is equality
                     return None  # two elements agree on c: their quotient fixes it
         frontier = nxt
     return len(at)
