@@ -311,14 +311,15 @@ def print_plan_simulation(net, sim, size: int, fairness: str) -> None:
 
 
 
-def print_simulation(net, res, size: int, fairness: str, slice_bytes: int, max_slices: int) -> None:
+def print_simulation(net, res, size: int, fairness: str, slice_bytes: int, max_slices: int | None) -> None:
     print(f"algorithm  {res.algorithm}: {res.collective} on {net.topology.name} ({res.ranks} ranks)")
     print(f"size       {format_size(size)} ({size} bytes)")
     print(f"time       {res.time_s * 1e3:.4f} ms")
     print(f"algbw      {res.algbw_gbps:.2f} GB/s")
     print(f"busbw      {res.busbw_gbps:.2f} GB/s")
     print(f"model      {res.transfers} transfers, {res.events} events, {fairness} sharing, "
-          f"slices of {format_size(slice_bytes)} (at most {max_slices} per block); {res.wall_s:.2f} s")
+          f"the runtimes' slicing (ring slice {format_size(slice_bytes)}, "
+          f"{'no cap' if max_slices is None else f'at most {max_slices} per block'}); {res.wall_s:.2f} s")
     for note in res.extra.get("notes", ()):
         print(f"note       {note}")
 
