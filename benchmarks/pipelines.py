@@ -32,7 +32,7 @@ from tables import show
 
 from forestcoll import collectives
 from forestcoll.generate import generate
-from forestcoll.pieces import cut_pieces, shape_trees, slices_for
+from forestcoll.pieces import cut_pieces, piece_rule, shape_trees, slices_for
 from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE, simulate
 from forestcoll.simulate.engine import run
 from forestcoll.simulate.network import load_network
@@ -61,7 +61,8 @@ def slices_per_stream(sched, size: int) -> list[int]:
     chunk = collectives.get(sched.collective).shard_bytes(size, len(sched.ranks)) / k
     count: dict[int, int] = defaultdict(int)
     for pc in pieces:
-        s = slices_for(pc.cnt * chunk, DEFAULT_SLICE, DEFAULT_MAX_SLICES)
+        rule, depth = piece_rule(pc.trees, collectives.get(sched.collective).rooted)  # as simulate.trees
+        s = slices_for(pc.cnt * chunk, DEFAULT_SLICE, DEFAULT_MAX_SLICES, rule=rule, depth=depth)
         for t in pc.trees:
             count[id(t)] += s
     return list(count.values())

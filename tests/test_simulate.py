@@ -28,15 +28,38 @@ def chain(n: int, bw: int = 10):
 
 
 def test_single_tree_pipeline_closed_form():
-    """A broadcast down a chain of depth d in s slices takes (s + d - 1) slice times, plus d latencies."""
-    d, s, bw = 5, 8, 10e9
+    """A broadcast down a chain of depth d in s slices takes (s + d - 1) slice times, plus d latencies.  A chain
+    is cut as NCCL cuts its broadcast chains: 512 KiB steps (BROADCAST_CHUNKSTEPS = 1), 16 of them for 8 MiB."""
+    d, bw = 5, 10e9
     topo = chain(d + 1)
     sched = generate(topo, "broadcast", k=1, root="c0")
-    size = s * MiB
-    res = simulate(build_network(topo, NO_LATENCY), sched, size=size, slice_bytes=MiB, max_slices=64)
-    assert res.time_s == pytest.approx((s + d - 1) * MiB / bw, rel=1e-9)
-    lat = simulate(build_network(topo, {"link": 2.0}), sched, size=size, slice_bytes=MiB, max_slices=64)
-    assert lat.time_s == pytest.approx((s + d - 1) * MiB / bw + d * 2e-6, rel=1e-9)
+    size = 8 * MiB
+    piece = MiB // 2
+    s = size // piece
+    res = simulate(build_network(topo, NO_LATENCY), sched, size=size)
+    assert res.time_s == pytest.approx((s + d - 1) * piece / bw, rel=1e-9)
+    lat = simulate(build_network(topo, {"link": 2.0}), sched, size=size)
+    assert lat.time_s == pytest.approx((s + d - 1) * piece / bw + d * 2e-6, rel=1e-9)
+    # a cap keeps fewer, larger slices
+    capped = simulate(build_network(topo, NO_LATENCY), sched, size=size, max_slices=8)
+    assert capped.time_s == pytest.approx((8 + d - 1) * MiB / bw, rel=1e-9)
+
+
+@pytest.mark.parametrize(("size", "slices"), [(8 * MiB, 16), (MiB, 8), (128 << 10, 2)])
+def test_a_tree_is_cut_by_nccls_tree_rule(size, slices):
+    """A star (depth 1, three children: not a chain): 512 KiB chunks while there are 8 x depth of them, else
+    halved down to 128 KiB (1 MiB: 8 chunks), then 64 KiB while fewer than 4 (128 KiB: 2 chunks)."""
+    from forestcoll.simulate.trees import tree_program
+
+    b = TopologyBuilder("star")
+    for i in range(4):
+        b.compute(f"c{i}")
+    for i in range(1, 4):
+        b.duplex("c0", f"c{i}", 10, "link")
+    topo = b.build()
+    sched = generate(topo, "broadcast", k=1, root="c0")
+    prog = tree_program(sched, build_network(topo), float(size), float(MiB), None).build()
+    assert prog.size == 3 * slices
 
 
 @pytest.mark.parametrize("n", [4, 6, 8])
@@ -108,14 +131,16 @@ def test_double_binary_tree_by_hand():
 
 def test_chain_broadcast_baseline_by_hand():
     """The ring's broadcast is a pipelined chain per channel: c channels run the same way round a
-    4-ring, each with M/2c in s slices at B/c: (s + N - 2) slice times."""
+    4-ring, each with M/2c in s slices of one 512 KiB step (NCCL's BROADCAST_CHUNKSTEPS = 1) at B/c:
+    (s + N - 2) slice times."""
     net = build_network(load_topology("ring:n=4,bw=10"), NO_LATENCY)
     rings = ring_orders(net)
     c = len(rings) // 2
     size = 64 * MiB
-    res = simulate(net, "ring", "broadcast", size, slice_bytes=MiB, max_slices=64)
-    s = size / len(rings) / MiB
-    assert res.time_s == pytest.approx((s + 4 - 2) * MiB / (10e9 / c), rel=1e-6)
+    step = MiB // 2
+    res = simulate(net, "ring", "broadcast", size)
+    s = size / len(rings) / step
+    assert res.time_s == pytest.approx((s + 4 - 2) * step / (10e9 / c), rel=1e-6)
 
 
 def test_baselines_apply_where_they_have_a_form():

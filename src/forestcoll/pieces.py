@@ -18,7 +18,8 @@ from forestcoll.errors import ScheduleError
 from forestcoll.schedule import Schedule, ScheduleTree
 
 __all__ = [
-    "MIN_SLICES", "MIN_SLICE_BYTES", "Piece", "TreeShape", "cut_pieces", "shape_trees", "slices_for", "tree_shape",
+    "MIN_SLICES", "MIN_SLICE_BYTES", "RULES", "RUNTIME_SLICE_BYTES", "Piece", "TreeShape", "cut_pieces", "piece_rule",
+    "shape_trees", "slices_for", "tree_chunk", "tree_height", "tree_shape",
 ]
 
 
@@ -74,6 +75,21 @@ def tree_shape(tree: ScheduleTree, order: int, phase: int, index: dict[str, int]
     for v in children:
         children[v].sort()
     return TreeShape(order, phase, tree.phase, tree.direction, root, parent, level, dict(children))
+
+
+def tree_height(shape: TreeShape) -> int:
+    """Hops from the root to the deepest rank (out-trees) or from the farthest leaf to the root (in-trees)."""
+    return max(shape.level.values(), default=0)
+
+
+def piece_rule(trees: tuple[TreeShape, ...] | list[TreeShape], rooted: bool) -> tuple[str, int]:
+    """The runtime rule (and depth) a piece moving on ``trees`` is cut by (:func:`slices_for`): NCCL's tree rule
+    for the height of its trees; a piece whose trees are all chains (every rank feeds at most one) is a ring
+    channel's block, cut as NCCL cuts rings (``"ring"``; ``"step"`` for a rooted collective's chain, as NCCL's
+    broadcast / reduce)."""
+    if all(len(c) <= 1 for t in trees for c in t.children.values()):
+        return ("step" if rooted else "ring"), 0
+    return "tree", max(tree_height(t) for t in trees)
 
 
 def shape_trees(sched: Schedule) -> list[TreeShape]:
@@ -148,13 +164,56 @@ def cut_pieces(sched: Schedule, trees: list[TreeShape], max_cnt: int) -> tuple[i
     return k, pieces
 
 
-MIN_SLICES = 8  # smaller blocks are still cut this fine ...
-MIN_SLICE_BYTES = 64 << 10  # ... down to slices of this size (runtimes use small steps for small messages)
+MIN_SLICES = 8  # the fixed rule: smaller blocks are still cut this fine ...
+MIN_SLICE_BYTES = 64 << 10  # ... down to slices of this size
+
+# The runtimes' pipelining (NCCL; MSCCL-on-NCCL uses the same connection buffers), in units of the
+# *slice* a ring moves per step: NCCL_BUFFSIZE (4 MiB) / NCCL_STEPS (8) = a 512 KiB step; a ring chunk is
+# ALLREDUCE_CHUNKSTEPS = 4 steps moved as 2 slices of ALLREDUCE_SLICESTEPS = 2 steps, so the default slice is
+# 1 MiB.  docs/simulate.md ("How messages are cut") cites the source lines.
+RUNTIME_SLICE_BYTES = 1 << 20  # NCCL_BUFFSIZE / NCCL_STEPS x SLICESTEPS (2)
+SLICES_PER_CHUNK = 2  # CHUNKSTEPS / SLICESTEPS: a ring / MSCCL chunk moves as this many slices
+TREE_FLOORS = ((8, 128 << 10), (4, 64 << 10), (1, 32 << 10))  # NCCL tree: halve while chunks < d x m and chunk > floor
+RULES = ("fixed", "tree", "ring", "step")
 
 
-def slices_for(nbytes: float, slice_bytes: float, max_slices: int, min_slices: int = MIN_SLICES) -> int:
-    """How many pipeline slices a block of ``nbytes`` is cut into: about ``slice_bytes`` each, at least
-    ``min_slices`` while slices stay >= ``MIN_SLICE_BYTES``, at most ``max_slices``.  (Rings pass
-    ``min_slices=1``: their steps already pipeline one block behind the other.)"""
-    wanted = max(math.ceil(nbytes / slice_bytes), min(min_slices, int(nbytes // MIN_SLICE_BYTES)))
-    return max(1, min(max_slices, wanted))
+def tree_chunk(nbytes: float, depth: int, slice_bytes: float = RUNTIME_SLICE_BYTES) -> float:
+    """NCCL's tree chunk (Simple protocol) for ``nbytes`` on one channel of a tree ``depth`` hops deep: one step
+    (``slice_bytes`` / 2), halved while the channel has fewer than 8 x depth chunks and the chunk is above 128 KiB,
+    then fewer than 4 x depth above 64 KiB, then fewer than depth above 32 KiB (integer chunk counts, as NCCL)."""
+    chunk = slice_bytes / 2
+    for mult, floor in TREE_FLOORS:
+        while nbytes // chunk < depth * mult and chunk > floor:
+            chunk /= 2
+    return chunk
+
+
+def slices_for(nbytes: float, slice_bytes: float, max_slices: int | None, min_slices: int = MIN_SLICES, *,
+               rule: str = "fixed", depth: int = 0) -> int:
+    """How many pipeline slices a block of ``nbytes`` is cut into (at most ``max_slices``; None: no cap).
+
+    ``rule="fixed"`` (the simulator's rule before the runtimes' own; MSCCL++ export units): about ``slice_bytes``
+    each, at least ``min_slices`` while slices stay >= ``MIN_SLICE_BYTES`` (rings pass ``min_slices=1``).
+    The runtimes' rules (``slice_bytes``: a ring's slice, NCCL_BUFFSIZE / 4; default 1 MiB):
+
+    * ``"tree"``: chunks of :func:`tree_chunk` for a tree ``depth`` hops deep (NCCL's tree);
+    * ``"ring"``: chunks of 2 x ``slice_bytes``, each moved as 2 slices, a slice never below ``slice_bytes`` / 32
+      (NCCL's ring and the MSCCL interpreter kernel: a chunk of one loop iteration, 2 slices per primitive);
+    * ``"step"``: chunks of one step, ``slice_bytes`` / 2 (NCCL's broadcast / reduce chains, point-to-point).
+    """
+    if rule == "fixed":
+        wanted = max(math.ceil(nbytes / slice_bytes), min(min_slices, int(nbytes // MIN_SLICE_BYTES)))
+    elif rule == "tree":
+        wanted = math.ceil(nbytes / tree_chunk(nbytes, depth, slice_bytes))
+    elif rule == "ring":
+        chunk = SLICES_PER_CHUNK * slice_bytes
+        full, rest = divmod(nbytes, chunk)
+        wanted = SLICES_PER_CHUNK * int(full)
+        if rest > 0:
+            wanted += min(SLICES_PER_CHUNK, math.ceil(rest / (slice_bytes / 32)))
+    elif rule == "step":
+        wanted = math.ceil(nbytes / (slice_bytes / 2))
+    else:
+        raise ValueError(f"unknown slicing rule {rule!r}; choose from {', '.join(RULES)}")
+    wanted = max(1, wanted)
+    return wanted if max_slices is None else min(max_slices, wanted)

@@ -165,7 +165,7 @@ def sim_options(args: argparse.Namespace) -> dict[str, object]:
     from forestcoll.units import parse_size
 
     slice_bytes = parse_size(args.slice)
-    if args.max_slices < 1:
+    if args.max_slices is not None and args.max_slices < 1:
         raise UsageError(f"--max-slices must be >= 1, got {args.max_slices}")
     return {"fairness": args.fairness, "slice_bytes": slice_bytes, "max_slices": args.max_slices}
 

@@ -50,8 +50,10 @@ def _sim_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("simulation model")
     g.add_argument("--fairness", default="max-min", choices=("max-min", "link"),
                    help="max-min (default): weighted max-min sharing of links; link: per-link sharing (each link split among its flows, one pass)")
-    g.add_argument("--slice", default="1MiB", help="pipeline slice size (default 1MiB)")
-    g.add_argument("--max-slices", type=int, default=16, help="at most this many slices per block (default 16)")
+    g.add_argument("--slice", default="1MiB", help="a ring's pipeline slice, the unit the runtimes' chunking rules scale "
+                   "with (default 1MiB: NCCL's 4 MiB buffer / 4)")
+    g.add_argument("--max-slices", type=int, default=None, help="at most this many slices per block (default: no cap, "
+                   "as the runtimes)")
     g.add_argument("--latency", help="link latency per class in microseconds, e.g. net=3,nvlink=0.5")
 
 

@@ -311,14 +311,22 @@ def print_plan_simulation(net, sim, size: int, fairness: str) -> None:
 
 
 
-def print_simulation(net, res, size: int, fairness: str, slice_bytes: int, max_slices: int) -> None:
+def _slicing(collective: str, slice_bytes: int, max_slices: int | None) -> str:
+    """The slicing a simulation used, in words (all-to-all keeps the fixed rule: simulate/alltoall.py)."""
+    if collective == "alltoall":
+        return f"slices of {format_size(slice_bytes)} (at most {max_slices or 16} per block)"
+    cap = "no cap" if max_slices is None else f"at most {max_slices} per block"
+    return f"the runtimes' slicing (ring slice {format_size(slice_bytes)}, {cap})"
+
+
+def print_simulation(net, res, size: int, fairness: str, slice_bytes: int, max_slices: int | None) -> None:
     print(f"algorithm  {res.algorithm}: {res.collective} on {net.topology.name} ({res.ranks} ranks)")
     print(f"size       {format_size(size)} ({size} bytes)")
     print(f"time       {res.time_s * 1e3:.4f} ms")
     print(f"algbw      {res.algbw_gbps:.2f} GB/s")
     print(f"busbw      {res.busbw_gbps:.2f} GB/s")
     print(f"model      {res.transfers} transfers, {res.events} events, {fairness} sharing, "
-          f"slices of {format_size(slice_bytes)} (at most {max_slices} per block); {res.wall_s:.2f} s")
+          f"{_slicing(res.collective, slice_bytes, max_slices)}; {res.wall_s:.2f} s")
     for note in res.extra.get("notes", ()):
         print(f"note       {note}")
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from forestcoll import collectives
 from forestcoll.collectives import COLLECTIVES
 from forestcoll.errors import ScheduleError, UsageError
-from forestcoll.pieces import cut_pieces, shape_trees, slices_for
+from forestcoll.pieces import cut_pieces, piece_rule, shape_trees, slices_for
 from forestcoll.schedule import Schedule
 
 __all__ = ["Message", "Op", "Plan", "Round", "Segment", "async_ops", "build_plans", "phase_schedule", "shard_bounds",
@@ -210,7 +210,8 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
         b = lo + size * (pc.start + pc.cnt) // k
         if a == b:
             continue
-        s_count = slices_for((b - a) * element_size, slice_bytes, max_slices)
+        rule, depth = piece_rule(pc.trees, collectives.get(coll).rooted)  # as simulate.trees.tree_program
+        s_count = slices_for((b - a) * element_size, slice_bytes, max_slices, rule=rule, depth=depth)
         s_count = min(s_count, b - a)
         offset = 0
         for t in pc.trees:

@@ -19,7 +19,10 @@ A call of ``size`` bytes moves size/N bytes from every rank to every other
   (intra-box exchange), which sends it, with its own, over its rail to each
   of them; pairs inside a box go direct.  Pipelined in slices.
 
-Slices follow the simulator's rule (:func:`forestcoll.pieces.slices_for`).
+Slices follow the simulator's fixed rule (:func:`forestcoll.pieces.slices_for`: about 1 MiB, at least 8 down
+to 64 KiB, at most ``max_slices``, :data:`ALLTOALL_MAX_SLICES` when none is given).  NCCL's point-to-point
+chunks depend on the transport (``NCCL_P2P_NET_CHUNKSIZE`` and its NVLink / PCIe kin); they are not
+modelled here yet, so all-to-all keeps the cap the whole simulator had before the runtimes' rules.
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE, SimResul
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
 
-__all__ = ["BASELINES", "alltoall_program", "applicable", "direct_program", "hierarchical_program", "schedule_program",
+__all__ = ["ALLTOALL_MAX_SLICES", "BASELINES", "alltoall_program", "applicable", "direct_program", "hierarchical_program", "schedule_program",
            "simulate_alltoall"]
 
 BASELINES = ("direct", "hierarchical")  # the vendors' all-to-all algorithms (compare's rows besides forestcoll)
+ALLTOALL_MAX_SLICES = 16  # slices per block when the caller gives no cap (module docstring)
 
 def _hops(net: Network, path: tuple[str, ...]) -> list[tuple[str, ...]]:
     """The path cut at every rank it passes through (each piece: rank, switches..., rank)."""
@@ -188,12 +192,14 @@ def alltoall_program(net: Network, algorithm: str | AlltoallSchedule, size: floa
 
 
 def simulate_alltoall(net: Network, algorithm: str | AlltoallSchedule, size: int = 1 << 30, *,
-                      slice_bytes: int = DEFAULT_SLICE, max_slices: int = DEFAULT_MAX_SLICES, name: str | None = None,
+                      slice_bytes: int = DEFAULT_SLICE, max_slices: int | None = DEFAULT_MAX_SLICES, name: str | None = None,
                       sharing: str = "weighted", fairness: str = "max-min") -> SimResult:
     """Simulate one all-to-all call of ``size`` bytes (``forestcoll.simulate.simulate`` calls this for all-to-all);
     bad requests raise :class:`UsageError`."""
     if size < 1:
         raise UsageError(f"size must be >= 1 byte, got {size}")
+    if max_slices is None:
+        max_slices = ALLTOALL_MAX_SLICES
     if slice_bytes < 1 or max_slices < 1:
         raise UsageError("slice size and slices per block must be >= 1")
     prog = alltoall_program(net, algorithm, float(size), float(slice_bytes), int(max_slices))

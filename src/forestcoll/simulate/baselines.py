@@ -17,8 +17,11 @@
   allgather inside each box (allgather and reduce-scatter: the matching halves).
 * ``direct``: every rank sends straight to every other (all-pairs).
 
-Every block is cut into pipeline slices like forestcoll's pieces, and every
-transfer is routed with :meth:`Network.route`.
+Every block is cut into pipeline slices as NCCL cuts it (:func:`forestcoll.pieces.slices_for`): rings
+(and hierarchical's rings) in 2 MiB chunks of two 1 MiB slices, the double binary tree by NCCL's tree rule
+for its height, chains (broadcast / reduce) in 512 KiB steps (``direct``, which no runtime ships, keeps the earlier
+fixed rule: about 1 MiB, at most 16 slices per block); every transfer is routed
+with :meth:`Network.route`.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ __all__ = [
     "hierarchical_program", "ring_orders", "ring_program", "ring_schedule",
 ]
 
-Slicing = tuple[float, int]  # (slice bytes, max slices per block)
+Slicing = tuple[float, int | None]  # (a ring's slice bytes, max slices per block or None: no cap)
+DIRECT_MAX_SLICES = 16  # the direct baseline's cap (see direct_program)
 
 
 # ----- structure of the fabric -----------------------------------------------------------------
@@ -193,7 +197,7 @@ def _ring_steps(st: _Streams, label: object, ring: Sequence[int], steps: int, bl
     sends local data, available after ``ready[rank]`` if given).  Returns, per
     rank, the transfers that bring it data in the last step (one per slice)."""
     n = len(ring)
-    sl = slices_for(block, *slicing, min_slices=1)
+    sl = slices_for(block, *slicing, rule="ring")
     each = block / sl
     arrived_last: dict[int, list[int]] = {r: [] for r in ring}
     prev: dict[tuple[int, int], int] = {}  # (position, slice) -> transfer into that position at the previous step
@@ -212,7 +216,7 @@ def _ring_steps(st: _Streams, label: object, ring: Sequence[int], steps: int, bl
 
 def _chain(st: _Streams, label: object, order: Sequence[int], nbytes: float, slicing: Slicing) -> None:
     """A pipelined chain order[0] -> order[1] -> ... (broadcast from order[0]; reduce toward order[-1])."""
-    sl = slices_for(nbytes, *slicing)
+    sl = slices_for(nbytes, *slicing, rule="step")
     each = nbytes / sl
     for _ in range(sl):
         dep = None
@@ -309,7 +313,7 @@ def _tree_allreduce(st: _Streams, label: object, parent: dict[int, int], nbytes:
             stack.append(c)
     up_order = sorted(nodes, key=lambda x: (-depth[x], x))
     down_order = sorted(nodes, key=lambda x: (depth[x], x))
-    sl = slices_for(nbytes, *slicing)
+    sl = slices_for(nbytes, *slicing, rule="tree", depth=max(depth.values()))
     each = nbytes / sl
     for _j in range(sl):
         came: dict[int, list[int]] = {}
@@ -367,6 +371,9 @@ def direct_program(net: Network, collective: str, size: float, slicing: Slicing,
     n = len(net.ranks)
     prog = ProgramBuilder()
     st = _Streams(net, prog)
+    # one hop per send: slices only let allreduce's second half start early; no runtime ships this form, so it
+    # keeps the simulator's earlier rule (about 1 MiB slices, at most 16 per block)
+    slicing = (slicing[0], DIRECT_MAX_SLICES if slicing[1] is None else slicing[1])
     if coll.rooted:
         sl = slices_for(size, *slicing)
         for _j in range(sl):

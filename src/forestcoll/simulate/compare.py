@@ -123,7 +123,7 @@ def default_workers() -> int:
 
 def compare(topo: Topology, net: Network, collective: str, sizes: Sequence[int], schedules: dict[str, Schedule],
             baseline_names: Sequence[str] | None = None, *, fairness: str = "max-min", slice_bytes: int = DEFAULT_SLICE,
-            max_slices: int = DEFAULT_MAX_SLICES, root: str | None = None, workers: int = 1,
+            max_slices: int | None = DEFAULT_MAX_SLICES, root: str | None = None, workers: int = 1,
             progress: Progress | None = None, total: int | None = None) -> Comparison:
     """Simulate ``schedules`` (name -> schedule) and the baselines at every size; ``progress`` gets
     ``("simulating", done, total)`` per run (``total``: all the runs the caller will report, default these)."""
@@ -250,7 +250,7 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
                      extra: Mapping[str, str] | None = None, algorithms: Sequence[str] | None = None,
                      root: str | None = None, latency_us: Mapping[str, float] | None = None, workers: int = 1,
                      plot: str | None = None, fairness: str = "max-min", slice_bytes: int = DEFAULT_SLICE,
-                     max_slices: int = DEFAULT_MAX_SLICES, status: Callable[[str], Any] | None = None,
+                     max_slices: int | None = DEFAULT_MAX_SLICES, status: Callable[[str], Any] | None = None,
                      progress: Progress | None = None, exhaustive: bool = False) -> Comparison:
     """What ``forestcoll compare`` does: forestcoll's candidates (the optimal k, k = 1, 2, 4 and 8, one height-limited
     schedule, the ring written as a forestcoll schedule: :func:`~forestcoll.simulate.select.candidate_schedules`),

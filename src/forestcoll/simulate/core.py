@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["ALGORITHMS", "DEFAULT_MAX_SLICES", "DEFAULT_SLICE", "SimResult", "simulate", "simulate_program", "simulate_spec"]
 
 ALGORITHMS = ("forestcoll", *baselines.BASELINES)
-DEFAULT_SLICE = 1 << 20  # bytes per pipeline slice
-DEFAULT_MAX_SLICES = 16  # per block
+DEFAULT_SLICE = 1 << 20  # a ring's pipeline slice (NCCL_BUFFSIZE / 4); every runtime rule scales with it (pieces.slices_for)
+DEFAULT_MAX_SLICES: int | None = None  # no cap per block: the runtimes loop over the data in chunks without one
 
 
 @dataclass
@@ -105,19 +105,21 @@ def simulate_program(prog: ProgramBuilder | Program, net: Network, name: str, co
 
 
 def simulate(net: Network, algorithm: str | Schedule | AlltoallSchedule, collective: str | None = None, size: int = 1 << 30, *,
-             slice_bytes: int = DEFAULT_SLICE, max_slices: int = DEFAULT_MAX_SLICES, root: int | str | None = None,
+             slice_bytes: int = DEFAULT_SLICE, max_slices: int | None = DEFAULT_MAX_SLICES, root: int | str | None = None,
              name: str | None = None, sharing: str = "weighted", fairness: str = "max-min",
              progress: Progress | None = None) -> SimResult:
     """Simulate one call of ``size`` bytes (nccl-tests size: the whole buffer; for allgather the output,
     for reduce-scatter the input; for all-to-all a rank's input) with ``algorithm``: a forestcoll
-    :class:`Schedule` or :class:`~forestcoll.alltoall.schedule.AlltoallSchedule`, or a baseline name."""
+    :class:`Schedule` or :class:`~forestcoll.alltoall.schedule.AlltoallSchedule`, or a baseline name.
+    Every program cuts its blocks as its runtime does (:func:`forestcoll.pieces.slices_for`; ``slice_bytes``: a
+    ring's slice, the unit of every rule); ``max_slices`` caps the slices per block (None: no cap, as the runtimes)."""
     if size < 1:
         raise UsageError(f"size must be >= 1 byte, got {size}")
-    if slice_bytes < 1 or max_slices < 1:
+    if slice_bytes < 1 or (max_slices is not None and max_slices < 1):
         raise UsageError("slice size and slices per block must be >= 1")
     if sharing not in ("weighted", "equal"):
         raise UsageError(f"sharing must be 'weighted' or 'equal', got {sharing!r}")
-    slicing = (float(slice_bytes), int(max_slices))
+    slicing = (float(slice_bytes), None if max_slices is None else int(max_slices))
     if isinstance(algorithm, Schedule):
         sched = algorithm
         collective = sched.collective
@@ -141,7 +143,7 @@ def simulate(net: Network, algorithm: str | Schedule | AlltoallSchedule, collect
     return simulate_program(prog, net, name or algorithm, collective, size, None, sharing, fairness, progress=progress)
 
 
-def _simulate_alltoall(net: Network, algorithm, size: int, slice_bytes: int, max_slices: int, name: str | None,
+def _simulate_alltoall(net: Network, algorithm, size: int, slice_bytes: int, max_slices: int | None, name: str | None,
                        sharing: str, fairness: str) -> SimResult:
     """An all-to-all schedule or baseline (:mod:`forestcoll.simulate.alltoall`)."""
     from forestcoll.alltoall.schedule import AlltoallSchedule
@@ -168,7 +170,7 @@ def _root_rank(net: Network, root: int | str | None) -> int:
 
 def simulate_spec(what: str, topology=None, *, extra: Mapping[str, str] | None = None, collective: str = "allreduce",
                   root: str | None = None, size: int = 1 << 30, latency_us: Mapping[str, float] | None = None,
-                  slice_bytes: int = DEFAULT_SLICE, max_slices: int = DEFAULT_MAX_SLICES,
+                  slice_bytes: int = DEFAULT_SLICE, max_slices: int | None = DEFAULT_MAX_SLICES,
                   fairness: str = "max-min", trees: str | None = None, port_transport: str = "executor",
                   progress: Progress | None = None):
     """Simulate what ``forestcoll simulate`` takes: a baseline name (on ``topology``), or a file told by its

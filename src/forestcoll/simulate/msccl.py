@@ -6,8 +6,10 @@ send on a connection meets the k-th receive at the other end.  A send starts
 when its block has finished the previous step and every step it depends on;
 forwarding steps (``rcs``, ``rrs``, ``rrcs``) also wait for their data; a
 receive finishes when its data has arrived and its block has reached it.  Every
-chunk is cut into pipeline iterations like forestcoll's slices, and the whole
-program replays once per iteration, as in the runtime.  Rank i of the file is
+chunk is cut as the runtime's kernel loops over it (``slices_for(..., rule="ring")``:
+iterations of 2 MiB per chunk, each primitive moving its data as two 1 MiB slices,
+modelled as two iterations; no cap), and the whole program replays once per
+iteration, as in the runtime.  Rank i of the file is
 the topology's i-th compute node.
 
 Routes.  A connection (GPU a to GPU b on channel c) uses the pair's equal-cost
@@ -54,7 +56,7 @@ def simulate_msccl(algo: Algo, net: Network, size: int, *, slice_bytes: int | No
     slice_bytes, max_slices = slice_bytes or DEFAULT_SLICE, max_slices or DEFAULT_MAX_SLICES
     prog = msccl_program(algo, net, float(size), float(slice_bytes), max_slices, source)
     res = simulate_program(prog, net, algo.name or "msccl", name, size, None, "weighted", fairness, bus_factor=bus)
-    iterations = slices_for(size / algo.nchunksperloop, slice_bytes, max_slices)
+    iterations = slices_for(size / algo.nchunksperloop, slice_bytes, max_slices, rule="ring")
     res.extra["notes"] = size_notes(algo, size) + serialisation_notes(algo, res.time_s, prog.link_time(net.capacity),
                                                                        size, iterations)
     return res
@@ -94,14 +96,14 @@ def serialisation_notes(algo: Algo, time_s: float, link_s: float, size: int, ite
             "(`forestcoll simulate SCHEDULE` gives their rate)"]
 
 
-def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max_slices: int,
+def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max_slices: int | None,
                   source: str = "algo.xml") -> ProgramBuilder:
     """The transfers of ``algo`` for a call of ``size`` bytes (nccl-tests size)."""
     algo = by_rank(algo, source)
     if algo.ngpus != len(net.ranks):
         raise UsageError(f"{source} is for {algo.ngpus} GPUs but the topology has {len(net.ranks)} compute nodes")
     chunk = size / algo.nchunksperloop  # nccl-tests size = count x sizeMultiplier x element size
-    iterations = slices_for(chunk, slice_bytes, max_slices)
+    iterations = slices_for(chunk, slice_bytes, max_slices, rule="ring")
     piece = chunk / iterations
     tbs = {(g.id, tb.id): (tb, compile_tb(tb, g.id, source)) for g in algo.gpus for tb in g.tbs}
     prog = ProgramBuilder()

@@ -59,7 +59,7 @@ class RaceResult:
 
 def race(net: Network, size: int, candidates: Mapping[str, Schedule], *, best_s: float = math.inf,
          slack: float = 0.0, fairness: str = "max-min", slice_bytes: int = DEFAULT_SLICE,
-         max_slices: int = DEFAULT_MAX_SLICES, per_byte: dict[str, float] | None = None,
+         max_slices: int | None = DEFAULT_MAX_SLICES, per_byte: dict[str, float] | None = None,
          step=None, first: str | None = None, lowering=tree_lowering) -> RaceResult:
     """Simulate those of ``candidates`` (name -> schedule, or what ``lowering`` takes) that can finish a ``size``-byte call within
     ``best_s / (1 - slack)`` seconds (``best_s``: the best time already known, e.g. of schedules simulated by
@@ -67,7 +67,7 @@ def race(net: Network, size: int, candidates: Mapping[str, Schedule], *, best_s:
     is simulated first, the others in the order of their bounds.  ``per_byte`` caches each candidate's link
     bound per byte across calls.  ``step(name)`` is called once per candidate, simulated or skipped."""
     per_byte = {} if per_byte is None else per_byte
-    slicing = (float(slice_bytes), int(max_slices))
+    slicing = (float(slice_bytes), None if max_slices is None else int(max_slices))
     cap = net.capacity
 
     def limit() -> float:

@@ -2,8 +2,11 @@
 
 Every root's shard (M/N bytes of an M-byte allgather, reduce-scatter or
 allreduce; the whole M for broadcast and reduce) is k chunks; the pieces of
-:func:`forestcoll.pieces.cut_pieces` are cut into slices of about ``slice_bytes``
-(at most ``max_slices`` per piece).  Each tree edge sends its slices one after
+:func:`forestcoll.pieces.cut_pieces` are cut into slices by NCCL's tree rule for
+the height of the piece's trees (``slices_for(..., rule="tree")``: one step,
+halved while the piece has fewer than 8 x height chunks), or NCCL's ring rule when
+its trees are chains (:func:`forestcoll.pieces.piece_rule`); at most
+``max_slices`` per piece when given.  Each tree edge sends its slices one after
 another along the edge's physical path.  Out-tree edges forward a slice once it
 has arrived (store-and-forward); in-tree edges send a slice once every child's
 slice has arrived.  In allreduce the root starts broadcasting a slice as soon as
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 from forestcoll import collectives
 from forestcoll.errors import ScheduleError
-from forestcoll.pieces import cut_pieces, shape_trees, slices_for
+from forestcoll.pieces import cut_pieces, piece_rule, shape_trees, slices_for
 from forestcoll.schedule import Schedule
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
@@ -22,7 +25,7 @@ from forestcoll.simulate.network import Network
 __all__ = ["tree_program"]
 
 
-def tree_program(sched: Schedule, net: Network, size: float, slice_bytes: float, max_slices: int) -> ProgramBuilder:
+def tree_program(sched: Schedule, net: Network, size: float, slice_bytes: float, max_slices: int | None) -> ProgramBuilder:
     """The transfers of ``sched`` for a call of ``size`` bytes."""
     shapes = shape_trees(sched)
     k, pieces = cut_pieces(sched, shapes, 71 * 10**9)  # no step limit here: pieces follow the trees only
@@ -34,12 +37,18 @@ def tree_program(sched: Schedule, net: Network, size: float, slice_bytes: float,
     for shape, tree in zip(shapes, sched.trees):
         for e in tree.edges:
             routes[(id(shape), idx[e.src], idx[e.dst])] = net.path_links(e.path)
-    chunk = collectives.get(sched.collective).shard_bytes(size, len(sched.ranks)) / k
+    coll = collectives.get(sched.collective)
+    chunk = coll.shard_bytes(size, len(sched.ranks)) / k
+    rules: dict[tuple[int, ...], tuple[str, int]] = {}
     prog = ProgramBuilder()
     last_on_edge: dict[tuple[int, int, int], int] = {}
     for pc in pieces:
         piece_bytes = pc.cnt * chunk
-        s = slices_for(piece_bytes, slice_bytes, max_slices)
+        key = tuple(id(t) for t in pc.trees)
+        if key not in rules:
+            rules[key] = piece_rule(pc.trees, coll.rooted)
+        rule, depth = rules[key]
+        s = slices_for(piece_bytes, slice_bytes, max_slices, rule=rule, depth=depth)
         each = piece_bytes / s
         for _j in range(s):
             reduced: int | None = None  # allreduce: the marker of this slice's reduction at the root
