@@ -78,6 +78,18 @@ class ProgramBuilder:
         self._deps.append(deps)
         return tid
 
+    def add(self, links: tuple[int, ...], nbytes: float, latency: float, deps: list[int], stream: object) -> int:
+        """:meth:`transfer` for program builders in a hurry: ``links`` a tuple, ``nbytes`` and ``latency`` floats,
+        ``deps`` already encoded as events (``(tid << 1) | SENT`` or ``| DELIVERED``, of transfers built before:
+        not checked)."""
+        tid = len(self._bytes)
+        self._stream.append(stream if stream is not None else ("#", tid))
+        self._links.append(links)
+        self._bytes.append(nbytes)
+        self._lat.append(latency)
+        self._deps.append(deps)
+        return tid
+
     def marker(self, after_sent: Iterable[int | None] = (), after_delivered: Iterable[int | None] = ()) -> int:
         """An instant event that happens when all its dependencies have."""
         return self.transfer((), 0.0, 0.0, after_sent, after_delivered)
