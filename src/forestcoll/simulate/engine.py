@@ -426,20 +426,22 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
     events = 0
     lat = program.latency.tolist()
 
-    def happen(ev: int, ready: list[int]) -> None:
-        for w in waiting[ev] or ():
-            need[w] -= 1
-            if need[w] == 0:
-                ready.append(w)
+    heappush, heappop = heapq.heappush, heapq.heappop
 
     def finish(t: int, at: float, ready: list[int]) -> None:
         sent[t] = at
-        happen((t << 1) | SENT, ready)
+        for w in waiting[t << 1] or ():
+            need[w] -= 1
+            if not need[w]:
+                ready.append(w)
         if lat[t] > 0:
-            heapq.heappush(deliveries, (at + lat[t], t))
+            heappush(deliveries, (at + lat[t], t))
         else:
             delivered[t] = at
-            happen((t << 1) | DELIVERED, ready)
+            for w in waiting[(t << 1) | DELIVERED] or ():
+                need[w] -= 1
+                if not need[w]:
+                    ready.append(w)
 
     delta: dict[int, int] = {}  # net change of active transfers per class during one event
     shares = _ComponentShares(program, capacity, share_fn, split)
@@ -490,6 +492,8 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
         ready: list[int] = []
         if len(act) and t_done <= target * (1 + _TOL) + 1e-18:
             done_mask = rem <= done_at
+            if dt == 0 and not _any(done_mask):  # bytes left that the clock cannot resolve (now + rem / rate == now):
+                done_mask = now + rem / rates <= now  # done now, else the loop would never advance
             if _any(done_mask):
                 finished = act[done_mask].tolist()
                 keep = ~done_mask
@@ -499,9 +503,12 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
                     delta[c] = delta.get(c, 0) - 1
                     finish(t, now, ready)
         while deliveries and deliveries[0][0] <= now * (1 + _TOL) + 1e-18:
-            _, t = heapq.heappop(deliveries)
+            t = heappop(deliveries)[1]
             delivered[t] = now
-            happen((t << 1) | DELIVERED, ready)
+            for w in waiting[(t << 1) | DELIVERED] or ():
+                need[w] -= 1
+                if not need[w]:
+                    ready.append(w)
         if ready:
             start(ready, now)
     end = float(np.nanmax(delivered)) if n and not np.isnan(delivered).all() else 0.0
