@@ -25,7 +25,10 @@ classes that share no link (directly or through others) do not depend on each
 other, so only the connected components of the active classes that a change
 touches are solved again, and a component seen before (same classes, same
 counts) reuses its rates: pipelines and symmetric fabrics repeat the same few.
-Events closer than a relative 1e-9 are handled together.
+Events closer than a relative 1e-9 are handled together; a transfer whose bytes left take less time than the
+clock can resolve (``now + left / rate == now``) is done at once.  The floating-point operations are land10's,
+in its order (the model is sensitive to the last bit on symmetric fabrics: docs/simulate.md), so the times are
+land10's bit for bit (tests/test_simulate_engine_land10.py).
 """
 
 from __future__ import annotations
