@@ -25,7 +25,10 @@ classes that share no link (directly or through others) do not depend on each
 other, so only the connected components of the active classes that a change
 touches are solved again, and a component seen before (same classes, same
 counts) reuses its rates: pipelines and symmetric fabrics repeat the same few.
-Events closer than a relative 1e-9 are handled together.
+Events closer than a relative 1e-9 are handled together; a transfer whose bytes left take less time than the
+clock can resolve (``now + left / rate == now``) is done at once.  The floating-point operations are land10's,
+in its order (the model is sensitive to the last bit on symmetric fabrics: docs/simulate.md), so the times are
+land10's bit for bit (tests/test_simulate_engine_land10.py).
 """
 
 from __future__ import annotations
@@ -75,6 +78,18 @@ class ProgramBuilder:
         deps += [(d << 1) | DELIVERED for d in after_delivered if d is not None]
         if deps and (min(deps) < 0 or max(deps) >= 2 * tid):  # some (e >> 1) outside 0 .. tid - 1
             raise ValueError(f"transfer {tid} depends on a transfer that is not built before it")
+        self._deps.append(deps)
+        return tid
+
+    def add(self, links: tuple[int, ...], nbytes: float, latency: float, deps: list[int], stream: object) -> int:
+        """:meth:`transfer` for program builders in a hurry: ``links`` a tuple, ``nbytes`` and ``latency`` floats,
+        ``deps`` already encoded as events (``(tid << 1) | SENT`` or ``| DELIVERED``, of transfers built before:
+        not checked)."""
+        tid = len(self._bytes)
+        self._stream.append(stream if stream is not None else ("#", tid))
+        self._links.append(links)
+        self._bytes.append(nbytes)
+        self._lat.append(latency)
         self._deps.append(deps)
         return tid
 
@@ -414,20 +429,22 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
     events = 0
     lat = program.latency.tolist()
 
-    def happen(ev: int, ready: list[int]) -> None:
-        for w in waiting[ev] or ():
-            need[w] -= 1
-            if need[w] == 0:
-                ready.append(w)
+    heappush, heappop = heapq.heappush, heapq.heappop
 
     def finish(t: int, at: float, ready: list[int]) -> None:
         sent[t] = at
-        happen((t << 1) | SENT, ready)
+        for w in waiting[t << 1] or ():
+            need[w] -= 1
+            if not need[w]:
+                ready.append(w)
         if lat[t] > 0:
-            heapq.heappush(deliveries, (at + lat[t], t))
+            heappush(deliveries, (at + lat[t], t))
         else:
             delivered[t] = at
-            happen((t << 1) | DELIVERED, ready)
+            for w in waiting[(t << 1) | DELIVERED] or ():
+                need[w] -= 1
+                if not need[w]:
+                    ready.append(w)
 
     delta: dict[int, int] = {}  # net change of active transfers per class during one event
     shares = _ComponentShares(program, capacity, share_fn, split)
@@ -478,6 +495,8 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
         ready: list[int] = []
         if len(act) and t_done <= target * (1 + _TOL) + 1e-18:
             done_mask = rem <= done_at
+            if dt == 0 and not _any(done_mask):  # bytes left that the clock cannot resolve (now + rem / rate == now):
+                done_mask = now + rem / rates <= now  # done now, else the loop would never advance
             if _any(done_mask):
                 finished = act[done_mask].tolist()
                 keep = ~done_mask
@@ -487,9 +506,12 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
                     delta[c] = delta.get(c, 0) - 1
                     finish(t, now, ready)
         while deliveries and deliveries[0][0] <= now * (1 + _TOL) + 1e-18:
-            _, t = heapq.heappop(deliveries)
+            t = heappop(deliveries)[1]
             delivered[t] = now
-            happen((t << 1) | DELIVERED, ready)
+            for w in waiting[(t << 1) | DELIVERED] or ():
+                need[w] -= 1
+                if not need[w]:
+                    ready.append(w)
         if ready:
             start(ready, now)
     end = float(np.nanmax(delivered)) if n and not np.isnan(delivered).all() else 0.0

@@ -19,7 +19,7 @@ from forestcoll import collectives
 from forestcoll.errors import ScheduleError
 from forestcoll.pieces import cut_pieces, piece_rule, shape_trees, slices_for
 from forestcoll.schedule import Schedule
-from forestcoll.simulate.engine import ProgramBuilder
+from forestcoll.simulate.engine import DELIVERED, SENT, ProgramBuilder
 from forestcoll.simulate.network import Network
 
 __all__ = ["tree_program"]
@@ -41,7 +41,19 @@ def tree_program(sched: Schedule, net: Network, size: float, slice_bytes: float,
     chunk = coll.shard_bytes(size, len(sched.ranks)) / k
     rules: dict[tuple[int, ...], tuple[str, int]] = {}
     prog = ProgramBuilder()
+    add = prog.add
     last_on_edge: dict[tuple[int, int, int], int] = {}
+    # each tree's edges in the order a slice crosses them: (sender, receiver, links, latency, stream key)
+    plans: dict[int, list[tuple[int, int, tuple[int, ...], float, tuple[int, int, int]]]] = {}
+    for t in shapes:
+        plan = plans[id(t)] = []
+        for v in sorted(t.level, key=lambda x: (t.level[x], x)):
+            if v == t.root:
+                continue
+            a, b = (v, t.parent[v]) if t.direction == "in" else (t.parent[v], v)
+            key = (id(t), a, b)
+            links, lat = routes[key]
+            plan.append((a, b, links, float(lat), key))
     for pc in pieces:
         piece_bytes = pc.cnt * chunk
         key = tuple(id(t) for t in pc.trees)
@@ -49,33 +61,30 @@ def tree_program(sched: Schedule, net: Network, size: float, slice_bytes: float,
             rules[key] = piece_rule(pc.trees, coll.rooted)
         rule, depth = rules[key]
         s = slices_for(piece_bytes, slice_bytes, max_slices, rule=rule, depth=depth)
-        each = piece_bytes / s
+        each = float(piece_bytes / s)
+        trees = [(t.direction == "in", t.root, plans[id(t)]) for t in pc.trees]
         for _j in range(s):
             reduced: int | None = None  # allreduce: the marker of this slice's reduction at the root
-            for t in pc.trees:
-                arrived: dict[int, list[int]] = {}  # node -> transfers that bring it this slice
-                if t.direction == "in":
-                    for v in sorted(t.level, key=lambda x: (t.level[x], x)):
-                        if v == t.root:
-                            continue
-                        u = t.parent[v]
-                        links, lat = routes[(id(t), v, u)]
-                        key = (id(t), v, u)
-                        tid = prog.transfer(links, each, lat, after_sent=[last_on_edge.get(key)],
-                                            after_delivered=arrived.get(v, []), stream=key)
-                        last_on_edge[key] = tid
-                        arrived.setdefault(u, []).append(tid)
-                    reduced = prog.marker(after_delivered=arrived.get(t.root, []))
+            for inward, root, plan in trees:
+                if inward:
+                    arrived: dict[int, list[int]] = {}  # node -> transfers that bring it this slice
+                    for v, u, links, lat, edge in plan:
+                        prev = last_on_edge.get(edge)
+                        deps = [] if prev is None else [prev << 1 | SENT]
+                        for x in arrived.get(v, ()):
+                            deps.append(x << 1 | DELIVERED)
+                        tid = last_on_edge[edge] = add(links, each, lat, deps, edge)
+                        if u in arrived:
+                            arrived[u].append(tid)
+                        else:
+                            arrived[u] = [tid]
+                    reduced = add((), 0.0, 0.0, [x << 1 | DELIVERED for x in arrived.get(root, ())], None)
                 else:
-                    have: dict[int, int | None] = {t.root: reduced}
-                    for v in sorted(t.level, key=lambda x: (t.level[x], x)):
-                        if v == t.root:
-                            continue
-                        u = t.parent[v]
-                        links, lat = routes[(id(t), u, v)]
-                        key = (id(t), u, v)
-                        tid = prog.transfer(links, each, lat, after_sent=[last_on_edge.get(key)],
-                                            after_delivered=[have[u]], stream=key)
-                        last_on_edge[key] = tid
-                        have[v] = tid
+                    have: dict[int, int | None] = {root: reduced}
+                    for u, v, links, lat, edge in plan:
+                        prev = last_on_edge.get(edge)
+                        deps = [] if prev is None else [prev << 1 | SENT]
+                        if (up := have[u]) is not None:
+                            deps.append(up << 1 | DELIVERED)
+                        tid = have[v] = last_on_edge[edge] = add(links, each, lat, deps, edge)
     return prog

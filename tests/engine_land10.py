@@ -1,0 +1,469 @@
+"""The flow engine exactly as branch land10 had it (05a23b7), kept as the reference the rewritten engine is held to:
+same sent and delivered times, bit for bit, on every program of tests/test_simulate_engine_land10.py.  Not used by forestcoll."""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from forestcoll.progress import Progress, report
+
+__all__ = ["EngineResult", "Program", "ProgramBuilder", "link_bound", "link_loads", "link_share_rates", "lower_bound",
+           "max_min_rates", "max_min_rates_small", "path_bound", "run"]
+
+SENT, DELIVERED = 0, 1
+_TOL = 1e-9
+SMALL_COMPONENT = 24  # components of at most this many classes: max_min_rates_small
+_min, _any = np.minimum.reduce, np.logical_or.reduce  # without the ndarray methods' Python wrappers
+
+
+class ProgramBuilder:
+    """Collects transfers; ``transfer`` returns the id used to name it in later dependencies."""
+
+    def __init__(self) -> None:
+        self._links: list[tuple[int, ...]] = []
+        self._bytes: list[float] = []
+        self._lat: list[float] = []
+        self._deps: list[list[int]] = []
+        self._stream: list[object] = []
+
+    def __len__(self) -> int:
+        return len(self._bytes)
+
+    def transfer(self, links: Sequence[int], nbytes: float, latency: float = 0.0,
+                 after_sent: Iterable[int | None] = (), after_delivered: Iterable[int | None] = (),
+                 stream: object = None) -> int:
+        """A transfer of ``nbytes`` over ``links``; it starts after the given sent / delivered events.
+        Transfers of one ``stream`` share a weight: the bytes the stream moves in all."""
+        tid = len(self._bytes)
+        self._stream.append(stream if stream is not None else ("#", tid))
+        self._links.append(tuple(links))
+        self._bytes.append(float(nbytes))
+        self._lat.append(float(latency))
+        deps = [(d << 1) | SENT for d in after_sent if d is not None]
+        deps += [(d << 1) | DELIVERED for d in after_delivered if d is not None]
+        if deps and (min(deps) < 0 or max(deps) >= 2 * tid):  # some (e >> 1) outside 0 .. tid - 1
+            raise ValueError(f"transfer {tid} depends on a transfer that is not built before it")
+        self._deps.append(deps)
+        return tid
+
+    def marker(self, after_sent: Iterable[int | None] = (), after_delivered: Iterable[int | None] = ()) -> int:
+        """An instant event that happens when all its dependencies have."""
+        return self.transfer((), 0.0, 0.0, after_sent, after_delivered)
+
+    def link_time(self, capacity: Sequence[float]) -> float:
+        """Seconds the busiest link needs for the bytes the transfers put on it (``capacity`` in bytes/s), plus the
+        longest latency of one transfer: a lower bound on the program's time, whatever the order of its transfers."""
+        load = [0.0] * len(capacity)
+        for links, nbytes in zip(self._links, self._bytes):
+            for i in links:
+                load[i] += nbytes
+        busiest = max((b / c for b, c in zip(load, capacity) if c > 0), default=0.0)
+        return busiest + max(self._lat, default=0.0) if busiest > 0 else 0.0
+
+    def build(self, sharing: str = "weighted") -> Program:
+        """The compressed program; ``sharing`` "weighted" (by stream volume) or "equal"."""
+        n = len(self._bytes)
+        volume: dict[object, float] = {}
+        for key, b in zip(self._stream, self._bytes):
+            volume[key] = volume.get(key, 0.0) + b
+        classes: dict[tuple, int] = {}
+        cls = np.empty(n, dtype=np.int64)
+        class_links: list[tuple[int, ...]] = []
+        class_weight: list[float] = []
+        for t in range(n):
+            w = 1.0 if sharing == "equal" else max(volume[self._stream[t]], 1.0)
+            key = (self._links[t], w)
+            c = classes.get(key)
+            if c is None:
+                c = classes[key] = len(class_links)
+                class_links.append(self._links[t])
+                class_weight.append(w)
+            cls[t] = c
+        counts = np.fromiter((len(x) for x in class_links), dtype=np.int64, count=len(class_links))
+        ptr = np.zeros(len(class_links) + 1, dtype=np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        idx = np.fromiter((i for x in class_links for i in x), dtype=np.int64, count=int(ptr[-1]))
+        return Program(np.asarray(self._bytes), np.asarray(self._lat), self._deps, cls, ptr, idx,
+                       np.asarray(class_weight, dtype=float))
+
+
+@dataclass
+class Program:
+    """Transfers in compressed form (see :class:`ProgramBuilder`); transfers of one class share path and weight."""
+
+    nbytes: np.ndarray
+    latency: np.ndarray
+    deps: list[list[int]]
+    cls: np.ndarray  # class of each transfer
+    class_ptr: np.ndarray  # links of each class (CSR)
+    class_idx: np.ndarray
+    class_weight: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return len(self.nbytes)
+
+
+@dataclass
+class EngineResult:
+    time: float  # when the last transfer was delivered
+    sent: np.ndarray  # per transfer
+    delivered: np.ndarray
+    events: int  # event times processed
+    recomputes: int  # max-min recomputations
+    stopped: bool = False  # run(stop_at=...) gave up: the program would end after stop_at (``time`` is a lower bound)
+
+
+def max_min_rates(ptr: np.ndarray, idx: np.ndarray, active: np.ndarray, weight: np.ndarray,
+                  capacity: np.ndarray) -> np.ndarray:
+    """Weighted max-min fair rates of the ``active`` flows with links ``idx[ptr[a]:ptr[a+1]]`` and the given
+    weights: progressive filling, every unfrozen flow at ``weight x level``, freezing the flows of each
+    link as it fills."""
+    starts = ptr[active]
+    counts = ptr[active + 1] - starts
+    total = int(counts.sum())
+    nf = len(active)
+    rates = np.full(nf, np.inf)
+    if total == 0:
+        return rates
+    owner = np.repeat(np.arange(nf), counts)
+    offsets = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+    links = idx[np.arange(total) + offsets]
+    nl = len(capacity)
+    cap = capacity.astype(float)
+    load = np.bincount(links, weights=weight[owner], minlength=nl)
+    floor = 1e-12 * max(float(weight.max()), 1.0)
+    while total:
+        empty = load <= floor
+        share = cap / np.where(empty, 1.0, load)
+        share[empty] = np.inf
+        level = share.min()
+        if not np.isfinite(level):
+            break
+        full = share <= level * (1 + _TOL)
+        frozen = np.zeros(nf, dtype=bool)
+        frozen[owner[full[links]]] = True
+        rates[frozen] = weight[frozen] * level
+        gone = frozen[owner]
+        removed = np.bincount(links[gone], weights=weight[owner[gone]], minlength=nl)
+        cap -= removed * level
+        load -= removed
+        np.maximum(cap, 0, out=cap)
+        keep = ~gone
+        links, owner = links[keep], owner[keep]
+        total = len(links)
+    return rates
+
+
+def max_min_rates_small(paths: Sequence[Sequence[int]], weights: Sequence[float],
+                        capacity: Sequence[float]) -> list[float]:
+    """:func:`max_min_rates` in plain Python for a few flows (flow f over links ``paths[f]``): the same
+    operations in the same order, so the same floats, without numpy's per-call cost."""
+    load: dict[int, float] = {}
+    for path, w in zip(paths, weights):
+        for i in path:
+            load[i] = load.get(i, 0.0) + w
+    cap = {i: float(capacity[i]) for i in load}
+    floor = 1e-12 * max(max(weights, default=0.0), 1.0)
+    rates = [np.inf] * len(paths)
+    unfrozen = [f for f, path in enumerate(paths) if path]
+    while unfrozen:
+        level = np.inf
+        share: dict[int, float] = {}
+        for i, x in load.items():
+            if x > floor:
+                share[i] = y = cap[i] / x
+                if y < level:
+                    level = y
+        if level == np.inf:
+            break
+        limit = level * (1 + _TOL)
+        full = {i for i, y in share.items() if y <= limit}
+        removed: dict[int, float] = {}
+        keep = []
+        for f in unfrozen:
+            path = paths[f]
+            if full.isdisjoint(path):
+                keep.append(f)
+                continue
+            w = weights[f]
+            rates[f] = w * level
+            for i in path:
+                removed[i] = removed.get(i, 0.0) + w
+        for i, x in removed.items():
+            c = cap[i] - x * level
+            cap[i] = c if c > 0 else 0.0
+            load[i] -= x
+        unfrozen = keep
+    return rates
+
+
+def link_share_rates(ptr: np.ndarray, idx: np.ndarray, active: np.ndarray, weight: np.ndarray,
+                     capacity: np.ndarray) -> np.ndarray:
+    """Processor sharing on every link: each link splits its capacity among its flows in proportion to
+    their weights, and a flow runs at its smallest share along its path (one pass, not work-conserving)."""
+    starts = ptr[active]
+    counts = ptr[active + 1] - starts
+    total = int(counts.sum())
+    nf = len(active)
+    if total == 0:
+        return np.full(nf, np.inf)
+    owner = np.repeat(np.arange(nf), counts)
+    offsets = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+    links = idx[np.arange(total) + offsets]
+    load = np.bincount(links, weights=weight[owner], minlength=len(capacity))
+    per_weight = capacity[links] / load[links]
+    first = np.cumsum(counts) - counts
+    return weight * np.minimum.reduceat(per_weight, first)
+
+
+def link_loads(program: Program, nlinks: int) -> np.ndarray:
+    """Bytes each link carries over the whole program."""
+    counts = program.class_ptr[1:] - program.class_ptr[:-1]
+    per_class = np.bincount(program.cls, weights=program.nbytes, minlength=len(counts))
+    owner = np.repeat(np.arange(len(counts)), counts)
+    return np.bincount(program.class_idx, weights=per_class[owner], minlength=nlinks)
+
+
+def link_bound(program: Program, capacity: np.ndarray) -> float:
+    """A lower bound on :func:`run`'s time: the busiest link's bytes over its capacity (no transfer
+    ever gets more than a link's capacity, whatever the sharing)."""
+    loads = link_loads(program, len(capacity))
+    return float((loads / capacity).max()) if len(loads) else 0.0
+
+
+def path_bound(program: Program, capacity: np.ndarray) -> float:
+    """A lower bound on :func:`run`'s time: the longest chain of dependencies, each transfer taking at least
+    its bytes over its path's slowest link (alone on the fabric) and then its latency."""
+    counts = program.class_ptr[1:] - program.class_ptr[:-1]
+    slowest = np.full(len(counts), np.inf)
+    if len(program.class_idx):
+        owner = np.repeat(np.arange(len(counts)), counts)
+        np.minimum.at(slowest, owner, capacity[program.class_idx])
+    fastest = np.where(counts[program.cls] > 0, program.nbytes / slowest[program.cls], 0.0).tolist()
+    lat = program.latency.tolist()
+    sent = [0.0] * program.size
+    done = [0.0] * program.size
+    for t, deps in enumerate(program.deps):
+        start = 0.0
+        for ev in deps:
+            at = done[ev >> 1] if ev & 1 else sent[ev >> 1]
+            if at > start:
+                start = at
+        sent[t] = start + fastest[t]
+        done[t] = sent[t] + lat[t]
+    return max(done, default=0.0)
+
+
+def lower_bound(program: Program, capacity: np.ndarray) -> float:
+    """The larger of :func:`link_bound` and :func:`path_bound`: :func:`run` never finishes sooner, under either
+    fairness (both bounds hold for any sharing that never exceeds a link's capacity)."""
+    return max(link_bound(program, capacity), path_bound(program, capacity))
+
+
+class _ComponentShares:
+    """The rate of each active transfer, by class, kept up to date one connected component at a time.
+
+    Two active classes are connected when they share a link; the fair shares of one component depend only on
+    its own classes and their counts (progressive filling and per-link sharing never look across), so when
+    the mix changes only the components that hold a changed class are solved again, and each component's
+    answer is cached by its classes and counts (pipelines and symmetric fabrics repeat the same few)."""
+
+    def __init__(self, program: Program, capacity: np.ndarray, share_fn, split: bool = True) -> None:
+        self.program, self.capacity, self.share_fn, self.split = program, capacity, share_fn, split
+        ptr, idx = program.class_ptr.tolist(), program.class_idx.tolist()
+        self.paths = [idx[ptr[c]:ptr[c + 1]] for c in range(len(ptr) - 1)]
+        self.on_link: list[set[int]] = [set() for _ in range(len(capacity))]  # active classes on each link
+        self.count = [0] * len(self.paths)  # active transfers per class
+        self.rate = np.zeros(len(self.paths))  # rate of each active transfer of the class (bytes/s)
+        self.cache: dict[tuple[int, ...], tuple] = {}
+        self.recomputes = 0
+        self.small = share_fn is max_min_rates  # components of a few classes: the plain-Python solver
+        self.weight = program.class_weight.tolist()
+        self.cap_list = capacity.tolist()
+
+    def update(self, delta: dict[int, int]) -> None:
+        """Apply the net change of active transfers per class and solve the components it touched."""
+        count, on_link, paths = self.count, self.on_link, self.paths
+        seeds: list[int] = []
+        for c, d in delta.items():
+            if not d:
+                continue
+            before = count[c]
+            count[c] = after = before + d
+            if not before:
+                for link in paths[c]:
+                    on_link[link].add(c)
+            elif not after:
+                for link in paths[c]:
+                    on_link[link].discard(c)
+            seeds += paths[c]
+        if not self.split:  # the reference: the whole mix at once
+            if seeds:
+                self._solve([c for c, k in enumerate(count) if k])
+            return
+        seen: set[int] = set()
+        for link in seeds:
+            if link in seen:
+                continue
+            members: set[int] = set()
+            stack = [link]
+            while stack:
+                here = stack.pop()
+                if here in seen:
+                    continue
+                seen.add(here)
+                for c in on_link[here]:
+                    if c not in members:
+                        members.add(c)
+                        stack += paths[c]
+            if members:
+                self._solve(sorted(members))
+
+    def _solve(self, members: list[int]) -> None:
+        count = self.count
+        counts = [count[c] for c in members]
+        key = (*members, -1, *counts)
+        found = self.cache.get(key)
+        if found is None:
+            if self.small and len(members) <= SMALL_COMPONENT:
+                weight = self.weight
+                rates = max_min_rates_small([self.paths[c] for c in members],
+                                            [weight[c] * k for c, k in zip(members, counts)], self.cap_list)
+                found = (members, [r / k for r, k in zip(rates, counts)])
+            else:
+                where = np.asarray(members, dtype=np.int64)
+                per = np.asarray(counts, dtype=float)
+                program = self.program
+                found = (where, self.share_fn(program.class_ptr, program.class_idx, where,
+                                              program.class_weight[where] * per, self.capacity) / per)
+            if len(self.cache) < 200_000:
+                self.cache[key] = found
+            self.recomputes += 1
+        where, rates = found
+        if isinstance(where, list):
+            rate = self.rate
+            for c, r in zip(where, rates):
+                rate[c] = r
+        else:
+            self.rate[where] = rates
+
+def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_at: float = np.inf,
+        progress: Progress | None = None, split: bool = True) -> EngineResult:
+    """Simulate ``program`` on links of the given capacities (bytes per second); ``fairness`` is
+    "max-min" (weighted progressive filling) or "link" (per-link processor sharing, faster).  Once the next
+    event lies after ``stop_at`` seconds the run stops (``stopped``; the program cannot end sooner than that).
+    ``progress`` (:mod:`forestcoll.progress`) hears the transfers delivered, every 0.1 s.  ``split`` (default)
+    solves the shares one connected component of the active classes at a time; False solves the whole mix at
+    every change (the reference the tests hold the split run to: same times within 1e-9 relative)."""
+    share_fn = max_min_rates if fairness == "max-min" else link_share_rates
+    n = program.size
+    need = [len(d) for d in program.deps]
+    waiting: list[list[int] | None] = [None] * (2 * n)  # event -> transfers that wait for it
+    for t, deps in enumerate(program.deps):
+        for ev in deps:
+            if (some := waiting[ev]) is None:
+                waiting[ev] = [t]
+            else:
+                some.append(t)
+    sent = np.full(n, np.nan)
+    delivered = np.full(n, np.nan)
+    nbytes = program.nbytes.tolist()
+    cls = program.cls.tolist()
+    has_links = ((program.class_ptr[1:] - program.class_ptr[:-1]) > 0).tolist()
+    # the active transfers, and aligned with them their classes, bytes left and "done" thresholds
+    act = np.zeros(0, dtype=np.int64)
+    act_cls = np.zeros(0, dtype=np.int64)
+    rem = np.zeros(0)
+    done_at = np.zeros(0)
+    added: list[int] = []  # started during this event, not yet in ``act``
+    deliveries: list[tuple[float, int]] = []
+    now = 0.0
+    events = 0
+    lat = program.latency.tolist()
+
+    def happen(ev: int, ready: list[int]) -> None:
+        for w in waiting[ev] or ():
+            need[w] -= 1
+            if need[w] == 0:
+                ready.append(w)
+
+    def finish(t: int, at: float, ready: list[int]) -> None:
+        sent[t] = at
+        happen((t << 1) | SENT, ready)
+        if lat[t] > 0:
+            heapq.heappush(deliveries, (at + lat[t], t))
+        else:
+            delivered[t] = at
+            happen((t << 1) | DELIVERED, ready)
+
+    delta: dict[int, int] = {}  # net change of active transfers per class during one event
+    shares = _ComponentShares(program, capacity, share_fn, split)
+
+    def start(ts: list[int], at: float) -> None:
+        """Start transfers; markers and empty ones complete at once."""
+        while ts:
+            t = ts.pop()
+            c = cls[t]
+            if has_links[c] and nbytes[t] > 0:
+                added.append(t)
+                delta[c] = delta.get(c, 0) + 1
+                continue
+            finish(t, at, ts)
+
+    start([t for t in range(n) if not need[t]][::-1], 0.0)
+    next_report = 0.0
+    while added or len(act) or deliveries:
+        if progress is not None and (clock := time.monotonic()) >= next_report:
+            next_report = clock + 0.1
+            report(progress, "simulating transfers", int(np.count_nonzero(~np.isnan(delivered))), n)
+        if delta:
+            shares.update(delta)  # the mix of active classes changed: new shares where it changed
+            delta.clear()
+        if added:
+            new = np.asarray(added, dtype=np.int64)
+            added.clear()
+            act = np.concatenate((act, new))
+            act_cls = np.concatenate((act_cls, program.cls[new]))
+            fresh = program.nbytes[new]
+            rem = np.concatenate((rem, fresh))
+            done_at = np.concatenate((done_at, np.maximum(fresh, 1.0) * _TOL * 10))
+        t_done = np.inf
+        if len(act):
+            rates = shares.rate[act_cls]
+            t_done = now + float(_min(rem / rates))
+        t_deliver = deliveries[0][0] if deliveries else np.inf
+        target = min(t_done, t_deliver)
+        if not np.isfinite(target):
+            break  # only transfers that can never get bandwidth: reported as unfinished by the caller
+        if target > stop_at:
+            return EngineResult(target, sent, delivered, events, shares.recomputes, stopped=True)
+        dt = target - now
+        if len(act):
+            rem -= rates * dt
+        now = target
+        events += 1
+        ready: list[int] = []
+        if len(act) and t_done <= target * (1 + _TOL) + 1e-18:
+            done_mask = rem <= done_at
+            if _any(done_mask):
+                finished = act[done_mask].tolist()
+                keep = ~done_mask
+                act, act_cls, rem, done_at = act[keep], act_cls[keep], rem[keep], done_at[keep]
+                for t in finished:
+                    c = cls[t]
+                    delta[c] = delta.get(c, 0) - 1
+                    finish(t, now, ready)
+        while deliveries and deliveries[0][0] <= now * (1 + _TOL) + 1e-18:
+            _, t = heapq.heappop(deliveries)
+            delivered[t] = now
+            happen((t << 1) | DELIVERED, ready)
+        if ready:
+            start(ready, now)
+    end = float(np.nanmax(delivered)) if n and not np.isnan(delivered).all() else 0.0
+    return EngineResult(end, sent, delivered, events, shares.recomputes)
