@@ -176,7 +176,7 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
     hi = opts.resolved_max()
     design = opts.design_size or min(hi, 1 << 30)
     k = low.k
-    units = _units(sched.collective, n, k, lanes, low.pieces, design, hi, opts)
+    units = _tree_units(sched.collective, n, k, lanes, low.pieces, design, hi, opts)
     name = opts.name or f"forestcoll_{coll.mscclpp}_n{n}_k{sched.k}" + ("_ll" if opts.protocol == "LL" else "")
     name = re.sub(r"[^A-Za-z0-9_.:-]", "_", name)[:200]
     if opts.protocol == "LL":
@@ -343,8 +343,28 @@ def _input_ref(low: Lowering, a: Act) -> Ref:
     return Ref("i", root * low.k + start if low.per_root else start, a.cnt)
 
 
-def _units(coll: str, n: int, k: int, lanes: int, pieces: list[Piece], design: int, hi: int,
-           opts: ExportOptions) -> dict[int, int]:
+def _units(coll: str, n: int, k: int, cnts: list[int], design: int, hi: int, opts: ExportOptions) -> dict[int, int]:
+    """Pipeline unit of each chunk count of an all-to-all plan: slices as the simulator cuts all-to-all flows (the
+    fixed rule: about ``slice_bytes``, at least 8 while they stay >= 64 KiB, at most ``max_slices`` or 16 as
+    ``simulate.alltoall.ALLTOALL_MAX_SLICES``; NCCL's
+    point-to-point chunk depends on the transport), never more than 65,535 iterations at the largest size."""
+    from forestcoll.pieces import slices_for
+
+    chunk = chunk_bytes(coll, design, n, k)
+    chunk_max = chunk_bytes(coll, hi, n, k)
+    units = {}
+    for c in cnts:
+        if opts.unit_bytes is not None:
+            unit = c * opts.unit_bytes
+        else:
+            piece = c * chunk
+            unit = math.ceil(piece / slices_for(piece, opts.slice_bytes, opts.max_slices or 16) / ALIGN) * ALIGN
+        units[c] = max(ALIGN, unit, math.ceil(c * chunk_max / 65535 / ALIGN) * ALIGN)
+    return units
+
+
+def _tree_units(coll: str, n: int, k: int, lanes: int, pieces: list[Piece], design: int, hi: int,
+                opts: ExportOptions) -> dict[int, int]:
     """Pipeline unit of each piece size (``k`` chunks per root, ``lanes`` per piece of the trees): at the design
     size the slice the trees simulator cuts the piece's trees' share in (:func:`forestcoll.pieces.piece_rule`,
     ``slices_for(..., rule=, depth=)``; the finest of the pieces of one size, since their blocks share the unit),
