@@ -19,6 +19,7 @@ from forestcoll.mscclpp.lint import lint_plan
 from forestcoll.mscclpp.lower import box_numbers, port_edges
 from forestcoll.mscclpp.plan import parse_plan, plan_from_json, plan_to_json, write_plan
 from forestcoll.mscclpp.semantics import MAX_OPERATION, OP_NAMES
+from forestcoll.pieces import piece_rule, shape_trees
 from forestcoll.topology import load_topology
 
 COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")
@@ -197,9 +198,22 @@ def test_pipeline_units():
     assert r.units == {1: 64}
     pipes = [op for g in r.plan.gpus for tb in g.threadblocks for op in tb.ops if op.name == "pipeline"]
     assert pipes and all(op.iter_context == (64, 1) for op in pipes)
-    # about 1 MiB slices at the design size, at most 16
+    # at the design size a piece moves in the slices the simulator cuts its trees in (pieces.piece_rule): ring:n=4's
+    # trees are 2 hops deep, cut by NCCL's tree rule in 512 KiB chunks with no cap (a 128 MiB chunk: 256 slices) ...
+    assert {piece_rule([t], False) for t in shape_trees(sched)} == {("tree", 2)}
     r = export_mscclpp(sched, topo, design_size=1 << 30, check=False)
-    assert r.units == {1: 8 << 20}  # a chunk of 1 GiB / 8 = 128 MiB in 16 slices
+    assert r.units == {1: 512 << 10}
+    # ... a cap is still an option (16 slices of 8 MiB) ...
+    assert export_mscclpp(sched, topo, design_size=1 << 30, max_slices=16, check=False).units == {1: 8 << 20}
+    # ... small pieces on deep trees get halved chunks: at 1 MiB on mi250 (16 GCDs, trees 4-6 deep) a piece is
+    # 64 KiB, which NCCL's rule cuts in chunks of 32 KiB (the plan serving up to 1 MiB) ...
+    mi = load_topology("mi250")
+    deep = generate(mi, "allreduce", k=1)
+    assert export_mscclpp(deep, mi, design_size=1 << 20, max_message_size=1 << 20, check=False).units == {1: 32 << 10}
+    # ... and never more than 65,535 iterations at the largest size (4 GiB - 1: 65,552-byte units at least)
+    bcast = generate(mi, "broadcast", k=1)
+    assert export_mscclpp(bcast, mi, design_size=1 << 20, check=False).units == {1: 65552}
+    assert export_mscclpp(bcast, mi, design_size=1 << 20, max_message_size=1 << 20, check=False).units == {1: 65536}
     with pytest.raises(UsageError, match="unit_bytes must be a positive multiple of 16"):
         ExportOptions(unit_bytes=24).validate()
     with pytest.raises(UsageError, match="32-bit"):

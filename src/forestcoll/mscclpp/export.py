@@ -8,10 +8,12 @@ input, allreduce) and chunk ``j`` of one that holds only the rank's own
 ``0..k-1`` of the whole buffer.  :func:`forestcoll.pieces.cut_pieces` cuts each
 root's chunks into pieces that lie in one tree of every phase.
 
-Pipelines.  At ``design_size`` every piece moves in slices as the trees
-simulator cuts them (about ``slice_bytes``, at least ``min_slices`` while slices
-stay >= 64 KiB, at most ``max_slices``), never more than 65,535 iterations at
-the largest size (the kernel's 16-bit count).
+Pipelines.  At ``design_size`` every piece moves in the slices the trees
+simulator cuts it in (:func:`forestcoll.pieces.piece_rule`: NCCL's tree rule for
+the height of the piece's trees, 512 KiB chunks halved for small pieces on deep
+trees, the ring or step rule for chains; no cap unless ``max_slices``; the finest
+of the pieces of one size), never more than 65,535 iterations at the largest
+size (the kernel's 16-bit count).
 
 Limits.  The layout (blocks per tree edge, per source GPUs, per tree level) is
 the finest whose thread blocks per GPU stay within ``max_threadblocks`` (every
@@ -39,6 +41,7 @@ from forestcoll.mscclpp.emit import ALIGN, Emitter, group
 from forestcoll.mscclpp.lower import Act, Lowering, Ref
 from forestcoll.mscclpp.plan import Plan, PlanStats, plan_stats
 from forestcoll.mscclpp.semantics import MAX_CHANNEL, MAX_OPERATION, U32
+from forestcoll.pieces import Piece
 from forestcoll.progress import Progress
 from forestcoll.schedule import Schedule, schedule_topology
 from forestcoll.topology import Topology
@@ -65,9 +68,8 @@ class ExportOptions:
     min_message_size: int = 0
     max_message_size: int | None = None  # default: 4 GiB - 1 (Simple), 1 MiB (LL)
     design_size: int | None = None  # message size the pipelines are cut for (default: min(max_message_size, 1 GiB))
-    slice_bytes: int = 1 << 20  # at design_size a piece moves in slices of about this size ...
-    max_slices: int = 16  # ... at most this many ...
-    min_slices: int = 8  # ... and at least this many while slices stay >= 64 KiB (pieces.slices_for)
+    slice_bytes: int = 1 << 20  # the runtimes' ring slice the slicing rules scale with (pieces.slices_for) ...
+    max_slices: int | None = None  # ... and at most this many slices per piece (None: no cap, as the simulator)
     unit_bytes: int | None = None  # bytes of every chunk moved per iteration (overrides the above)
     name: str | None = None
     check: bool = True  # lint + interpret before returning (self_check)
@@ -91,7 +93,7 @@ class ExportOptions:
             raise UsageError(f"bad size range {self.min_message_size}..{hi}")
         if hi >= U32:
             raise UsageError(f"max_message_size {hi}: the executor's offsets are 32-bit; stay below 4 GiB")
-        if self.max_slices < 1 or self.slice_bytes < 1:
+        if (self.max_slices is not None and self.max_slices < 1) or self.slice_bytes < 1:
             raise UsageError("max_slices and slice_bytes must be >= 1")
         if self.unit_bytes is not None and (self.unit_bytes < ALIGN or self.unit_bytes % ALIGN):
             raise UsageError(f"unit_bytes must be a positive multiple of {ALIGN}, got {self.unit_bytes}")
@@ -174,7 +176,7 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
     hi = opts.resolved_max()
     design = opts.design_size or min(hi, 1 << 30)
     k = low.k
-    units = _units(sched.collective, n, k, sorted({pc.cnt for pc in low.pieces}), design, hi, opts)
+    units = _tree_units(sched.collective, n, k, lanes, low.pieces, design, hi, opts)
     name = opts.name or f"forestcoll_{coll.mscclpp}_n{n}_k{sched.k}" + ("_ll" if opts.protocol == "LL" else "")
     name = re.sub(r"[^A-Za-z0-9_.:-]", "_", name)[:200]
     if opts.protocol == "LL":
@@ -342,8 +344,10 @@ def _input_ref(low: Lowering, a: Act) -> Ref:
 
 
 def _units(coll: str, n: int, k: int, cnts: list[int], design: int, hi: int, opts: ExportOptions) -> dict[int, int]:
-    """Pipeline unit of each piece size: slices of about ``slice_bytes`` at the design size (as the simulator cuts
-    the trees), never more than 65,535 iterations at the largest size (the kernel's 16-bit count)."""
+    """Pipeline unit of each chunk count of an all-to-all plan: slices as the simulator cuts all-to-all flows (the
+    fixed rule: about ``slice_bytes``, at least 8 while they stay >= 64 KiB, at most ``max_slices`` or 16 as
+    ``simulate.alltoall.ALLTOALL_MAX_SLICES``; NCCL's
+    point-to-point chunk depends on the transport), never more than 65,535 iterations at the largest size."""
     from forestcoll.pieces import slices_for
 
     chunk = chunk_bytes(coll, design, n, k)
@@ -354,8 +358,38 @@ def _units(coll: str, n: int, k: int, cnts: list[int], design: int, hi: int, opt
             unit = c * opts.unit_bytes
         else:
             piece = c * chunk
-            unit = math.ceil(piece / slices_for(piece, opts.slice_bytes, opts.max_slices, opts.min_slices) / ALIGN) * ALIGN
+            unit = math.ceil(piece / slices_for(piece, opts.slice_bytes, opts.max_slices or 16) / ALIGN) * ALIGN
         units[c] = max(ALIGN, unit, math.ceil(c * chunk_max / 65535 / ALIGN) * ALIGN)
+    return units
+
+
+def _tree_units(coll: str, n: int, k: int, lanes: int, pieces: list[Piece], design: int, hi: int,
+                opts: ExportOptions) -> dict[int, int]:
+    """Pipeline unit of each piece size (``k`` chunks per root, ``lanes`` per piece of the trees): at the design
+    size the slice the trees simulator cuts the piece's trees' share in (:func:`forestcoll.pieces.piece_rule`,
+    ``slices_for(..., rule=, depth=)``; the finest of the pieces of one size, since their blocks share the unit),
+    never more than 65,535 iterations at the largest size (the kernel's 16-bit count)."""
+    from forestcoll.pieces import piece_rule, slices_for
+
+    rooted = collectives.get(coll).rooted
+    chunk = chunk_bytes(coll, design, n, k)
+    chunk_max = chunk_bytes(coll, hi, n, k)
+    rules: dict[tuple[int, ...], tuple[str, int]] = {}
+    units: dict[int, int] = {}
+    for pc in pieces:
+        c = pc.cnt
+        if opts.unit_bytes is not None:
+            unit = c * opts.unit_bytes
+        else:
+            key = tuple(id(t) for t in pc.trees)
+            if key not in rules:
+                rules[key] = piece_rule(pc.trees, rooted)
+            rule, depth = rules[key]
+            whole = c * chunk * lanes  # the piece as the simulator cuts it: its lanes together
+            s = slices_for(whole, opts.slice_bytes, opts.max_slices, rule=rule, depth=depth)
+            unit = math.ceil(whole / s / ALIGN) * ALIGN
+        unit = max(ALIGN, unit, math.ceil(c * chunk_max / 65535 / ALIGN) * ALIGN)
+        units[c] = min(units.get(c, unit), unit)
     return units
 
 
