@@ -96,7 +96,7 @@ class Communicator:
     ``timeout`` bounds every wait (default: the group's own timeout).  ``check``: on the first
     call of each kind, the ranks compare a fingerprint of (schedule, rank map, call) with one small
     all-gather, so a mismatch is an error instead of a hang.  ``slice_bytes`` / ``max_slices``: the
-    pipeline slicing (as in the simulator).  ``mode``: ``"async"`` (per-message dependencies, the default)
+    pipeline slicing, by default the simulator's (1 MiB, no cap), so a call runs the plan the simulator predicts.  ``mode``: ``"async"`` (per-message dependencies, the default)
     or ``"rounds"`` (global rounds); see the module docstring.  ``threads``: async receives waited by helper threads
     (first in, first handled) where the backend's wait blocks the host (gloo); False: in order.  ``trace``: a list that async runs append
     ``(time.perf_counter(), event, op index)`` to (events ``"start"``, ``"send"`` issued, ``"wait"`` blocking
@@ -108,7 +108,7 @@ class Communicator:
     rank_map: Sequence[int] | None = None
     timeout: datetime.timedelta | float | None = None
     slice_bytes: int = 1 << 20
-    max_slices: int = 16
+    max_slices: int | None = None
     check: bool = True
     mode: str = "async"
     threads: bool = True
@@ -139,8 +139,8 @@ class Communicator:
             self.timeout = datetime.timedelta(seconds=self.timeout)
         if self.mode not in MODES:
             raise UsageError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.slice_bytes < 1 or self.max_slices < 1:
-            raise UsageError("slice_bytes and max_slices must be >= 1")
+        if self.slice_bytes < 1 or (self.max_slices is not None and self.max_slices < 1):
+            raise UsageError("slice_bytes and max_slices must be >= 1 (max_slices None: no cap, as the simulator)")
 
     def __del__(self) -> None:
         for w in getattr(self, "_waiters", {}).values():
