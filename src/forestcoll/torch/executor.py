@@ -114,7 +114,7 @@ class Communicator:
     threads: bool = True
     trace: list | None = None
     _plans: dict = field(default_factory=dict, init=False, repr=False)
-    _async_ops: dict = field(default_factory=dict, init=False, repr=False)  # id(plan) -> its async operations
+    _async_ops: dict = field(default_factory=dict, init=False, repr=False)  # id(plan) -> its _AsyncSchedule
     _peers: list[int] = field(default_factory=list, init=False, repr=False)
     _waiters: dict = field(default_factory=dict, init=False, repr=False)  # (peer, stream) -> its _Waiter
 
@@ -288,120 +288,158 @@ class Communicator:
         return self._ops(self.plan(collective, numel, dtype))
 
     def _ops(self, plan: Plan) -> tuple[Op, ...]:
-        ops = self._async_ops.get(id(plan))
-        if ops is None:
-            ops = self._async_ops[id(plan)] = async_ops(plan)
-        return ops
+        return self._schedule_of(plan).ops
+
+    def _schedule_of(self, plan: Plan) -> _AsyncSchedule:
+        sched = self._async_ops.get(id(plan))
+        if sched is None:
+            sched = self._async_ops[id(plan)] = _AsyncSchedule.of(async_ops(plan))
+        return sched
 
     def _run_async(self, collective: str, plan: Plan, work: torch.Tensor, combine) -> None:
         """The plan's messages as soon as their data is ready (see the module docstring)."""
-        ops = self._ops(plan)
-        peers, group = self._peers, self.group
+        sched = self._schedule_of(plan)
+        ops, dependents = sched.ops, sched.dependents
+        # the process group's own send / recv (group ranks): what dist.isend / irecv call after their checks
+        pg = self.group if self.group is not None else dist.group.WORLD
+        peers = self.rank_map
         threaded, tagged = self._backend_waits()
+        need = list(sched.deps)  # per op: how many of its dependencies are not done yet
         done = [False] * len(ops)
         sending: dict[int, object] = {}  # sends issued and not yet waited: op index -> work handle
         handles: dict[int, object] = {}  # receives in flight, when the main thread waits on them itself
         arrived: dict[int, torch.Tensor] = {}  # received, not yet applied
+        applicable: list[int] = []  # received and every dependency done: apply next
         bufs: dict[int, torch.Tensor] = {}
+        keys = [(o.message.peer, o.stream if tagged else 0) for o in ops]
         queues: dict[tuple[int, int], list[int]] = {}  # (peer, stream) -> its send op indices in order
-        needed = self._needed_sends(ops)  # sends whose buffer a later receive overwrites
+        for i, o in enumerate(ops):
+            if o.kind == "send":
+                queues.setdefault(keys[i], []).append(i)
+        heads = dict.fromkeys(queues, 0)
+        check = set(queues)  # send queues whose head may have become ready
+        needed = sched.needed  # sends whose buffer a later receive overwrites
         results: queue.SimpleQueue = queue.SimpleQueue()  # (op index, exception or None) from the waiters
+        call = _Call()  # shared with the waiters: set failed when the call fails
         trace = self.trace
         clock = time.perf_counter
         if trace is not None:
             trace.append((clock(), "start", -1))
-        jobs: dict[tuple[int, int], list] = {}  # (peer, stream) -> its receives in order, for its waiter
-        for i, o in enumerate(ops):
-            key = (o.message.peer, o.stream if tagged else 0)
-            (jobs if o.kind == "recv" else queues).setdefault(key, []).append(i)
-        heads = dict.fromkeys(queues, 0)
-        left, receiving = len(ops), 0
-        first = True  # receives are posted after the first sends are out, then handed to the waiters
-        arena = torch.empty(sum(ops[i].message.numel for idx in jobs.values() for i in idx), dtype=work.dtype,
-                            device=work.device)  # one allocation for every receive buffer
+        recvs = sched.recvs  # receive op indices in round order: posted in this order, a batch at a time
+        offsets = sched.offsets  # each receive's place in the one buffer for all of them
+        arena = torch.empty(sched.arena, dtype=work.dtype, device=work.device)
+        posted, receiving, left = 0, 0, len(ops)
 
-        def ready(i: int) -> bool:
-            return all(done[j] for j in ops[i].after)
+        def finish(j: int) -> None:
+            nonlocal left
+            done[j] = True
+            left -= 1
+            for i in dependents[j]:
+                need[i] -= 1
+                if not need[i]:
+                    if ops[i].kind == "send":
+                        check.add(keys[i])
+                    elif i in arrived:
+                        applicable.append(i)
 
         def received(i: int, exc: BaseException | None) -> None:
+            nonlocal receiving
+            receiving -= 1
             if exc is not None:
+                call.failed = True
                 raise self._failure(f"{collective} round {ops[i].round}", ops[i], exc)
             if trace is not None:
                 trace.append((clock(), "recv", i))
             arrived[i] = bufs.pop(i)
+            if not need[i]:
+                applicable.append(i)
 
-        while left:
-            moved = True
-            while moved:
-                moved = False
-                for key, q in queues.items():  # sends whose data is in, each peer and stream in order
-                    h = heads[key]
-                    while h < len(q) and ready(q[h]):
-                        i = q[h]
-                        segs = ops[i].message.segments
-                        buf = work[segs[0].start:segs[0].stop] if len(segs) == 1 else \
-                            torch.cat([work[s.start:s.stop] for s in segs])
-                        sending[i] = self._issue(dist.isend, buf, peers[key[0]], group, collective, ops[i], key[1])
-                        if trace is not None:
-                            trace.append((clock(), "send", i))
-                        if i not in needed or len(segs) > 1:  # nothing waits for its buffer: done once issued
-                            done[i] = True
-                            left -= 1
-                        h += 1
-                    heads[key] = h
-                if first:
-                    first = False
-                    at = 0
-                    for i in sorted(i for idx in jobs.values() for i in idx):  # in round order
-                        o = ops[i]
-                        bufs[i] = arena[at:at + o.message.numel]
-                        at += o.message.numel
-                        handles[i] = self._issue(dist.irecv, bufs[i], peers[o.message.peer], group, collective, o,
-                                                 o.stream if tagged else 0)
-                    receiving = len(handles)
-                    if threaded:
-                        for key, idx in jobs.items():
-                            self._waiter(key).jobs.put(([(handles.pop(i), i) for i in idx], results, self.timeout))
-                while threaded:  # receives the waiters have seen complete, without blocking
-                    try:
-                        i, exc = results.get_nowait()
-                    except queue.Empty:
-                        break
-                    receiving -= 1
-                    received(i, exc)
-                for i in sorted(i for i in arrived if ready(i)):
-                    _apply(work, ops[i].message, arrived.pop(i), combine)
-                    if trace is not None:
-                        trace.append((clock(), "apply", i))
-                    done[i] = True
-                    left -= 1
-                    moved = True
-            if not left:
-                break
-            # block: on a send a received message still waits for, else on the next receive to complete
-            blockers = sorted({j for i in arrived for j in ops[i].after if not done[j] and (j in sending or j in handles)})
-            if threaded and receiving and not any(j in sending for j in blockers):
-                blockers = []  # wait for whichever receive completes first
-            j = blockers[0] if blockers else min(handles) if handles else -1
-            if trace is not None:
-                trace.append((clock(), "wait", j))
-            if j in sending:
+        def post(count: int) -> None:
+            """Post the next ``count`` receives (gloo sends a message only once its receive is posted, so they go
+            early, but a batch at a time: messages that are in get handled between batches)."""
+            nonlocal posted, receiving
+            batch: dict[tuple[int, int], list] = {}
+            stop = min(len(recvs), posted + count)
+            for i in recvs[posted:stop]:
+                o = ops[i]
+                bufs[i] = arena[offsets[i]:offsets[i] + o.message.numel]
+                h = self._issue(pg.recv, bufs[i], peers[o.message.peer], collective, o, keys[i][1])
+                if threaded:
+                    batch.setdefault(keys[i], []).append((h, i))
+                else:
+                    handles[i] = h
+            receiving += stop - posted
+            posted = stop
+            for key, works in batch.items():
+                self._waiter(key).jobs.put((works, results, self.timeout, call))
+
+        try:
+            while left:
+                moved = True
+                while moved:
+                    moved = False
+                    while check:  # sends whose data is in, each peer and stream in order
+                        key = check.pop()
+                        q, h = queues[key], heads[key]
+                        while h < len(q) and not need[q[h]]:
+                            i = q[h]
+                            segs = ops[i].message.segments
+                            buf = work[segs[0].start:segs[0].stop] if len(segs) == 1 else \
+                                torch.cat([work[s.start:s.stop] for s in segs])
+                            sending[i] = self._issue(pg.send, buf, peers[key[0]], collective, ops[i], key[1])
+                            if trace is not None:
+                                trace.append((clock(), "send", i))
+                            h += 1
+                            heads[key] = h
+                            if i not in needed or len(segs) > 1:  # nothing waits for its buffer: done once issued
+                                finish(i)
+                                moved = True
+                    if posted < len(recvs):
+                        post(_POST_BATCH)
+                    while threaded:  # receives the waiters have seen complete, without blocking
+                        try:
+                            i, exc = results.get_nowait()
+                        except queue.Empty:
+                            break
+                        received(i, exc)
+                    if applicable:
+                        applicable.sort()
+                        for i in applicable:
+                            _apply(work, ops[i].message, arrived.pop(i), combine)
+                            if trace is not None:
+                                trace.append((clock(), "apply", i))
+                        batch, applicable[:] = list(applicable), []
+                        for i in batch:
+                            finish(i)
+                        moved = True
+                if not left:
+                    break
+                if posted < len(recvs):  # nothing to do but post receives: post more before blocking
+                    post(_POST_BATCH)
+                    continue
+                # block: on a send a received message still waits for, else on the next receive to complete
+                blockers = sorted({j for i in arrived for j in ops[i].after if not done[j] and (j in sending or j in handles)})
+                if threaded and receiving and not any(j in sending for j in blockers):
+                    blockers = []  # wait for whichever receive completes first
+                j = blockers[0] if blockers else min(handles) if handles else -1
+                if trace is not None:
+                    trace.append((clock(), "wait", j))
+                if j in sending:
+                    self._wait([sending.pop(j)], f"{collective} round {ops[j].round}", ops[j])
+                    finish(j)
+                elif j in handles:  # a backend whose wait does not block the host (NCCL): in order
+                    self._wait([handles.pop(j)], f"{collective} round {ops[j].round}", ops[j])
+                    received(j, None)
+                elif threaded and receiving:
+                    received(*results.get())
+                else:
+                    raise CollectiveError(f"compute node {self.node}: {collective}: no operation can proceed "
+                                          f"(a plan inconsistent across ranks?)")
+            for j in sorted(sending):  # the sends' buffers stay alive (and the call open) until they are out
                 self._wait([sending.pop(j)], f"{collective} round {ops[j].round}", ops[j])
-                done[j] = True
-                left -= 1
-            elif j in handles:  # a backend whose wait does not block the host (NCCL): in order
-                self._wait([handles.pop(j)], f"{collective} round {ops[j].round}", ops[j])
-                receiving -= 1
-                received(j, None)
-            elif threaded and receiving:
-                i, exc = results.get()
-                receiving -= 1
-                received(i, exc)
-            else:
-                raise CollectiveError(f"compute node {self.node}: {collective}: no operation can proceed "
-                                      f"(a plan inconsistent across ranks?)")
-        for j in sorted(sending):  # the sends' buffers stay alive (and the call open) until they are out
-            self._wait([sending.pop(j)], f"{collective} round {ops[j].round}", ops[j])
+        except BaseException:
+            call.failed = True  # the waiters drop this call's remaining receives instead of waiting on them
+            raise
         if trace is not None:
             trace.append((clock(), "end", -1))
 
@@ -413,18 +451,16 @@ class Communicator:
         nccl = dist.get_backend(self.group) == "nccl"
         return self.threads and not nccl, not nccl
 
-    def _needed_sends(self, ops: tuple[Op, ...]) -> frozenset[int]:
-        return frozenset(j for o in ops if o.kind == "recv" for j in o.after if ops[j].kind == "send")
-
     def _waiter(self, key: tuple[int, int]) -> _Waiter:
         w = self._waiters.get(key)
         if w is None:
             w = self._waiters[key] = _Waiter()
         return w
 
-    def _issue(self, fn, buf: torch.Tensor, peer: int, group, collective: str, op: Op, tag: int = 0):
+    def _issue(self, fn, buf: torch.Tensor, peer: int, collective: str, op: Op, tag: int = 0):
+        """``fn([buf], peer, tag)``: a process group's send or recv, ``peer`` a rank of the group."""
         try:
-            return fn(buf, peer, group=group, tag=tag)
+            return fn([buf], peer, tag)
         except RuntimeError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CollectiveError(f"compute node {self.node}: {collective} round {op.round} ({op.kind} with "
@@ -463,11 +499,51 @@ class Communicator:
             raise UsageError(f"{name}: op 'avg' needs a floating-point tensor, got {t.dtype}")
 
 
+class _Call:
+    """What an asynchronous call shares with its waiters: ``failed`` once it has failed (they then drop its
+    remaining receives without waiting on them)."""
+
+    failed: bool = False
+
+
+@dataclass(frozen=True)
+class _AsyncSchedule:
+    """A plan's asynchronous operations with what a run needs precomputed: per op its number of dependencies
+    and the ops that depend on it; the receives in round order, each one's offset into one buffer for all of
+    them (``arena`` elements); the sends whose buffer a later receive overwrites (``needed``)."""
+
+    ops: tuple[Op, ...]
+    deps: tuple[int, ...]
+    dependents: tuple[tuple[int, ...], ...]
+    recvs: tuple[int, ...]
+    offsets: dict[int, int]
+    arena: int
+    needed: frozenset[int]
+
+    @staticmethod
+    def of(ops: tuple[Op, ...]) -> _AsyncSchedule:
+        dependents: list[list[int]] = [[] for _ in ops]
+        for i, o in enumerate(ops):
+            for j in o.after:
+                dependents[j].append(i)
+        recvs = tuple(i for i, o in enumerate(ops) if o.kind == "recv")
+        offsets, at = {}, 0
+        for i in recvs:
+            offsets[i] = at
+            at += ops[i].message.numel
+        needed = frozenset(j for o in ops if o.kind == "recv" for j in o.after if ops[j].kind == "send")
+        return _AsyncSchedule(ops, tuple(len(o.after) for o in ops), tuple(tuple(d) for d in dependents), recvs,
+                              offsets, at, needed)
+
+
+_POST_BATCH = 16  # receives posted at a time by an asynchronous call (see Communicator._run_async)
+
+
 class _Waiter:
-    """A daemon thread that waits on one receive stream's operations of a call in order (they complete in
-    order) and reports each, with the exception its wait raised or None, to the call's queue (up to the first
-    failure); a job is (list of (work handle, op index), queue, timeout); ``None`` stops the thread.
-    The waits release the GIL, so the main thread applies and forwards whichever message is in first."""
+    """A daemon thread that waits on one receive stream's operations in order (they complete in order) and
+    reports each, with the exception its wait raised or None, to the call's queue (up to the first failure);
+    a job is (list of (work handle, op index), queue, timeout, the call's :class:`_Call`); ``None`` stops the
+    thread.  The waits release the GIL, so the main thread applies and forwards whichever message is in first."""
 
     def __init__(self) -> None:
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -475,11 +551,14 @@ class _Waiter:
 
     def _loop(self) -> None:
         while (job := self.jobs.get()) is not None:
-            works, results, timeout = job
+            works, results, timeout, call = job
             job = None
             works.reverse()
             while works:  # each handle is dropped before its completion is reported: once the call has
                 work, index = works.pop()  # returned, this thread holds none (torch must be free to tear down)
+                if call.failed:
+                    works.clear()
+                    break
                 try:
                     if timeout is None:
                         work.wait()
@@ -488,11 +567,12 @@ class _Waiter:
                 except Exception as exc:  # handed to the main thread, which raises it
                     work = None
                     works.clear()
+                    call.failed = True
                     results.put((index, exc))
                     break
                 work = None
                 results.put((index, None))
-            works = results = None
+            works = results = call = None
 
 
 def _apply(work: torch.Tensor, message, buf: torch.Tensor, combine) -> None:
