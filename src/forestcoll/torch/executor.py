@@ -372,16 +372,21 @@ class Communicator:
             posted = stop
             for key, works in batch.items():
                 self._waiter(key).jobs.put((works, results, self.timeout, call))
+            check.update(queues)  # sends held back by the round horizon may go now
 
         try:
+            post(_POST_BATCH)
             while left:
                 moved = True
                 while moved:
                     moved = False
-                    while check:  # sends whose data is in, each peer and stream in order
+                    # sends whose data is in, each peer and stream in order, up to a round after the receives
+                    # posted so far (the early rounds' sends and receives first: they are the critical path)
+                    horizon = ops[recvs[posted - 1]].round + 1 if posted < len(recvs) else 1 << 62
+                    while check:
                         key = check.pop()
                         q, h = queues[key], heads[key]
-                        while h < len(q) and not need[q[h]]:
+                        while h < len(q) and not need[q[h]] and ops[q[h]].round <= horizon:
                             i = q[h]
                             segs = ops[i].message.segments
                             buf = work[segs[0].start:segs[0].stop] if len(segs) == 1 else \
@@ -396,6 +401,7 @@ class Communicator:
                                 moved = True
                     if posted < len(recvs):
                         post(_POST_BATCH)
+                        moved = True  # the horizon moved: held sends may go
                     while threaded:  # receives the waiters have seen complete, without blocking
                         try:
                             i, exc = results.get_nowait()
