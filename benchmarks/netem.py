@@ -273,8 +273,11 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--matmul", default="2048,1024,1024", help="M,K,N of the overlap test")
     ap.add_argument("--markdown", action="store_true")
-    ap.add_argument("--quick", action="store_true", help="only the asynchronous executor (optimal k) and gloo, no "
-                    "overlap test (for measuring a change to the executor)")
+    ap.add_argument("--variants", default="k1,rounds,inorder", help="forestcoll variants besides the asynchronous "
+                    "executor on the optimal schedule: k1 (a k = 1 schedule), rounds (synchronous executor), inorder "
+                    "(threads=False); comma-separated, may be empty")
+    ap.add_argument("--quick", action="store_true", help="no overlap test and no variants unless --variants is given "
+                    "(for measuring a change to the executor)")
     ap.add_argument("--trace", metavar="DIR", help="write each rank's timeline of one asynchronous all-reduce at the "
                     "largest size (rankR.json) and the uplink's bytes over time (uplink.json) into DIR")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -284,6 +287,8 @@ def main() -> None:
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.matmul = [int(v) for v in str(args.matmul).split(",")]
+    if args.quick and "--variants" not in sys.argv:
+        args.variants = ""
     if args.worker:
         args.sizes = [int(v) for v in args.sizes.split(",")]
         worker(args)
@@ -315,12 +320,17 @@ def main() -> None:
         paths[name] = os.path.join(tmp, f"{name}.json")
         with open(paths[name], "w") as f:
             json.dump(schedule_to_dict(s), f)
-    if args.quick:
-        scheds = {"forestcoll": scheds["forestcoll"]}
-        paths = {"forestcoll": paths["forestcoll"]}
-    else:
+    variants = {v.strip() for v in args.variants.split(",") if v.strip()}
+    if variants - {"k1", "rounds", "inorder"}:
+        raise SystemExit(f"netem.py: error: --variants: unknown {sorted(variants - {'k1', 'rounds', 'inorder'})}; "
+                         f"use k1, rounds, inorder")
+    if "k1" not in variants:
+        scheds.pop("forestcoll-k1", None)
+        paths.pop("forestcoll-k1", None)
+    if "rounds" in variants:
         paths["forestcoll-rounds"] = paths["forestcoll"]  # the same schedule on the synchronous executor
         scheds["forestcoll-rounds"] = scheds["forestcoll"]
+    if "inorder" in variants:
         paths["forestcoll-inorder"] = paths["forestcoll"]  # asynchronous, receives waited in order by the main thread
         scheds["forestcoll-inorder"] = scheds["forestcoll"]
     namespaces: list[str] = []

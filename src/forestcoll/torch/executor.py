@@ -117,6 +117,7 @@ class Communicator:
     _async_ops: dict = field(default_factory=dict, init=False, repr=False)  # id(plan) -> its _AsyncSchedule
     _peers: list[int] = field(default_factory=list, init=False, repr=False)
     _waiters: dict = field(default_factory=dict, init=False, repr=False)  # (peer, stream) -> its _Waiter
+    _arenas: dict = field(default_factory=dict, init=False, repr=False)  # (dtype, device) -> receive buffer
 
     def __post_init__(self) -> None:
         self.schedule = load(self.schedule)
@@ -326,8 +327,8 @@ class Communicator:
         if trace is not None:
             trace.append((clock(), "start", -1))
         recvs = sched.recvs  # receive op indices in round order: posted in this order, a batch at a time
-        offsets = sched.offsets  # each receive's place in the one buffer for all of them
-        arena = torch.empty(sched.arena, dtype=work.dtype, device=work.device)
+        offsets = sched.offsets  # each receive's (and packed send's) place in the one buffer for all of them
+        arena = self._arena(sched.arena, work)
         posted, receiving, left = 0, 0, len(ops)
 
         def finish(j: int) -> None:
@@ -389,8 +390,11 @@ class Communicator:
                         while h < len(q) and not need[q[h]] and ops[q[h]].round <= horizon:
                             i = q[h]
                             segs = ops[i].message.segments
-                            buf = work[segs[0].start:segs[0].stop] if len(segs) == 1 else \
-                                torch.cat([work[s.start:s.stop] for s in segs])
+                            if len(segs) == 1:
+                                buf = work[segs[0].start:segs[0].stop]
+                            else:  # packed into its place in the arena (kept until the call's sends are out)
+                                buf = arena[offsets[i]:offsets[i] + ops[i].message.numel]
+                                torch.cat([work[s.start:s.stop] for s in segs], out=buf)
                             sending[i] = self._issue(pg.send, buf, peers[key[0]], collective, ops[i], key[1])
                             if trace is not None:
                                 trace.append((clock(), "send", i))
@@ -448,6 +452,15 @@ class Communicator:
             raise
         if trace is not None:
             trace.append((clock(), "end", -1))
+
+    def _arena(self, numel: int, work: torch.Tensor) -> torch.Tensor:
+        """A buffer of ``numel`` elements for a call's receives, kept between calls (one per dtype and device,
+        grown when a call needs more): fresh memory for every call would be paid in page faults."""
+        key = (work.dtype, work.device)
+        arena = self._arenas.get(key)
+        if arena is None or arena.numel() < numel:
+            arena = self._arenas[key] = torch.empty(numel, dtype=work.dtype, device=work.device)
+        return arena[:numel]
 
     def _backend_waits(self) -> tuple[bool, bool]:
         """(wait on receives in helper threads, one tag per stream) for this group's backend.  gloo's wait
@@ -515,8 +528,9 @@ class _Call:
 @dataclass(frozen=True)
 class _AsyncSchedule:
     """A plan's asynchronous operations with what a run needs precomputed: per op its number of dependencies
-    and the ops that depend on it; the receives in round order, each one's offset into one buffer for all of
-    them (``arena`` elements); the sends whose buffer a later receive overwrites (``needed``)."""
+    and the ops that depend on it; the receives in round order; each receive's and each several-segment send's
+    offset into one buffer for all of them (``arena`` elements); the sends whose buffer a later receive
+    overwrites (``needed``)."""
 
     ops: tuple[Op, ...]
     deps: tuple[int, ...]
@@ -534,9 +548,10 @@ class _AsyncSchedule:
                 dependents[j].append(i)
         recvs = tuple(i for i, o in enumerate(ops) if o.kind == "recv")
         offsets, at = {}, 0
-        for i in recvs:
-            offsets[i] = at
-            at += ops[i].message.numel
+        for i, o in enumerate(ops):  # receives, and sends of several segments (packed before they leave)
+            if o.kind == "recv" or len(o.message.segments) > 1:
+                offsets[i] = at
+                at += o.message.numel
         needed = frozenset(j for o in ops if o.kind == "recv" for j in o.after if ops[j].kind == "send")
         return _AsyncSchedule(ops, tuple(len(o.after) for o in ops), tuple(tuple(d) for d in dependents), recvs,
                               offsets, at, needed)
