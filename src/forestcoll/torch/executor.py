@@ -6,11 +6,13 @@ and dtype) the rank's :class:`forestcoll.runtime.Plan`, then runs it:
 
 * ``mode="async"`` (default): each round's message is cut into its in-tree and
   out-tree *streams* (tags 0 and 1; :func:`forestcoll.runtime.plan.async_ops`).
-  Sends with no dependencies leave first, then every receive is posted (into one
-  buffer); a send leaves as soon as the receives it forwards have been applied
-  (and the earlier sends of its stream to that peer have left), and a received
+  Receives are posted in round order, a batch at a time between handling what
+  has arrived (gloo moves a message only once its receive is posted), into one
+  buffer kept between calls; a send leaves as soon as the receives it forwards
+  have been applied (and the earlier sends of its stream to that peer have
+  left), at most one round beyond the receives posted so far, and a received
   message is applied as soon as the earlier writes and reads of its ranges are
-  done.  Each tree's pieces thus flow down the tree without waiting for the rest
+  done (dependency counters, no rescans).  Each tree's pieces thus flow down the tree without waiting for the rest
   of the machine, and reduce-scatter data never waits for allgather data merged
   into the same round.  gloo completes a receive only in a blocking wait, so a
   helper thread per (peer, stream) waits on its receives in order and the main
