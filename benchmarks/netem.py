@@ -178,8 +178,9 @@ def worker(args: argparse.Namespace) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://{SUBNET}.1:{PORT}", rank=args.rank,
                             world_size=args.world, timeout=datetime.timedelta(seconds=300))
     rank, world = args.rank, args.world
+    slicing = dict(SLICING, max_slices=args.max_slices)
     comms = {name: fct.Communicator(path, mode="rounds" if name.endswith("-rounds") else "async",
-                                    threads=not name.endswith("-inorder"), **SLICING)
+                                    threads=not name.endswith("-inorder"), **slicing)
              for name, path in json.loads(args.schedules).items()}
 
     cpu: dict[str, float] = {}  # label -> CPU s per call, summed over the ranks (all threads)
@@ -272,6 +273,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="1MiB,4MiB,16MiB")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--matmul", default="2048,1024,1024", help="M,K,N of the overlap test")
+    ap.add_argument("--max-slices", type=int, default=SLICING["max_slices"], help="cap on the slices per piece, for "
+                    "the ranks and the prediction alike (default: none, as the simulator)")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--variants", default="k1,rounds,inorder", help="forestcoll variants besides the asynchronous "
                     "executor on the optimal schedule: k1 (a k = 1 schedule), rounds (synchronous executor), inorder "
@@ -287,6 +290,8 @@ def main() -> None:
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.matmul = [int(v) for v in str(args.matmul).split(",")]
+    if args.max_slices is not None and args.max_slices < 1:
+        ap.error(f"--max-slices must be >= 1, got {args.max_slices}")
     if args.quick and "--variants" not in sys.argv:
         args.variants = ""
     if args.worker:
@@ -311,6 +316,7 @@ def main() -> None:
     from forestcoll.simulate import build_network, simulate
 
     topo = topology(args.boxes, args.per_box, rate_gbps(args.intra), rate_gbps(args.uplink), Fraction(args.latency_us))
+    slicing = dict(SLICING, max_slices=args.max_slices)
     tmp = tempfile.mkdtemp(prefix="fcb-")
     scheds = {"forestcoll": forestcoll.generate(topo, "allreduce")}
     if scheds["forestcoll"].k != 1:
@@ -359,7 +365,7 @@ def main() -> None:
                    "--rank", str(r), "--world", str(world), "--schedules", json.dumps(paths),
                    "--sizes", ",".join(map(str, sizes)), "--reps", str(args.reps), "--out", result_path,
                    "--matmul", ",".join(map(str, args.matmul))] + (["--trace", trace_dir] if trace_dir else []) + \
-                (["--quick"] if args.quick else [])
+                (["--quick"] if args.quick else []) + (["--max-slices", str(args.max_slices)] if args.max_slices else [])
             procs.append(subprocess.Popen(cmd, env=env))
         codes = [p.wait(timeout=3600) for p in procs]
         wall, load_after = time.perf_counter() - started, os.getloadavg()[0]
@@ -390,6 +396,8 @@ def main() -> None:
           f"{float(rate_gbps(args.uplink) * PAYLOAD) * 1000:.1f} MB/s = line rate x 1448/1514 (TCP payload per "
           f"1514-byte frame at MTU 1500; tc tbf counts the frame); 'payload' predictions simulate that fabric, "
           f"'line' ones the nominal rates")
+    cap = "no cap" if slicing["max_slices"] is None else f"at most {slicing['max_slices']} per piece"
+    print(f"slicing (ranks and predictions): {slicing['slice_bytes']} B slices, {cap}")
     for p in res["p2p"]:
         print(f"link check: rank 0 -> {p['peer']}: {p['bytes'] / p['time_s'] / 1e6:.1f} MB/s measured")
     print(f"ranks: {cpu:.1f} CPU s in {wall:.1f} s wall (all 8 ranks, whole run); load average {load_before:.2f} "
@@ -403,8 +411,8 @@ def main() -> None:
     rows = []
     for row in res["allreduce"]:
         size = row["size_bytes"]
-        pred = simulate(payload_net, scheds["forestcoll"], "allreduce", size, **SLICING).time_s
-        line = simulate(net, scheds["forestcoll"], "allreduce", size, **SLICING).time_s
+        pred = simulate(payload_net, scheds["forestcoll"], "allreduce", size, **slicing).time_s
+        line = simulate(net, scheds["forestcoll"], "allreduce", size, **slicing).time_s
         ring = simulate(payload_net, "ring", "allreduce", size).time_s
         rows.append([format_size(size), f"{row['forestcoll']:.3f}", *[f"{row[n]:.3f}" for n in extra], f"{row['gloo']:.3f}",
                      f"{row['gloo'] / row['forestcoll']:.2f}x",
