@@ -451,6 +451,8 @@ class Communicator:
                 self._wait([sending.pop(j)], f"{collective} round {ops[j].round}", ops[j])
         except BaseException:
             call.failed = True  # the waiters drop this call's remaining receives instead of waiting on them
+            # receives still posted may land later: the next call gets a fresh buffer, not this one
+            self._arenas.pop((work.dtype, work.device), None)
             raise
         if trace is not None:
             trace.append((clock(), "end", -1))
