@@ -34,6 +34,8 @@ PREFIX = "fcb"
 PAYLOAD = Fraction(1448, 1514)  # TCP payload bytes per frame tc counts: MTU 1500 - IP 20 - TCP 32 (timestamps); + 14
 SUBNET = "10.213.0"
 PORT = 29517
+# the executor's pipeline slicing, also given to the simulator: the prediction is of the plan the ranks run
+SLICING = {"slice_bytes": 1 << 20, "max_slices": None}
 
 
 # ----- the fabric ---------------------------------------------------------------------------
@@ -112,6 +114,30 @@ def build(boxes: int, per_box: int, intra: str, uplink: str) -> list[str]:
     return made
 
 
+TCP_COUNTERS = ("TcpRetransSegs", "TcpExtTCPTimeouts", "TcpExtTCPLossProbes", "TcpExtDelayedACKs")
+
+
+def net_counters(world: int) -> dict[str, int]:
+    """What the fabric did to the ranks' TCP: the ranks' retransmissions, timeouts, loss probes and delayed
+    ACKs (summed over their namespaces) and the packets every tc queue dropped (``tc_dropped``)."""
+    total = dict.fromkeys(TCP_COUNTERS, 0)
+    for r in range(world):
+        out = subprocess.run(["ip", "netns", "exec", f"{PREFIX}-r{r}", "nstat", "-asz", *TCP_COUNTERS],
+                             capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) >= 2 and parts[0] in total:
+                total[parts[0]] += int(parts[1])
+    dropped = 0
+    for ns in [f"{PREFIX}-fab"] + [f"{PREFIX}-r{r}" for r in range(world)]:
+        out = subprocess.run(["ip", "netns", "exec", ns, "tc", "-s", "qdisc", "show"], capture_output=True,
+                             text=True).stdout
+        words = out.replace(",", " ").split()
+        dropped += sum(int(words[i + 1]) for i, w in enumerate(words[:-1]) if w == "dropped")
+    total["tc_dropped"] = dropped
+    return total
+
+
 def cleanup(namespaces: list[str]) -> None:
     for ns in reversed(namespaces):
         subprocess.run(["ip", "netns", "del", ns], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -152,21 +178,31 @@ def worker(args: argparse.Namespace) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://{SUBNET}.1:{PORT}", rank=args.rank,
                             world_size=args.world, timeout=datetime.timedelta(seconds=300))
     rank, world = args.rank, args.world
+    slicing = dict(SLICING, max_slices=args.max_slices)
     comms = {name: fct.Communicator(path, mode="rounds" if name.endswith("-rounds") else "async",
-                                    threads=not name.endswith("-inorder"))
+                                    threads=not name.endswith("-inorder"), **slicing)
              for name, path in json.loads(args.schedules).items()}
 
-    def timed(fn, reps: int) -> float:
-        """Median over ``reps`` of the slowest rank's time for ``fn`` (after a warm-up)."""
+    cpu: dict[str, float] = {}  # label -> CPU s per call, summed over the ranks (all threads)
+
+    def timed(fn, reps: int, label: str | None = None) -> float:
+        """Median over ``reps`` of the slowest rank's time for ``fn`` (after a warm-up); with ``label``, the
+        ranks' CPU seconds per call (process time of all threads, summed over ranks) go to ``cpu[label]``."""
         fn()
-        times = []
+        times, spent = [], 0.0
         for _ in range(reps):
             dist.barrier()
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             fn()
-            dt = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+            t1, c1 = time.perf_counter(), time.process_time()
+            spent += c1 - c0
+            dt = torch.tensor([t1 - t0], dtype=torch.float64)
             dist.all_reduce(dt, op=dist.ReduceOp.MAX)
             times.append(dt.item())
+        if label is not None:
+            total = torch.tensor([spent / reps], dtype=torch.float64)
+            dist.all_reduce(total)
+            cpu[label] = total.item()
         return sorted(times)[len(times) // 2]
 
     out: dict = {"allreduce": [], "p2p": [], "overlap": []}
@@ -183,8 +219,10 @@ def worker(args: argparse.Namespace) -> None:
         x = torch.ones(size // 4, dtype=torch.float32)
         row = {"size_bytes": size}
         for name, comm in comms.items():
-            row[name] = timed(lambda comm=comm, x=x: comm.all_reduce(x), args.reps)
-        row["gloo"] = timed(lambda x=x: dist.all_reduce(x), args.reps)
+            row[name] = timed(lambda comm=comm, x=x: comm.all_reduce(x), args.reps, name)
+            row[f"{name} cpu"] = cpu[name]
+        row["gloo"] = timed(lambda x=x: dist.all_reduce(x), args.reps, "gloo")
+        row["gloo cpu"] = cpu["gloo"]
         out["allreduce"].append(row)
     # overlap: (M x K) @ (K x N), then all-reduce of the M x N product
     if args.trace:  # one traced call per rank at the largest size: the executor's timeline (see --trace)
@@ -200,6 +238,12 @@ def worker(args: argparse.Namespace) -> None:
             json.dump({"rank": rank, "events": trace,
                        "ops": [{"kind": o.kind, "peer": o.message.peer, "round": o.round, "bytes": o.message.numel * 4,
                                 "after": list(o.after)} for o in ops]}, f)
+    if args.quick:
+        if rank == 0:
+            with open(args.out, "w") as f:
+                json.dump(out, f)
+        dist.destroy_process_group()
+        return
     m, k, n = args.matmul
     g = torch.Generator().manual_seed(rank)
     a, b = torch.randn(m, k, generator=g), torch.randn(k, n, generator=g)
@@ -229,7 +273,14 @@ def main() -> None:
     ap.add_argument("--sizes", default="1MiB,4MiB,16MiB")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--matmul", default="2048,1024,1024", help="M,K,N of the overlap test")
+    ap.add_argument("--max-slices", type=int, default=SLICING["max_slices"], help="cap on the slices per piece, for "
+                    "the ranks and the prediction alike (default: none, as the simulator)")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--variants", default="k1,rounds,inorder", help="forestcoll variants besides the asynchronous "
+                    "executor on the optimal schedule: k1 (a k = 1 schedule), rounds (synchronous executor), inorder "
+                    "(threads=False); comma-separated, may be empty")
+    ap.add_argument("--quick", action="store_true", help="no overlap test and no variants unless --variants is given "
+                    "(for measuring a change to the executor)")
     ap.add_argument("--trace", metavar="DIR", help="write each rank's timeline of one asynchronous all-reduce at the "
                     "largest size (rankR.json) and the uplink's bytes over time (uplink.json) into DIR")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -239,6 +290,10 @@ def main() -> None:
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.matmul = [int(v) for v in str(args.matmul).split(",")]
+    if args.max_slices is not None and args.max_slices < 1:
+        ap.error(f"--max-slices must be >= 1, got {args.max_slices}")
+    if args.quick and "--variants" not in sys.argv:
+        args.variants = ""
     if args.worker:
         args.sizes = [int(v) for v in args.sizes.split(",")]
         worker(args)
@@ -261,6 +316,7 @@ def main() -> None:
     from forestcoll.simulate import build_network, simulate
 
     topo = topology(args.boxes, args.per_box, rate_gbps(args.intra), rate_gbps(args.uplink), Fraction(args.latency_us))
+    slicing = dict(SLICING, max_slices=args.max_slices)
     tmp = tempfile.mkdtemp(prefix="fcb-")
     scheds = {"forestcoll": forestcoll.generate(topo, "allreduce")}
     if scheds["forestcoll"].k != 1:
@@ -270,10 +326,19 @@ def main() -> None:
         paths[name] = os.path.join(tmp, f"{name}.json")
         with open(paths[name], "w") as f:
             json.dump(schedule_to_dict(s), f)
-    paths["forestcoll-rounds"] = paths["forestcoll"]  # the same schedule on the synchronous executor
-    scheds["forestcoll-rounds"] = scheds["forestcoll"]
-    paths["forestcoll-inorder"] = paths["forestcoll"]  # asynchronous, receives waited in order by the main thread
-    scheds["forestcoll-inorder"] = scheds["forestcoll"]
+    variants = {v.strip() for v in args.variants.split(",") if v.strip()}
+    if variants - {"k1", "rounds", "inorder"}:
+        raise SystemExit(f"netem.py: error: --variants: unknown {sorted(variants - {'k1', 'rounds', 'inorder'})}; "
+                         f"use k1, rounds, inorder")
+    if "k1" not in variants:
+        scheds.pop("forestcoll-k1", None)
+        paths.pop("forestcoll-k1", None)
+    if "rounds" in variants:
+        paths["forestcoll-rounds"] = paths["forestcoll"]  # the same schedule on the synchronous executor
+        scheds["forestcoll-rounds"] = scheds["forestcoll"]
+    if "inorder" in variants:
+        paths["forestcoll-inorder"] = paths["forestcoll"]  # asynchronous, receives waited in order by the main thread
+        scheds["forestcoll-inorder"] = scheds["forestcoll"]
     namespaces: list[str] = []
 
     def stop(*_a: object) -> None:
@@ -299,7 +364,8 @@ def main() -> None:
             cmd = ["ip", "netns", "exec", f"{PREFIX}-r{r}", sys.executable, os.path.abspath(__file__), "--worker",
                    "--rank", str(r), "--world", str(world), "--schedules", json.dumps(paths),
                    "--sizes", ",".join(map(str, sizes)), "--reps", str(args.reps), "--out", result_path,
-                   "--matmul", ",".join(map(str, args.matmul))] + (["--trace", trace_dir] if trace_dir else [])
+                   "--matmul", ",".join(map(str, args.matmul))] + (["--trace", trace_dir] if trace_dir else []) + \
+                (["--quick"] if args.quick else []) + (["--max-slices", str(args.max_slices)] if args.max_slices else [])
             procs.append(subprocess.Popen(cmd, env=env))
         codes = [p.wait(timeout=3600) for p in procs]
         wall, load_after = time.perf_counter() - started, os.getloadavg()[0]
@@ -308,6 +374,7 @@ def main() -> None:
         if sampler is not None:
             sampler.send_signal(signal.SIGINT)
             sampler.wait(timeout=60)
+        counters = net_counters(world)
         if any(codes):
             raise SystemExit(f"netem.py: error: ranks exited with {codes}")
     finally:
@@ -329,25 +396,32 @@ def main() -> None:
           f"{float(rate_gbps(args.uplink) * PAYLOAD) * 1000:.1f} MB/s = line rate x 1448/1514 (TCP payload per "
           f"1514-byte frame at MTU 1500; tc tbf counts the frame); 'payload' predictions simulate that fabric, "
           f"'line' ones the nominal rates")
+    cap = "no cap" if slicing["max_slices"] is None else f"at most {slicing['max_slices']} per piece"
+    print(f"slicing (ranks and predictions): {slicing['slice_bytes']} B slices, {cap}")
     for p in res["p2p"]:
         print(f"link check: rank 0 -> {p['peer']}: {p['bytes'] / p['time_s'] / 1e6:.1f} MB/s measured")
     print(f"ranks: {cpu:.1f} CPU s in {wall:.1f} s wall (all 8 ranks, whole run); load average {load_before:.2f} "
           f"before, {load_after:.2f} after ({os.cpu_count()} cores)")
+    print("network (whole run, all ranks): " + ", ".join(f"{k} {v}" for k, v in counters.items()))
     extra = [n for n in scheds if n != "forestcoll"]
     header = ["size", "forestcoll s", *[f"{n} s" for n in extra], "gloo s", "gloo / forestcoll",
+              "CPU s per call (forestcoll / gloo, 8 ranks)",
               "predicted s (payload)", "measured / predicted (payload)", "predicted s (line)",
               "measured / predicted (line)", "ring predicted s (payload)", "gloo / ring predicted"]
     rows = []
     for row in res["allreduce"]:
         size = row["size_bytes"]
-        pred = simulate(payload_net, scheds["forestcoll"], "allreduce", size).time_s
-        line = simulate(net, scheds["forestcoll"], "allreduce", size).time_s
+        pred = simulate(payload_net, scheds["forestcoll"], "allreduce", size, **slicing).time_s
+        line = simulate(net, scheds["forestcoll"], "allreduce", size, **slicing).time_s
         ring = simulate(payload_net, "ring", "allreduce", size).time_s
         rows.append([format_size(size), f"{row['forestcoll']:.3f}", *[f"{row[n]:.3f}" for n in extra], f"{row['gloo']:.3f}",
-                     f"{row['gloo'] / row['forestcoll']:.2f}x", f"{pred:.3f}", f"{row['forestcoll'] / pred:.2f}",
+                     f"{row['gloo'] / row['forestcoll']:.2f}x",
+                     f"{row['forestcoll cpu']:.3f} / {row['gloo cpu']:.3f}", f"{pred:.3f}", f"{row['forestcoll'] / pred:.2f}",
                      f"{line:.3f}", f"{row['forestcoll'] / line:.2f}", f"{ring:.3f}", f"{row['gloo'] / ring:.2f}"])
     show(Console(), "", header, rows, args.markdown, 1)
     ov = res["overlap"]
+    if not ov:
+        return
     m, k, n = ov["shape"]
     print(f"\noverlap: ({m} x {k}) @ ({k} x {n}) float32 then all-reduce of the {m * n * 4 / 2**20:.0f} MiB product")
     orow = [["compute alone", f"{ov['compute_s']:.3f}", ""], ["all-reduce alone", f"{ov['communicate_s']:.3f}", ""],

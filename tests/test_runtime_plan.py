@@ -117,6 +117,24 @@ def test_pipelining_adds_one_round_per_extra_slice():
     assert sum(m.numel for r in many.rounds for m in r.recvs) == sum(m.numel for r in one.rounds for m in r.recvs)
 
 
+def test_plans_slice_as_the_simulator_by_default():
+    """The default plan cuts pieces as the simulator's default model (its slice, no cap on the count, the rule
+    and depth of the piece's trees): a 64 MiB shard moves in far more than the old cap of 16 slices."""
+    from forestcoll.pieces import cut_pieces, piece_rule, shape_trees, slices_for
+    from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE
+
+    sched = generate(load_topology("ring:n=4"), "allgather", k=1)
+    numel = 16 << 20  # float32: a 64 MiB shard per rank
+    plan = build_plans(sched, numel, 4)[0]
+    assert plan == build_plans(sched, numel, 4, slice_bytes=DEFAULT_SLICE, max_slices=DEFAULT_MAX_SLICES)[0]
+    k, pieces = cut_pieces(sched, shape_trees(sched), 1 << 62)
+    assert k == 1 and {len(pc.trees) for pc in pieces} == {1}
+    rule, depth = piece_rule(pieces[0].trees, False)
+    slices = slices_for(numel * 4, DEFAULT_SLICE, DEFAULT_MAX_SLICES, rule=rule, depth=depth)
+    assert slices > 16
+    assert len(plan.rounds) == slices + depth - 1  # the deepest node gets the last slice depth - 1 rounds later
+
+
 def test_plans_are_deterministic():
     sched = generate(load_topology("mi250:nodes=1"), "allreduce")
     assert build_plans(sched, 12345, 2) == build_plans(sched, 12345, 2)

@@ -185,13 +185,13 @@ def work_layout(collective: str, ranks: int, numel: int, root: int = 0) -> tuple
 
 
 def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int = 1 << 20,
-                max_slices: int = 16) -> list[Plan]:
+                max_slices: int | None = None) -> list[Plan]:
     """Every rank's plan for ``sched`` on a call of ``numel`` elements per rank (see :func:`work_layout`).
 
     ``sched`` must already be the schedule of the collective (see :func:`phase_schedule`)."""
     if numel < 0:
         raise UsageError(f"element count must be >= 0, got {numel}")
-    if element_size < 1 or slice_bytes < 1 or max_slices < 1:
+    if element_size < 1 or slice_bytes < 1 or (max_slices is not None and max_slices < 1):
         raise UsageError("element size, slice bytes and max slices must be >= 1")
     coll = sched.collective
     if coll not in COLLECTIVES:

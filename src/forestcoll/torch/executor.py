@@ -6,11 +6,13 @@ and dtype) the rank's :class:`forestcoll.runtime.Plan`, then runs it:
 
 * ``mode="async"`` (default): each round's message is cut into its in-tree and
   out-tree *streams* (tags 0 and 1; :func:`forestcoll.runtime.plan.async_ops`).
-  Sends with no dependencies leave first, then every receive is posted (into one
-  buffer); a send leaves as soon as the receives it forwards have been applied
-  (and the earlier sends of its stream to that peer have left), and a received
+  Receives are posted in round order, a batch at a time between handling what
+  has arrived (gloo moves a message only once its receive is posted), into one
+  buffer kept between calls; a send leaves as soon as the receives it forwards
+  have been applied (and the earlier sends of its stream to that peer have
+  left), at most one round beyond the receives posted so far, and a received
   message is applied as soon as the earlier writes and reads of its ranges are
-  done.  Each tree's pieces thus flow down the tree without waiting for the rest
+  done (dependency counters, no rescans).  Each tree's pieces thus flow down the tree without waiting for the rest
   of the machine, and reduce-scatter data never waits for allgather data merged
   into the same round.  gloo completes a receive only in a blocking wait, so a
   helper thread per (peer, stream) waits on its receives in order and the main
@@ -96,7 +98,7 @@ class Communicator:
     ``timeout`` bounds every wait (default: the group's own timeout).  ``check``: on the first
     call of each kind, the ranks compare a fingerprint of (schedule, rank map, call) with one small
     all-gather, so a mismatch is an error instead of a hang.  ``slice_bytes`` / ``max_slices``: the
-    pipeline slicing (as in the simulator).  ``mode``: ``"async"`` (per-message dependencies, the default)
+    pipeline slicing, by default the simulator's (1 MiB, no cap), so a call runs the plan the simulator predicts.  ``mode``: ``"async"`` (per-message dependencies, the default)
     or ``"rounds"`` (global rounds); see the module docstring.  ``threads``: async receives waited by helper threads
     (first in, first handled) where the backend's wait blocks the host (gloo); False: in order.  ``trace``: a list that async runs append
     ``(time.perf_counter(), event, op index)`` to (events ``"start"``, ``"send"`` issued, ``"wait"`` blocking
@@ -108,15 +110,16 @@ class Communicator:
     rank_map: Sequence[int] | None = None
     timeout: datetime.timedelta | float | None = None
     slice_bytes: int = 1 << 20
-    max_slices: int = 16
+    max_slices: int | None = None
     check: bool = True
     mode: str = "async"
     threads: bool = True
     trace: list | None = None
     _plans: dict = field(default_factory=dict, init=False, repr=False)
-    _async_ops: dict = field(default_factory=dict, init=False, repr=False)  # id(plan) -> its async operations
+    _async_ops: dict = field(default_factory=dict, init=False, repr=False)  # id(plan) -> its _AsyncSchedule
     _peers: list[int] = field(default_factory=list, init=False, repr=False)
     _waiters: dict = field(default_factory=dict, init=False, repr=False)  # (peer, stream) -> its _Waiter
+    _arenas: dict = field(default_factory=dict, init=False, repr=False)  # (dtype, device) -> receive buffer
 
     def __post_init__(self) -> None:
         self.schedule = load(self.schedule)
@@ -139,8 +142,8 @@ class Communicator:
             self.timeout = datetime.timedelta(seconds=self.timeout)
         if self.mode not in MODES:
             raise UsageError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.slice_bytes < 1 or self.max_slices < 1:
-            raise UsageError("slice_bytes and max_slices must be >= 1")
+        if self.slice_bytes < 1 or (self.max_slices is not None and self.max_slices < 1):
+            raise UsageError("slice_bytes and max_slices must be >= 1 (max_slices None: no cap, as the simulator)")
 
     def __del__(self) -> None:
         for w in getattr(self, "_waiters", {}).values():
@@ -288,122 +291,180 @@ class Communicator:
         return self._ops(self.plan(collective, numel, dtype))
 
     def _ops(self, plan: Plan) -> tuple[Op, ...]:
-        ops = self._async_ops.get(id(plan))
-        if ops is None:
-            ops = self._async_ops[id(plan)] = async_ops(plan)
-        return ops
+        return self._schedule_of(plan).ops
+
+    def _schedule_of(self, plan: Plan) -> _AsyncSchedule:
+        sched = self._async_ops.get(id(plan))
+        if sched is None:
+            sched = self._async_ops[id(plan)] = _AsyncSchedule.of(async_ops(plan))
+        return sched
 
     def _run_async(self, collective: str, plan: Plan, work: torch.Tensor, combine) -> None:
         """The plan's messages as soon as their data is ready (see the module docstring)."""
-        ops = self._ops(plan)
-        peers, group = self._peers, self.group
+        sched = self._schedule_of(plan)
+        ops, dependents = sched.ops, sched.dependents
+        # the process group's own send / recv (group ranks): what dist.isend / irecv call after their checks
+        pg = self.group if self.group is not None else dist.group.WORLD
+        peers = self.rank_map
         threaded, tagged = self._backend_waits()
+        need = list(sched.deps)  # per op: how many of its dependencies are not done yet
         done = [False] * len(ops)
         sending: dict[int, object] = {}  # sends issued and not yet waited: op index -> work handle
         handles: dict[int, object] = {}  # receives in flight, when the main thread waits on them itself
         arrived: dict[int, torch.Tensor] = {}  # received, not yet applied
+        applicable: list[int] = []  # received and every dependency done: apply next
         bufs: dict[int, torch.Tensor] = {}
+        keys = [(o.message.peer, o.stream if tagged else 0) for o in ops]
         queues: dict[tuple[int, int], list[int]] = {}  # (peer, stream) -> its send op indices in order
-        needed = self._needed_sends(ops)  # sends whose buffer a later receive overwrites
+        for i, o in enumerate(ops):
+            if o.kind == "send":
+                queues.setdefault(keys[i], []).append(i)
+        heads = dict.fromkeys(queues, 0)
+        check = set(queues)  # send queues whose head may have become ready
+        needed = sched.needed  # sends whose buffer a later receive overwrites
         results: queue.SimpleQueue = queue.SimpleQueue()  # (op index, exception or None) from the waiters
+        call = _Call()  # shared with the waiters: set failed when the call fails
         trace = self.trace
         clock = time.perf_counter
         if trace is not None:
             trace.append((clock(), "start", -1))
-        jobs: dict[tuple[int, int], list] = {}  # (peer, stream) -> its receives in order, for its waiter
-        for i, o in enumerate(ops):
-            key = (o.message.peer, o.stream if tagged else 0)
-            (jobs if o.kind == "recv" else queues).setdefault(key, []).append(i)
-        heads = dict.fromkeys(queues, 0)
-        left, receiving = len(ops), 0
-        first = True  # receives are posted after the first sends are out, then handed to the waiters
-        arena = torch.empty(sum(ops[i].message.numel for idx in jobs.values() for i in idx), dtype=work.dtype,
-                            device=work.device)  # one allocation for every receive buffer
+        recvs = sched.recvs  # receive op indices in round order: posted in this order, a batch at a time
+        offsets = sched.offsets  # each receive's (and packed send's) place in the one buffer for all of them
+        arena = self._arena(sched.arena, work)
+        posted, receiving, left = 0, 0, len(ops)
 
-        def ready(i: int) -> bool:
-            return all(done[j] for j in ops[i].after)
+        def finish(j: int) -> None:
+            nonlocal left
+            done[j] = True
+            left -= 1
+            for i in dependents[j]:
+                need[i] -= 1
+                if not need[i]:
+                    if ops[i].kind == "send":
+                        check.add(keys[i])
+                    elif i in arrived:
+                        applicable.append(i)
 
         def received(i: int, exc: BaseException | None) -> None:
+            nonlocal receiving
+            receiving -= 1
             if exc is not None:
+                call.failed = True
                 raise self._failure(f"{collective} round {ops[i].round}", ops[i], exc)
             if trace is not None:
                 trace.append((clock(), "recv", i))
             arrived[i] = bufs.pop(i)
+            if not need[i]:
+                applicable.append(i)
 
-        while left:
-            moved = True
-            while moved:
-                moved = False
-                for key, q in queues.items():  # sends whose data is in, each peer and stream in order
-                    h = heads[key]
-                    while h < len(q) and ready(q[h]):
-                        i = q[h]
-                        segs = ops[i].message.segments
-                        buf = work[segs[0].start:segs[0].stop] if len(segs) == 1 else \
-                            torch.cat([work[s.start:s.stop] for s in segs])
-                        sending[i] = self._issue(dist.isend, buf, peers[key[0]], group, collective, ops[i], key[1])
-                        if trace is not None:
-                            trace.append((clock(), "send", i))
-                        if i not in needed or len(segs) > 1:  # nothing waits for its buffer: done once issued
-                            done[i] = True
-                            left -= 1
-                        h += 1
-                    heads[key] = h
-                if first:
-                    first = False
-                    at = 0
-                    for i in sorted(i for idx in jobs.values() for i in idx):  # in round order
-                        o = ops[i]
-                        bufs[i] = arena[at:at + o.message.numel]
-                        at += o.message.numel
-                        handles[i] = self._issue(dist.irecv, bufs[i], peers[o.message.peer], group, collective, o,
-                                                 o.stream if tagged else 0)
-                    receiving = len(handles)
-                    if threaded:
-                        for key, idx in jobs.items():
-                            self._waiter(key).jobs.put(([(handles.pop(i), i) for i in idx], results, self.timeout))
-                while threaded:  # receives the waiters have seen complete, without blocking
-                    try:
-                        i, exc = results.get_nowait()
-                    except queue.Empty:
-                        break
-                    receiving -= 1
-                    received(i, exc)
-                for i in sorted(i for i in arrived if ready(i)):
-                    _apply(work, ops[i].message, arrived.pop(i), combine)
-                    if trace is not None:
-                        trace.append((clock(), "apply", i))
-                    done[i] = True
-                    left -= 1
-                    moved = True
-            if not left:
-                break
-            # block: on a send a received message still waits for, else on the next receive to complete
-            blockers = sorted({j for i in arrived for j in ops[i].after if not done[j] and (j in sending or j in handles)})
-            if threaded and receiving and not any(j in sending for j in blockers):
-                blockers = []  # wait for whichever receive completes first
-            j = blockers[0] if blockers else min(handles) if handles else -1
-            if trace is not None:
-                trace.append((clock(), "wait", j))
-            if j in sending:
+        def post(count: int) -> None:
+            """Post the next ``count`` receives (gloo sends a message only once its receive is posted, so they go
+            early, but a batch at a time: messages that are in get handled between batches)."""
+            nonlocal posted, receiving
+            batch: dict[tuple[int, int], list] = {}
+            stop = min(len(recvs), posted + count)
+            for i in recvs[posted:stop]:
+                o = ops[i]
+                bufs[i] = arena[offsets[i]:offsets[i] + o.message.numel]
+                h = self._issue(pg.recv, bufs[i], peers[o.message.peer], collective, o, keys[i][1])
+                if threaded:
+                    batch.setdefault(keys[i], []).append((h, i))
+                else:
+                    handles[i] = h
+            receiving += stop - posted
+            posted = stop
+            for key, works in batch.items():
+                self._waiter(key).jobs.put((works, results, self.timeout, call))
+            check.update(queues)  # sends held back by the round horizon may go now
+
+        try:
+            post(_POST_BATCH)
+            while left:
+                moved = True
+                while moved:
+                    moved = False
+                    # sends whose data is in, each peer and stream in order, up to a round after the receives
+                    # posted so far (the early rounds' sends and receives first: they are the critical path)
+                    horizon = ops[recvs[posted - 1]].round + 1 if posted < len(recvs) else 1 << 62
+                    while check:
+                        key = check.pop()
+                        q, h = queues[key], heads[key]
+                        while h < len(q) and not need[q[h]] and ops[q[h]].round <= horizon:
+                            i = q[h]
+                            segs = ops[i].message.segments
+                            if len(segs) == 1:
+                                buf = work[segs[0].start:segs[0].stop]
+                            else:  # packed into its place in the arena (kept until the call's sends are out)
+                                buf = arena[offsets[i]:offsets[i] + ops[i].message.numel]
+                                torch.cat([work[s.start:s.stop] for s in segs], out=buf)
+                            sending[i] = self._issue(pg.send, buf, peers[key[0]], collective, ops[i], key[1])
+                            if trace is not None:
+                                trace.append((clock(), "send", i))
+                            h += 1
+                            heads[key] = h
+                            if i not in needed or len(segs) > 1:  # nothing waits for its buffer: done once issued
+                                finish(i)
+                                moved = True
+                    if posted < len(recvs):
+                        post(_POST_BATCH)
+                        moved = True  # the horizon moved: held sends may go
+                    while threaded:  # receives the waiters have seen complete, without blocking
+                        try:
+                            i, exc = results.get_nowait()
+                        except queue.Empty:
+                            break
+                        received(i, exc)
+                    if applicable:
+                        applicable.sort()
+                        for i in applicable:
+                            _apply(work, ops[i].message, arrived.pop(i), combine)
+                            if trace is not None:
+                                trace.append((clock(), "apply", i))
+                        batch, applicable[:] = list(applicable), []
+                        for i in batch:
+                            finish(i)
+                        moved = True
+                if not left:
+                    break
+                if posted < len(recvs):  # nothing to do but post receives: post more before blocking
+                    post(_POST_BATCH)
+                    continue
+                # block: on a send a received message still waits for, else on the next receive to complete
+                blockers = sorted({j for i in arrived for j in ops[i].after if not done[j] and (j in sending or j in handles)})
+                if threaded and receiving and not any(j in sending for j in blockers):
+                    blockers = []  # wait for whichever receive completes first
+                j = blockers[0] if blockers else min(handles) if handles else -1
+                if trace is not None:
+                    trace.append((clock(), "wait", j))
+                if j in sending:
+                    self._wait([sending.pop(j)], f"{collective} round {ops[j].round}", ops[j])
+                    finish(j)
+                elif j in handles:  # a backend whose wait does not block the host (NCCL): in order
+                    self._wait([handles.pop(j)], f"{collective} round {ops[j].round}", ops[j])
+                    received(j, None)
+                elif threaded and receiving:
+                    received(*results.get())
+                else:
+                    raise CollectiveError(f"compute node {self.node}: {collective}: no operation can proceed "
+                                          f"(a plan inconsistent across ranks?)")
+            for j in sorted(sending):  # the sends' buffers stay alive (and the call open) until they are out
                 self._wait([sending.pop(j)], f"{collective} round {ops[j].round}", ops[j])
-                done[j] = True
-                left -= 1
-            elif j in handles:  # a backend whose wait does not block the host (NCCL): in order
-                self._wait([handles.pop(j)], f"{collective} round {ops[j].round}", ops[j])
-                receiving -= 1
-                received(j, None)
-            elif threaded and receiving:
-                i, exc = results.get()
-                receiving -= 1
-                received(i, exc)
-            else:
-                raise CollectiveError(f"compute node {self.node}: {collective}: no operation can proceed "
-                                      f"(a plan inconsistent across ranks?)")
-        for j in sorted(sending):  # the sends' buffers stay alive (and the call open) until they are out
-            self._wait([sending.pop(j)], f"{collective} round {ops[j].round}", ops[j])
+        except BaseException:
+            call.failed = True  # the waiters drop this call's remaining receives instead of waiting on them
+            # receives still posted may land later: the next call gets a fresh buffer, not this one
+            self._arenas.pop((work.dtype, work.device), None)
+            raise
         if trace is not None:
             trace.append((clock(), "end", -1))
+
+    def _arena(self, numel: int, work: torch.Tensor) -> torch.Tensor:
+        """A buffer of ``numel`` elements for a call's receives, kept between calls (one per dtype and device,
+        grown when a call needs more): fresh memory for every call would be paid in page faults."""
+        key = (work.dtype, work.device)
+        arena = self._arenas.get(key)
+        if arena is None or arena.numel() < numel:
+            arena = self._arenas[key] = torch.empty(numel, dtype=work.dtype, device=work.device)
+        return arena[:numel]
 
     def _backend_waits(self) -> tuple[bool, bool]:
         """(wait on receives in helper threads, one tag per stream) for this group's backend.  gloo's wait
@@ -413,18 +474,16 @@ class Communicator:
         nccl = dist.get_backend(self.group) == "nccl"
         return self.threads and not nccl, not nccl
 
-    def _needed_sends(self, ops: tuple[Op, ...]) -> frozenset[int]:
-        return frozenset(j for o in ops if o.kind == "recv" for j in o.after if ops[j].kind == "send")
-
     def _waiter(self, key: tuple[int, int]) -> _Waiter:
         w = self._waiters.get(key)
         if w is None:
             w = self._waiters[key] = _Waiter()
         return w
 
-    def _issue(self, fn, buf: torch.Tensor, peer: int, group, collective: str, op: Op, tag: int = 0):
+    def _issue(self, fn, buf: torch.Tensor, peer: int, collective: str, op: Op, tag: int = 0):
+        """``fn([buf], peer, tag)``: a process group's send or recv, ``peer`` a rank of the group."""
         try:
-            return fn(buf, peer, group=group, tag=tag)
+            return fn([buf], peer, tag)
         except RuntimeError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CollectiveError(f"compute node {self.node}: {collective} round {op.round} ({op.kind} with "
@@ -463,11 +522,53 @@ class Communicator:
             raise UsageError(f"{name}: op 'avg' needs a floating-point tensor, got {t.dtype}")
 
 
+class _Call:
+    """What an asynchronous call shares with its waiters: ``failed`` once it has failed (they then drop its
+    remaining receives without waiting on them)."""
+
+    failed: bool = False
+
+
+@dataclass(frozen=True)
+class _AsyncSchedule:
+    """A plan's asynchronous operations with what a run needs precomputed: per op its number of dependencies
+    and the ops that depend on it; the receives in round order; each receive's and each several-segment send's
+    offset into one buffer for all of them (``arena`` elements); the sends whose buffer a later receive
+    overwrites (``needed``)."""
+
+    ops: tuple[Op, ...]
+    deps: tuple[int, ...]
+    dependents: tuple[tuple[int, ...], ...]
+    recvs: tuple[int, ...]
+    offsets: dict[int, int]
+    arena: int
+    needed: frozenset[int]
+
+    @staticmethod
+    def of(ops: tuple[Op, ...]) -> _AsyncSchedule:
+        dependents: list[list[int]] = [[] for _ in ops]
+        for i, o in enumerate(ops):
+            for j in o.after:
+                dependents[j].append(i)
+        recvs = tuple(i for i, o in enumerate(ops) if o.kind == "recv")
+        offsets, at = {}, 0
+        for i, o in enumerate(ops):  # receives, and sends of several segments (packed before they leave)
+            if o.kind == "recv" or len(o.message.segments) > 1:
+                offsets[i] = at
+                at += o.message.numel
+        needed = frozenset(j for o in ops if o.kind == "recv" for j in o.after if ops[j].kind == "send")
+        return _AsyncSchedule(ops, tuple(len(o.after) for o in ops), tuple(tuple(d) for d in dependents), recvs,
+                              offsets, at, needed)
+
+
+_POST_BATCH = 16  # receives posted at a time by an asynchronous call (see Communicator._run_async)
+
+
 class _Waiter:
-    """A daemon thread that waits on one receive stream's operations of a call in order (they complete in
-    order) and reports each, with the exception its wait raised or None, to the call's queue (up to the first
-    failure); a job is (list of (work handle, op index), queue, timeout); ``None`` stops the thread.
-    The waits release the GIL, so the main thread applies and forwards whichever message is in first."""
+    """A daemon thread that waits on one receive stream's operations in order (they complete in order) and
+    reports each, with the exception its wait raised or None, to the call's queue (up to the first failure);
+    a job is (list of (work handle, op index), queue, timeout, the call's :class:`_Call`); ``None`` stops the
+    thread.  The waits release the GIL, so the main thread applies and forwards whichever message is in first."""
 
     def __init__(self) -> None:
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -475,11 +576,14 @@ class _Waiter:
 
     def _loop(self) -> None:
         while (job := self.jobs.get()) is not None:
-            works, results, timeout = job
+            works, results, timeout, call = job
             job = None
             works.reverse()
             while works:  # each handle is dropped before its completion is reported: once the call has
                 work, index = works.pop()  # returned, this thread holds none (torch must be free to tear down)
+                if call.failed:
+                    works.clear()
+                    break
                 try:
                     if timeout is None:
                         work.wait()
@@ -488,11 +592,12 @@ class _Waiter:
                 except Exception as exc:  # handed to the main thread, which raises it
                     work = None
                     works.clear()
+                    call.failed = True
                     results.put((index, exc))
                     break
                 work = None
                 results.put((index, None))
-            works = results = None
+            works = results = call = None
 
 
 def _apply(work: torch.Tensor, message, buf: torch.Tensor, combine) -> None:
