@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,12 +59,13 @@ if TYPE_CHECKING:
     from forestcoll.alltoall.schedule import AlltoallSchedule
 
 __all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "export_msccl", "fitting_msccl", "self_check",
-           "stages", "write_checked", "write_msccl", "write_generated_msccl"]
+           "split_pieces", "stages", "write_checked", "write_msccl", "write_generated_msccl"]
 
 LAYOUTS = ("stage", "tree")
 ORDERS = ("progress", "latency", "tree")
 MAX_BANDS = 2  # the stage layout tries up to this many channels per stage
 RESIDENT_TBS = 108  # thread blocks an A100 keeps resident (one per SM); wider bands only below it
+MAX_SPLIT = 64  # a schedule chunk is cut into at most this many MSCCL chunks
 STEPS_PER_PIECE = 6  # by default a piece of a tree moves in about this many steps (each forwarded on its own)
 
 
@@ -90,6 +92,9 @@ class ExportOptions:
     ports: bool = True  # an edge whose pair has several ports goes on a channel of its port's residue
     order: str = "progress"  # steps of a thread block: "progress" by how far into its tree a piece starts (the
     #                          fluid schedule's order), "latency" the same with levels in links, "tree" tree by tree
+    split: int = 1  # MSCCL chunks per chunk of the schedule (nchunksperloop x split): below 2 MiB per MSCCL chunk
+    #                 the runtime moves a chunk in one loop iteration, so a tree pipelines only over its own steps;
+    #                 split s gives each tree s times as many chunks to move in separate steps
 
     def check(self) -> RuntimeLimits:
         if self.proto not in PROTOCOLS:
@@ -104,6 +109,8 @@ class ExportOptions:
             raise UsageError(f"bad size range: min-bytes {self.min_bytes}, max-bytes {self.max_bytes} (0 = no limit)")
         if self.channels is not None and self.channels < 1:
             raise UsageError(f"channels must be >= 1, got {self.channels}")
+        if not 1 <= self.split <= MAX_SPLIT:
+            raise UsageError(f"split must be within 1..{MAX_SPLIT}, got {self.split}")
         if self.max_cnt is not None and not 1 <= self.max_cnt <= 71:
             raise UsageError(f"max_cnt must be within 1..71, got {self.max_cnt}")
         if self.layout not in LAYOUTS:
@@ -351,6 +358,18 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
     return ops, scratch
 
 
+def split_pieces(sched: Schedule, trees: list[TreeShape], max_cnt: int, split: int = 1) -> tuple[int, list[Piece]]:
+    """:func:`forestcoll.pieces.cut_pieces` with every chunk of the schedule cut into ``split`` chunks: (k x split,
+    pieces of at most ``max_cnt`` of those chunks, each in one tree per phase)."""
+    k, whole = cut_pieces(sched, trees, sys.maxsize)  # one piece per (root, tree of each phase) range
+    pieces = []
+    for pc in whole:
+        start, end = pc.start * split, (pc.start + pc.cnt) * split
+        for x in range(start, end, max_cnt):
+            pieces.append(Piece(pc.root, x, min(max_cnt, end - x), pc.trees))
+    return k * split, pieces
+
+
 def _progress(pieces: list[Piece]) -> dict[int, Fraction]:
     """How far into its trees each piece starts (by ``id``): the largest, over its phases, of the chunks of the
     tree before it over the tree's chunks.  In the fluid schedule behind the bound every tree streams its chunks
@@ -500,11 +519,11 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     if opts.max_cnt is not None:
         counts = [opts.max_cnt]
     else:
-        _k, whole = cut_pieces(sched, trees, MAX_COUNT)
+        _k, whole = split_pieces(sched, trees, MAX_COUNT, opts.split)
         first = max(1, -(-max(pc.cnt for pc in whole) // STEPS_PER_PIECE))
         counts = sorted({min(MAX_COUNT, first << i) for i in range(8)})
     for i, max_cnt in enumerate(counts):
-        k, pieces = cut_pieces(sched, trees, max_cnt)
+        k, pieces = split_pieces(sched, trees, max_cnt, opts.split)
         try:
             c, ops, scratch = _layout(sched, pieces, k, n, opts, limits, ports, levels)
             break
@@ -531,7 +550,8 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
                                      int(op.hasdep)))
             gpu.tbs.append(tb)
         gpus.append(gpu)
-    name = opts.name or f"forestcoll_{coll}_k{sched.k}" + (f"_x{inst}" if inst > 1 else "")
+    name = opts.name or (f"forestcoll_{coll}_k{sched.k}" + (f"_s{opts.split}" if opts.split > 1 else "")
+                         + (f"_x{inst}" if inst > 1 else ""))
     name = re.sub(r"[^A-Za-z0-9_.:-]", "_", name)[:200]
     comments = [
         f"forestcoll: {sched.collective} for {sched.topology or 'a custom topology'}, {n} ranks, k={sched.k}"
