@@ -6,6 +6,10 @@ allreduce) or ``m*k + j`` (broadcast, reduce).  Each tree carries a
 consecutive range of its root's chunks; for allreduce the ranges of the
 reduce-scatter and allgather trees are cut at each other's boundaries so every
 piece lies in one tree of each phase.  Pieces longer than 71 chunks are split.
+With ``split=s`` every chunk of the schedule is cut into s MSCCL chunks
+(nchunksperloop x s), so a tree's data moves in s times as many steps: the
+runtime gives a chunk below 2 MiB a single loop iteration, and a split file
+pipelines through its own steps there instead (docs/msccl.md, "Split chunks").
 
 Operations.  An out-tree edge u -> v is a send on u and a receive on v; u's
 send waits for u's own receive of the piece (or, for allreduce, for the end of
