@@ -6,10 +6,7 @@ allreduce) or ``m*k + j`` (broadcast, reduce).  Each tree carries a
 consecutive range of its root's chunks; for allreduce the ranges of the
 reduce-scatter and allgather trees are cut at each other's boundaries so every
 piece lies in one tree of each phase.  Pieces longer than 71 chunks are split.
-With ``split=s`` every chunk of the schedule is cut into s MSCCL chunks
-(nchunksperloop x s), so a tree's data moves in s times as many steps: the
-runtime gives a chunk below 2 MiB a single loop iteration, and a split file
-pipelines through its own steps there instead (docs/msccl.md, "Split chunks").
+``split=s`` cuts every chunk into s MSCCL chunks (docs/msccl.md, "Split chunks").
 
 Operations.  An out-tree edge u -> v is a send on u and a receive on v; u's
 send waits for u's own receive of the piece (or, for allreduce, for the end of
@@ -42,7 +39,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,7 +59,7 @@ if TYPE_CHECKING:
     from forestcoll.alltoall.schedule import AlltoallSchedule
 
 __all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "export_msccl", "fitting_msccl", "self_check",
-           "split_pieces", "stages", "write_checked", "write_msccl", "write_generated_msccl"]
+           "stages", "write_checked", "write_msccl", "write_generated_msccl"]
 
 LAYOUTS = ("stage", "tree")
 ORDERS = ("progress", "latency", "tree")
@@ -96,9 +92,7 @@ class ExportOptions:
     ports: bool = True  # an edge whose pair has several ports goes on a channel of its port's residue
     order: str = "progress"  # steps of a thread block: "progress" by how far into its tree a piece starts (the
     #                          fluid schedule's order), "latency" the same with levels in links, "tree" tree by tree
-    split: int = 1  # MSCCL chunks per chunk of the schedule (nchunksperloop x split): below 2 MiB per MSCCL chunk
-    #                 the runtime moves a chunk in one loop iteration, so a tree pipelines only over its own steps;
-    #                 split s gives each tree s times as many chunks to move in separate steps
+    split: int = 1  # MSCCL chunks per chunk of the schedule (nchunksperloop x split; docs/msccl.md "Split chunks")
 
     def check(self) -> RuntimeLimits:
         if self.proto not in PROTOCOLS:
@@ -160,20 +154,11 @@ class ExportResult:
                 f"GPU, {self.steps_per_tb} steps per thread block; {verdict} {self.limits.name}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.algo.name,
-            "coll": self.algo.coll,
-            "ngpus": self.algo.ngpus,
-            "nchunksperloop": self.algo.nchunksperloop,
-            "channels": self.channels,
-            "tbs_per_gpu": self.tbs_per_gpu,
-            "steps_per_tb": self.steps_per_tb,
-            "total_steps": self.total_steps,
-            "fits": {rt: self.fits(rt) for rt in RUNTIMES},
-            "notes": self.notes,
-            "checked": self.checked,
-            "output": self.output,
-        }
+        a = self.algo
+        return {"name": a.name, "coll": a.coll, "ngpus": a.ngpus, "nchunksperloop": a.nchunksperloop,
+                "channels": self.channels, "tbs_per_gpu": self.tbs_per_gpu, "steps_per_tb": self.steps_per_tb,
+                "total_steps": self.total_steps, "fits": {rt: self.fits(rt) for rt in RUNTIMES}, "notes": self.notes,
+                "checked": self.checked, "output": self.output}
 
 
 # ----- operations ----------------------------------------------------------------------------
@@ -362,18 +347,6 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
     return ops, scratch
 
 
-def split_pieces(sched: Schedule, trees: list[TreeShape], max_cnt: int, split: int = 1) -> tuple[int, list[Piece]]:
-    """:func:`forestcoll.pieces.cut_pieces` with every chunk of the schedule cut into ``split`` chunks: (k x split,
-    pieces of at most ``max_cnt`` of those chunks, each in one tree per phase)."""
-    k, whole = cut_pieces(sched, trees, sys.maxsize)  # one piece per (root, tree of each phase) range
-    pieces = []
-    for pc in whole:
-        start, end = pc.start * split, (pc.start + pc.cnt) * split
-        for x in range(start, end, max_cnt):
-            pieces.append(Piece(pc.root, x, min(max_cnt, end - x), pc.trees))
-    return k * split, pieces
-
-
 def _progress(pieces: list[Piece]) -> dict[int, Fraction]:
     """How far into its trees each piece starts (by ``id``): the largest, over its phases, of the chunks of the
     tree before it over the tree's chunks.  In the fluid schedule behind the bound every tree streams its chunks
@@ -523,11 +496,11 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     if opts.max_cnt is not None:
         counts = [opts.max_cnt]
     else:
-        _k, whole = split_pieces(sched, trees, MAX_COUNT, opts.split)
+        _k, whole = cut_pieces(sched, trees, MAX_COUNT, opts.split)
         first = max(1, -(-max(pc.cnt for pc in whole) // STEPS_PER_PIECE))
         counts = sorted({min(MAX_COUNT, first << i) for i in range(8)})
     for i, max_cnt in enumerate(counts):
-        k, pieces = split_pieces(sched, trees, max_cnt, opts.split)
+        k, pieces = cut_pieces(sched, trees, max_cnt, opts.split)
         try:
             c, ops, scratch = _layout(sched, pieces, k, n, opts, limits, ports, levels)
             break

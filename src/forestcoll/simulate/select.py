@@ -352,10 +352,10 @@ def split_files(sched: Schedule, options, first) -> list[tuple[int, Any]]:
     whose data is one chunk crosses every hop in two transfers and its stages barely overlap; cut into s chunks it
     moves in 2s transfers, about as finely as NCCL pipelines the trees themselves (tree chunks of 64-512 KiB).
     At large sizes the loop iterations pipeline anyway and the split changes little; the selection decides."""
-    from forestcoll.msccl.export import ExportError, export_msccl, split_pieces
-    from forestcoll.pieces import shape_trees
+    from forestcoll.msccl.export import ExportError, export_msccl
+    from forestcoll.pieces import cut_pieces, shape_trees
 
-    _k, whole = split_pieces(sched, shape_trees(sched), MAX_COUNT_ANY)
+    _k, whole = cut_pieces(sched, shape_trees(sched), MAX_COUNT_ANY)
     largest = max(pc.cnt for pc in whole)
     most = max((st.cnt for g in first.algo.gpus for tb in g.tbs for st in tb.steps), default=1)
     split = 1
