@@ -249,3 +249,24 @@ def test_generate_by_size_writes_the_files_it_ranked(tmp_path):
         assert (algo.min_bytes, algo.max_bytes) == (r.range.min_bytes, r.range.max_bytes)
         for size, algbw in r.range.measured.items():
             assert simulate_msccl(algo, net, size).algbw_gbps == pytest.approx(algbw, rel=1e-12)
+
+
+def test_candidate_files_offer_split_files_that_the_selection_sizes_by_their_own_chunks():
+    """A k = 1 candidate on dgx-a100:nodes=2 gets a split file (``-s8``: its one chunk per tree cut into 8, within the
+    steps limit) in both step orders; the selection checks usability against the file's own nchunksperloop; the
+    split file wins at 16 MiB, where the unsplit one moves each tree in two transfers."""
+    from forestcoll.generate import generate
+    from forestcoll.simulate.select import LATENCY, SPLIT, candidate_files
+
+    net = load_network("dgx-a100:nodes=2")
+    cands = {"forestcoll-k1": generate(net.topology, "allreduce", k=1)}
+    files, named, notes = candidate_files(cands)
+    assert not notes
+    assert sorted(files) == ["forestcoll-k1", "forestcoll-k1" + LATENCY, f"forestcoll-k1{SPLIT}8",
+                             f"forestcoll-k1{SPLIT}8{LATENCY}"]
+    split = files[f"forestcoll-k1{SPLIT}8"].algo
+    assert split.nchunksperloop == 8 * files["forestcoll-k1"].algo.nchunksperloop == 128
+    assert usable(named["forestcoll-k1"], 192) and not usable(named["forestcoll-k1"], 192, nchunks=128)  # 48 elements
+    sel = select_schedules(net.topology, net, "allreduce", [16 << 20], named, margin=0.0,
+                           files={n: r.algo for n, r in files.items()})
+    assert sel.ranges[0].name.startswith(f"forestcoll-k1{SPLIT}8")

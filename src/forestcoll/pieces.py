@@ -127,8 +127,9 @@ class Piece:
     trees: tuple[TreeShape, ...]  # one per phase
 
 
-def cut_pieces(sched: Schedule, trees: list[TreeShape], max_cnt: int) -> tuple[int, list[Piece]]:
-    """Cut every root's chunks so each piece lies in one tree per phase and moves at most ``max_cnt`` chunks."""
+def cut_pieces(sched: Schedule, trees: list[TreeShape], max_cnt: int, split: int = 1) -> tuple[int, list[Piece]]:
+    """Cut every root's chunks so each piece lies in one tree per phase and moves at most ``max_cnt`` chunks; with
+    ``split`` every chunk of the schedule first becomes ``split`` chunks (the k returned is k x split)."""
     phases = sorted({t.phase for t in trees})
     ks = {p.name: p.k for p in sched.phases}
     names = [next(t.name for t in trees if t.phase == ph) for ph in phases]
@@ -156,12 +157,12 @@ def cut_pieces(sched: Schedule, trees: list[TreeShape], max_cnt: int) -> tuple[i
         bounds = sorted(cuts)
         for a, b in zip(bounds, bounds[1:]):
             owners = tuple(next(t for lo, hi, t in by_root[(ph, r)] if lo <= a < hi) for ph in phases)
-            x = a
+            x, b = a * split, b * split
             while x < b:
                 c = min(max_cnt, b - x)
                 pieces.append(Piece(r, x, c, owners))
                 x += c
-    return k, pieces
+    return k * split, pieces
 
 
 MIN_SLICES = 8  # the fixed rule: smaller blocks are still cut this fine ...

@@ -6,6 +6,7 @@ allreduce) or ``m*k + j`` (broadcast, reduce).  Each tree carries a
 consecutive range of its root's chunks; for allreduce the ranges of the
 reduce-scatter and allgather trees are cut at each other's boundaries so every
 piece lies in one tree of each phase.  Pieces longer than 71 chunks are split.
+``split=s`` cuts every chunk into s MSCCL chunks (docs/msccl.md, "Split chunks").
 
 Operations.  An out-tree edge u -> v is a send on u and a receive on v; u's
 send waits for u's own receive of the piece (or, for allreduce, for the end of
@@ -64,6 +65,7 @@ LAYOUTS = ("stage", "tree")
 ORDERS = ("progress", "latency", "tree")
 MAX_BANDS = 2  # the stage layout tries up to this many channels per stage
 RESIDENT_TBS = 108  # thread blocks an A100 keeps resident (one per SM); wider bands only below it
+MAX_SPLIT = 64  # a schedule chunk is cut into at most this many MSCCL chunks
 STEPS_PER_PIECE = 6  # by default a piece of a tree moves in about this many steps (each forwarded on its own)
 
 
@@ -90,6 +92,7 @@ class ExportOptions:
     ports: bool = True  # an edge whose pair has several ports goes on a channel of its port's residue
     order: str = "progress"  # steps of a thread block: "progress" by how far into its tree a piece starts (the
     #                          fluid schedule's order), "latency" the same with levels in links, "tree" tree by tree
+    split: int = 1  # MSCCL chunks per chunk of the schedule (nchunksperloop x split; docs/msccl.md "Split chunks")
 
     def check(self) -> RuntimeLimits:
         if self.proto not in PROTOCOLS:
@@ -104,6 +107,8 @@ class ExportOptions:
             raise UsageError(f"bad size range: min-bytes {self.min_bytes}, max-bytes {self.max_bytes} (0 = no limit)")
         if self.channels is not None and self.channels < 1:
             raise UsageError(f"channels must be >= 1, got {self.channels}")
+        if not 1 <= self.split <= MAX_SPLIT:
+            raise UsageError(f"split must be within 1..{MAX_SPLIT}, got {self.split}")
         if self.max_cnt is not None and not 1 <= self.max_cnt <= 71:
             raise UsageError(f"max_cnt must be within 1..71, got {self.max_cnt}")
         if self.layout not in LAYOUTS:
@@ -149,20 +154,11 @@ class ExportResult:
                 f"GPU, {self.steps_per_tb} steps per thread block; {verdict} {self.limits.name}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.algo.name,
-            "coll": self.algo.coll,
-            "ngpus": self.algo.ngpus,
-            "nchunksperloop": self.algo.nchunksperloop,
-            "channels": self.channels,
-            "tbs_per_gpu": self.tbs_per_gpu,
-            "steps_per_tb": self.steps_per_tb,
-            "total_steps": self.total_steps,
-            "fits": {rt: self.fits(rt) for rt in RUNTIMES},
-            "notes": self.notes,
-            "checked": self.checked,
-            "output": self.output,
-        }
+        a = self.algo
+        return {"name": a.name, "coll": a.coll, "ngpus": a.ngpus, "nchunksperloop": a.nchunksperloop,
+                "channels": self.channels, "tbs_per_gpu": self.tbs_per_gpu, "steps_per_tb": self.steps_per_tb,
+                "total_steps": self.total_steps, "fits": {rt: self.fits(rt) for rt in RUNTIMES}, "notes": self.notes,
+                "checked": self.checked, "output": self.output}
 
 
 # ----- operations ----------------------------------------------------------------------------
@@ -500,11 +496,11 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     if opts.max_cnt is not None:
         counts = [opts.max_cnt]
     else:
-        _k, whole = cut_pieces(sched, trees, MAX_COUNT)
+        _k, whole = cut_pieces(sched, trees, MAX_COUNT, opts.split)
         first = max(1, -(-max(pc.cnt for pc in whole) // STEPS_PER_PIECE))
         counts = sorted({min(MAX_COUNT, first << i) for i in range(8)})
     for i, max_cnt in enumerate(counts):
-        k, pieces = cut_pieces(sched, trees, max_cnt)
+        k, pieces = cut_pieces(sched, trees, max_cnt, opts.split)
         try:
             c, ops, scratch = _layout(sched, pieces, k, n, opts, limits, ports, levels)
             break
@@ -531,7 +527,8 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
                                      int(op.hasdep)))
             gpu.tbs.append(tb)
         gpus.append(gpu)
-    name = opts.name or f"forestcoll_{coll}_k{sched.k}" + (f"_x{inst}" if inst > 1 else "")
+    name = opts.name or (f"forestcoll_{coll}_k{sched.k}" + (f"_s{opts.split}" if opts.split > 1 else "")
+                         + (f"_x{inst}" if inst > 1 else ""))
     name = re.sub(r"[^A-Za-z0-9_.:-]", "_", name)[:200]
     comments = [
         f"forestcoll: {sched.collective} for {sched.topology or 'a custom topology'}, {n} ranks, k={sched.k}"

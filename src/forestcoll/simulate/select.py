@@ -32,7 +32,7 @@ from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
 __all__ = ["ALL_KS", "CANDIDATE_SETS", "LATENCY", "SMALL_KS", "ExportedRange", "Selection", "SizeExport", "SizeRange",
-           "candidate_files", "candidate_schedules", "default_ks", "export_by_size", "height_candidate", "select_schedules", "usable"]
+           "SPLIT", "candidate_files", "candidate_schedules", "default_ks", "export_by_size", "height_candidate", "select_schedules", "split_files", "usable"]
 
 ALL_KS = tuple(2**i for i in range(0, 7))  # ``--candidates all`` adds every power of two up to 64
 # always offered below the optimal k: 1 and 2 pay the fewest latencies; 4 and 8 come within a few per cent of the
@@ -151,10 +151,11 @@ def height_candidate(topo: Topology, collective: str, others: Sequence[Schedule]
         return None
 
 
-def usable(sched: Schedule, size: int, element_bytes: int = 4) -> bool:
+def usable(sched: Schedule, size: int, element_bytes: int = 4, nchunks: int | None = None) -> bool:
     """Whether the runtimes would use ``sched``'s MSCCL file for a call of ``size`` bytes: the element count
-    must split into nchunksperloop chunks (N*k for allgather / reduce-scatter / allreduce, k otherwise)."""
-    nchunks = collectives.get(sched.collective).chunks_per_loop(len(sched.ranks), sched.k)
+    must split into nchunksperloop chunks (N*k for allgather / reduce-scatter / allreduce, k otherwise; ``nchunks``:
+    the file's own, when it splits its chunks)."""
+    nchunks = nchunks or collectives.get(sched.collective).chunks_per_loop(len(sched.ranks), sched.k)
     return size % element_bytes == 0 and (size // element_bytes) % nchunks == 0
 
 
@@ -178,8 +179,10 @@ def select_schedules(topo: Topology, net: Network, collective: str, sizes: Seque
 
     if files is not None:
         candidates = {name: sched for name, sched in candidates.items() if name in files}
+    nchunks = {name: files[name].nchunksperloop for name in candidates} if files is not None else {}
     competing = {size: {name: sched for name, sched in candidates.items()
-                        if not runtime_sizes or usable(sched, size, element_bytes)} for size in sizes}
+                        if not runtime_sizes or usable(sched, size, element_bytes, nchunks.get(name))}
+                 for size in sizes}
     if exhaustive and files is not None:
         from forestcoll.simulate.msccl import simulate_msccl
 
@@ -299,30 +302,78 @@ class SizeExport:
 LATENCY = "-latency"  # the name suffix of a candidate's file in the latency step order
 
 
+SPLIT = "-s"  # the name suffix of a candidate's file whose chunks are split (``-s4``: 4 MSCCL chunks per chunk)
+
+
 def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progress | None = None):
     """Each candidate's MSCCL file, exported once in ``options``' step order and, when that is the default progress
     order, once more in the latency order (``name + LATENCY``: steps ordered by physical links crossed, which wins
-    at small sizes on fabrics whose network hops cost far more latency than in-box ones).  Returns (name -> export
-    result, name -> schedule of each file, notes on the candidates whose files do not fit)."""
+    at small sizes on fabrics whose network hops cost far more latency than in-box ones); and in each order the
+    *split* files (:func:`split_files`: ``name-s<s>``, every chunk cut into s MSCCL chunks moved one per step,
+    which pipeline a tree through its own steps at the mid sizes where the runtime gives each MSCCL chunk a single
+    loop iteration).  Returns (name -> export result, name -> schedule of each file, notes on the candidates
+    whose files do not fit)."""
     from forestcoll.msccl.export import ExportError, ExportOptions, export_msccl
 
     base = options or ExportOptions()
-    variants = [(name, sched, base) for name, sched in cands.items()]
+    orders = [("", base)]
     if base.order == "progress":
-        variants += [(name + LATENCY, sched, replace(base, order="latency")) for name, sched in cands.items()]
+        orders.append((LATENCY, replace(base, order="latency")))
+    variants = [(name, sched, suffix, opts) for suffix, opts in orders for name, sched in cands.items()]
     files: dict[str, Any] = {}
     named: dict[str, Schedule] = {}
     notes: list[str] = []
-    for i, (name, sched, opts) in enumerate(variants):
+    for i, (name, sched, suffix, opts) in enumerate(variants):
         report(progress, "exporting candidates", i, len(variants))
         try:
-            files[name] = export_msccl(sched, opts)
+            first = export_msccl(sched, opts)
         except ExportError as exc:
-            if not name.endswith(LATENCY):  # the same limits: said once
+            if not suffix:  # the same limits: said once
                 notes.append(f"{name} left out: its MSCCL file {str(exc)[:1].lower()}{str(exc)[1:]}")
             continue
-        named[name] = sched
+        files[name + suffix], named[name + suffix] = first, sched
+        if base.split == 1 and base.max_cnt is None:
+            for split, result in split_files(sched, opts, first):
+                files[f"{name}{SPLIT}{split}{suffix}"], named[f"{name}{SPLIT}{split}{suffix}"] = result, sched
     return files, named, notes
+
+
+SPLIT_STEPS = 8  # a split file moves each tree's largest range of chunks in at least this many steps
+
+
+def split_files(sched: Schedule, options, first) -> list[tuple[int, Any]]:
+    """[(s, export result)] or []: ``sched``'s file with every chunk cut into s MSCCL chunks, one per step
+    (``split=s, max_cnt=1``), s the smallest power of two that moves the largest range of chunks one tree carries in
+    :data:`SPLIT_STEPS` steps, halved while the steps would exceed the runtime's limit per thread block (bounded by
+    ``first``, the unsplit file: its steps x its largest count x s); nothing when s would be 1 or the file is not
+    finer than ``first``.
+
+    Why: below 2 MiB per MSCCL chunk the runtime moves each chunk in a single loop iteration (two slices), so a tree
+    whose data is one chunk crosses every hop in two transfers and its stages barely overlap; cut into s chunks it
+    moves in 2s transfers, about as finely as NCCL pipelines the trees themselves (tree chunks of 64-512 KiB).
+    At large sizes the loop iterations pipeline anyway and the split changes little; the selection decides."""
+    from forestcoll.msccl.export import ExportError, export_msccl
+    from forestcoll.pieces import cut_pieces, shape_trees
+
+    _k, whole = cut_pieces(sched, shape_trees(sched), MAX_COUNT_ANY)
+    largest = max(pc.cnt for pc in whole)
+    most = max((st.cnt for g in first.algo.gpus for tb in g.tbs for st in tb.steps), default=1)
+    split = 1
+    while split * largest < SPLIT_STEPS and split < 64:
+        split *= 2
+    while split > 1 and split * first.steps_per_tb * most > first.limits.steps_per_tb:
+        split //= 2
+    while split > 1:
+        try:
+            result = export_msccl(sched, replace(options, split=split, max_cnt=1))
+        except ExportError:
+            split //= 2
+            continue
+        return [(split, result)] if result.total_steps > first.total_steps else []
+    return []
+
+
+MAX_COUNT_ANY = 1 << 30  # a piece size that never cuts a tree's range
 
 
 def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str, *,
@@ -376,7 +427,7 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     sel = select_schedules(topo, net, collective, sizes, named, workers=workers or default_workers(), fairness=fairness,
                            element_bytes=element_bytes, progress=progress,
                            files={name: r.algo for name, r in files.items()})
-    runs = sum(usable(named[name], size) for name in files for size in sizes)
+    runs = sum(usable(named[name], size, nchunks=files[name].algo.nchunksperloop) for name in files for size in sizes)
     notes.append(f"ranked by the candidates' MSCCL files simulated at each size, not by their trees ({len(files)} files "
                  f"exported in {t1 - t0:.1f} s, {cpu1 - cpu0:.1f} s CPU; {len(sel.table)} of {runs} file simulations "
                  f"run in {time.perf_counter() - t1:.1f} s, the others skipped by their lower bounds)")
