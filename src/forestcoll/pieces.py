@@ -193,8 +193,8 @@ def slices_for(nbytes: float, slice_bytes: float, max_slices: int | None, min_sl
                rule: str = "fixed", depth: int = 0) -> int:
     """How many pipeline slices a block of ``nbytes`` is cut into (at most ``max_slices``; None: no cap).
 
-    ``rule="fixed"`` (the simulator's rule before the runtimes' own; MSCCL++ export units): about ``slice_bytes``
-    each, at least ``min_slices`` while slices stay >= ``MIN_SLICE_BYTES`` (rings pass ``min_slices=1``).
+    ``rule="fixed"`` (the simulator's rule before the runtimes' own; all-to-all and its MSCCL++ plans keep
+    it): about ``slice_bytes`` each, at least ``min_slices`` while slices stay >= ``MIN_SLICE_BYTES`` (rings pass ``min_slices=1``).
     The runtimes' rules (``slice_bytes``: a ring's slice, NCCL_BUFFSIZE / 4; default 1 MiB):
 
     * ``"tree"``: chunks of :func:`tree_chunk` for a tree ``depth`` hops deep (NCCL's tree);
