@@ -26,9 +26,9 @@ other, so only the connected components of the active classes that a change
 touches are solved again, and a component seen before (same classes, same
 counts) reuses its rates: pipelines and symmetric fabrics repeat the same few.
 Events closer than a relative 1e-9 are handled together; a transfer whose bytes left take less time than the
-clock can resolve (``now + left / rate == now``) is done at once.  The floating-point operations are land10's,
-in its order (the model is sensitive to the last bit on symmetric fabrics: docs/simulate.md), so the times are
-land10's bit for bit (tests/test_simulate_engine_land10.py).
+clock can resolve (``now + left / rate == now``) is done at once.  The floating-point operations are those of
+the engine at commit 05a23b7 ("land10"), in its order (the model is sensitive to the last bit on symmetric fabrics:
+docs/simulate.md), so the times are that engine's bit for bit (tests/test_simulate_engine_land10.py).
 """
 
 from __future__ import annotations
@@ -70,16 +70,11 @@ class ProgramBuilder:
         """A transfer of ``nbytes`` over ``links``; it starts after the given sent / delivered events.
         Transfers of one ``stream`` share a weight: the bytes the stream moves in all."""
         tid = len(self._bytes)
-        self._stream.append(stream if stream is not None else ("#", tid))
-        self._links.append(tuple(links))
-        self._bytes.append(float(nbytes))
-        self._lat.append(float(latency))
         deps = [(d << 1) | SENT for d in after_sent if d is not None]
         deps += [(d << 1) | DELIVERED for d in after_delivered if d is not None]
         if deps and (min(deps) < 0 or max(deps) >= 2 * tid):  # some (e >> 1) outside 0 .. tid - 1
             raise ValueError(f"transfer {tid} depends on a transfer that is not built before it")
-        self._deps.append(deps)
-        return tid
+        return self.add(tuple(links), float(nbytes), float(latency), deps, stream)
 
     def add(self, links: tuple[int, ...], nbytes: float, latency: float, deps: list[int], stream: object) -> int:
         """:meth:`transfer` for program builders in a hurry: ``links`` a tuple, ``nbytes`` and ``latency`` floats,
