@@ -167,6 +167,7 @@ def cut_pieces(sched: Schedule, trees: list[TreeShape], max_cnt: int, split: int
 
 MIN_SLICES = 8  # the fixed rule: smaller blocks are still cut this fine ...
 MIN_SLICE_BYTES = 64 << 10  # ... down to slices of this size
+FIXED_MAX_SLICES = 16  # ... and at most this many where the fixed rule stays (all-to-all and its MSCCL++ plans)
 
 # The runtimes' pipelining (NCCL; MSCCL-on-NCCL uses the same connection buffers), in units of the
 # *slice* a ring moves per step: NCCL_BUFFSIZE (4 MiB) / NCCL_STEPS (8) = a 512 KiB step; a ring chunk is

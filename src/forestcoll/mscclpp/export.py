@@ -345,10 +345,10 @@ def _input_ref(low: Lowering, a: Act) -> Ref:
 
 def _units(coll: str, n: int, k: int, cnts: list[int], design: int, hi: int, opts: ExportOptions) -> dict[int, int]:
     """Pipeline unit of each chunk count of an all-to-all plan: slices as the simulator cuts all-to-all flows (the
-    fixed rule: about ``slice_bytes``, at least 8 while they stay >= 64 KiB, at most ``max_slices`` or 16 as
-    ``simulate.alltoall.ALLTOALL_MAX_SLICES``; NCCL's
+    fixed rule: about ``slice_bytes``, at least 8 while they stay >= 64 KiB, at most ``max_slices`` or
+    ``pieces.FIXED_MAX_SLICES`` as ``simulate.alltoall``; NCCL's
     point-to-point chunk depends on the transport), never more than 65,535 iterations at the largest size."""
-    from forestcoll.pieces import slices_for
+    from forestcoll.pieces import FIXED_MAX_SLICES, slices_for
 
     chunk = chunk_bytes(coll, design, n, k)
     chunk_max = chunk_bytes(coll, hi, n, k)
@@ -358,9 +358,16 @@ def _units(coll: str, n: int, k: int, cnts: list[int], design: int, hi: int, opt
             unit = c * opts.unit_bytes
         else:
             piece = c * chunk
-            unit = math.ceil(piece / slices_for(piece, opts.slice_bytes, opts.max_slices or 16) / ALIGN) * ALIGN
-        units[c] = max(ALIGN, unit, math.ceil(c * chunk_max / 65535 / ALIGN) * ALIGN)
+            unit = math.ceil(piece / slices_for(piece, opts.slice_bytes, opts.max_slices or FIXED_MAX_SLICES)
+                             / ALIGN) * ALIGN
+        units[c] = _at_most_65535_iterations(unit, c * chunk_max)
     return units
+
+
+def _at_most_65535_iterations(unit: int, largest: int) -> int:
+    """``unit`` (aligned, >= ALIGN), raised so a ``largest``-byte piece takes at most 65,535 iterations (the
+    kernel's 16-bit count)."""
+    return max(ALIGN, unit, math.ceil(largest / 65535 / ALIGN) * ALIGN)
 
 
 def _tree_units(coll: str, n: int, k: int, lanes: int, pieces: list[Piece], design: int, hi: int,
@@ -388,7 +395,7 @@ def _tree_units(coll: str, n: int, k: int, lanes: int, pieces: list[Piece], desi
             whole = c * chunk * lanes  # the piece as the simulator cuts it: its lanes together
             s = slices_for(whole, opts.slice_bytes, opts.max_slices, rule=rule, depth=depth)
             unit = math.ceil(whole / s / ALIGN) * ALIGN
-        unit = max(ALIGN, unit, math.ceil(c * chunk_max / 65535 / ALIGN) * ALIGN)
+        unit = _at_most_65535_iterations(unit, c * chunk_max)
         units[c] = min(units.get(c, unit), unit)
     return units
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from forestcoll.alltoall.schedule import AlltoallSchedule
 from forestcoll.collectives import ALLTOALL
 from forestcoll.errors import UsageError
-from forestcoll.pieces import slices_for
+from forestcoll.pieces import FIXED_MAX_SLICES, slices_for
 from forestcoll.simulate.baselines import boxes as baseline_boxes
 from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE, SimResult, simulate_program
 from forestcoll.simulate.engine import ProgramBuilder
@@ -40,7 +40,7 @@ __all__ = ["ALLTOALL_MAX_SLICES", "BASELINES", "alltoall_program", "applicable",
            "simulate_alltoall"]
 
 BASELINES = ("direct", "hierarchical")  # the vendors' all-to-all algorithms (compare's rows besides forestcoll)
-ALLTOALL_MAX_SLICES = 16  # slices per block when the caller gives no cap (module docstring)
+ALLTOALL_MAX_SLICES = FIXED_MAX_SLICES  # slices per block when the caller gives no cap (module docstring)
 
 def _hops(net: Network, path: tuple[str, ...]) -> list[tuple[str, ...]]:
     """The path cut at every rank it passes through (each piece: rank, switches..., rank)."""
