@@ -28,7 +28,8 @@ counts) reuses its rates: pipelines and symmetric fabrics repeat the same few.
 Events closer than a relative 1e-9 are handled together; a transfer whose bytes left take less time than the
 clock can resolve (``now + left / rate == now``) is done at once.  The floating-point operations are those of
 the engine at commit 05a23b7 ("land10"), in its order (the model is sensitive to the last bit on symmetric fabrics:
-docs/simulate.md), so the times are that engine's bit for bit (tests/test_simulate_engine_land10.py).
+docs/simulate.md), so the times are that engine's bit for bit (tests/test_simulate_engine_golden.py holds it to
+that engine's recorded results).
 """
 
 from __future__ import annotations
