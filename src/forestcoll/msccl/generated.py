@@ -20,7 +20,7 @@ from forestcoll.msccl.export import ExportError, ExportOptions, ExportResult, _f
 from forestcoll.msccl.ir import Algo
 from forestcoll.schedule import Schedule
 
-__all__ = ["MID_SIZE", "SPLIT_STEPS", "generated_msccl", "split_files"]
+__all__ = ["MID_SIZE", "SPLIT_STEPS", "generated_msccl", "split_files", "split_if_not_slower"]
 
 SPLIT_STEPS = 8  # a split file moves each tree's largest range of chunks in at least this many steps
 MID_SIZE = 16 << 20  # the split must win here (and not lose at the design size) to be written
@@ -96,13 +96,13 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
         said = [f"the optimal k={sched.k} {why}; exported k={chosen.k}, {how}{reach}"]
     base = options or ExportOptions()
     if split and file_rate is not None and base.split == 1 and base.max_cnt is None:
-        result, why_split = _split_if_not_slower(chosen, result, base, file_rate, size)
+        result, why_split = split_if_not_slower(chosen, result, base, file_rate, size)
         said += [why_split] if why_split else []
     result.notes[:0] = said
     return chosen, result
 
 
-def _split_if_not_slower(sched: Schedule, result: ExportResult, options: ExportOptions,
+def split_if_not_slower(sched: Schedule, result: ExportResult, options: ExportOptions,
                          file_rate: Callable[[Algo, int], float], size: int) -> tuple[ExportResult, str | None]:
     """``result``, or its split file (:func:`split_files`) when that is not slower at ``size`` and faster at
     :data:`MID_SIZE`; with a note saying which and the rates that decided (None when no finer file fits)."""
