@@ -46,8 +46,9 @@ def test_split_files_of_the_optimal_file(cube):
     ({(24, GIB): 170.7, (96, GIB): 170.6, (24, MID_SIZE): 150.8, (96, MID_SIZE): 165.1}, 24,
      "not split: every chunk cut into 4 MSCCL chunks would not be faster (1GiB: 170.6 GB/s split, 170.7 unsplit; "
      "16MiB: 165.1 GB/s split, 150.8 unsplit)"),
-    # as fast at 1 GiB but no faster at 16 MiB: the finer file gains nothing, not split
-    ({(24, GIB): 170.7, (96, GIB): 170.7, (24, MID_SIZE): 150.8, (96, MID_SIZE): 150.8}, 24, "not split"),
+    # no faster at 16 MiB: the finer file gains nothing, not split (and not simulated at 1 GiB)
+    ({(24, GIB): 170.7, (96, GIB): 170.7, (24, MID_SIZE): 150.8, (96, MID_SIZE): 150.8}, 24,
+     "not split: every chunk cut into 4 MSCCL chunks would not be faster (16MiB: 150.8 GB/s split, 150.8 unsplit)"),
 ])
 def test_the_written_file_is_split_where_that_is_not_slower(cube, table, written, said):
     topo, sched = cube
@@ -61,6 +62,7 @@ def test_the_written_file_is_split_where_that_is_not_slower(cube, table, written
     assert result.notes[0].startswith("the optimal k=3's file is the fastest of the files that fit")
     assert result.notes[1].startswith(said)
     assert len(asked) == len(set(asked))  # each file simulated once per size (the unsplit 1 GiB rate is reused)
+    assert ((96, GIB) in asked) == (table.get((96, MID_SIZE), 9.6) > table.get((24, MID_SIZE), 2.4))
 
 
 def test_no_split_when_asked_or_when_the_options_split(cube):
