@@ -96,6 +96,24 @@ def fitting(topo, net, collective: str, sched, own=None):
     return found[0] if found and found[0] is not sched else None
 
 
+def split_as_generate_does(topo, sched, algo):
+    """The file ``generate --format msccl`` writes for ``algo`` (``sched``'s file): split where that is not slower
+    at 1 GiB and faster at 16 MiB (msccl/generated.py); older checkouts: ``algo`` as it is."""
+    try:
+        from forestcoll.msccl.generated import split_if_not_slower
+    except ImportError:
+        return algo
+    from forestcoll.msccl.export import ExportOptions
+    from forestcoll.simulate.msccl import file_rate
+
+    if algo is None:
+        return None
+    written, note = split_if_not_slower(sched, export_msccl(sched), ExportOptions(), file_rate(topo), 1 << 30)
+    if note:
+        print(f"{sched.topology} {sched.collective} k={sched.k}: {note}", flush=True)
+    return written.algo
+
+
 def per_size_choice(topo, net, collective: str):
     """The per-size selection's pick at each size (name, algbw, range), and the MSCCL file ``generate --sizes ...
     --format msccl`` writes at each size (a cell), or (None, None) when this checkout has no selection."""
@@ -167,6 +185,7 @@ def main() -> None:
                 algo, xml_sched = export_msccl(found).algo, found
                 print(f"{label} {collective}: the file generate --format msccl writes is k={found.k} (optimal "
                       f"k={sched.k}" + (f" does not fit MSCCL: {why}" if own is None else "") + ")", flush=True)
+            algo = split_as_generate_does(topo, xml_sched, algo)
             bound = float(sched.bound_algbw)
             picks, files = per_size_choice(topo, net, collective) if args.choice else (None, None)
             for size, name in SIZES:

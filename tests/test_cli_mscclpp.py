@@ -86,8 +86,8 @@ def test_generate_falls_back_to_a_k_that_fits(tmp_path):
                          "--max-threadblocks", "20", "--no-check")
     assert code == 0, err
     assert "note       the optimal k=13 does not fit: allgather k=13 needs" in out
-    # k = 4, 2 and 1 fit and simulate alike at 1 GiB: the tie goes to the largest k
-    assert "exported k=4, the fastest of the powers of two below it whose plans fit, simulated at 1GiB" in out
+    # k = 4, 2 and 1 fit and their plans simulate alike at 1 GiB (335.3 GB/s): the tie goes to the largest k
+    assert "exported k=4, the fastest of the powers of two below it whose plans fit, plans simulated at 1GiB" in out
     # with --k the user's k is kept: refused with the limit and the way out
     code, out, err = cli("generate", "dgx-a100:nodes=2", "-c", "allgather", "--k", "13", "--format", "mscclpp", "-o",
                          str(tmp_path / "q.json"), "--max-threadblocks", "20")
@@ -97,7 +97,7 @@ def test_generate_falls_back_to_a_k_that_fits(tmp_path):
 
 def test_generate_fallback_picks_the_faster_fitting_k(tmp_path):
     # mi250 (one box) allreduce: k=3 needs 41 thread blocks even at the 'level' layout; k=2 and k=1 fit in 40, and
-    # at 2 MiB k=1's trees simulate faster (72.8 against 68.4 GB/s): the largest fitting power of two would be k=2
+    # at 2 MiB k=1's plan simulates faster (51.3 against 40.6 GB/s): the largest fitting power of two would be k=2
     plan = tmp_path / "p.json"
     code, out, err = cli("generate", "mi250", "-c", "allreduce", "--format", "mscclpp", "-o", str(plan),
                          "--max-threadblocks", "40", "--design-size", "2MiB", "--no-check", "--json")
@@ -105,8 +105,33 @@ def test_generate_fallback_picks_the_faster_fitting_k(tmp_path):
     data = json.loads(out)
     assert data["chunks_per_root"] == 1, data
     note = next(n for n in data["notes"] if n.startswith("the optimal k=3 does not fit"))
-    assert "exported k=1, the fastest of the powers of two below it whose plans fit, simulated at 2MiB" in note
-    assert "k=2 68.4" in note
+    assert "exported k=1, the fastest of the powers of two below it whose plans fit, plans simulated at 2MiB" in note
+    assert "k=2 40.6" in note
+
+
+def test_generate_fallback_is_ranked_by_the_plans_not_the_trees(tmp_path):
+    # hypercube:dim=3 reduce-scatter in 8 thread blocks: the optimal k=3 does not fit; k=2 fits only in the 'level'
+    # layout (a block per tree level serialises its trees) and k=1 in 'edge'.  At 16 MiB k=2's trees simulate faster
+    # on the executor's routes (299.8 against 251.4 GB/s) but its plan slower (169.2 against 246.3): ranked by the
+    # trees the fallback would be k=2; the plans rank k=1 first, and k=1 is written
+    from forestcoll.generate import generate
+    from forestcoll.mscclpp.export import ExportOptions, fitting_schedule
+    from forestcoll.simulate.mscclpp import executor_rate
+    from forestcoll.topology import load_topology
+
+    plan = tmp_path / "p.json"
+    code, out, err = cli("generate", "hypercube:dim=3", "-c", "reduce_scatter", "--format", "mscclpp", "-o", str(plan),
+                         "--max-threadblocks", "8", "--design-size", "16MiB", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    note = next(n for n in data["notes"] if n.startswith("the optimal k=3 does not fit"))
+    assert data["chunks_per_root"] == 1, note
+    assert "exported k=1, the fastest of the powers of two below it whose plans fit, plans simulated at 16MiB (246.3 GB/s; k=2 169.2)" in note
+    assert read_plan(plan).gpus and data["checks"]
+    topo = load_topology("hypercube:dim=3")  # the trees' ranking disagrees: that is what the test guards
+    by_trees, how = fitting_schedule(topo, "reduce_scatter", generate(topo, "reduce_scatter"),
+                                     ExportOptions(max_threadblocks=8, design_size=16 << 20), executor_rate(topo))
+    assert by_trees.k == 2 and "trees simulated at 16MiB (299.8 GB/s" in how
 
 
 def test_generate_by_size_writes_plans(tmp_path):

@@ -113,7 +113,7 @@ def export_options(args: argparse.Namespace):
         min_bytes=_size_flag(args.min_bytes, "--min-bytes", zero=True),
         max_bytes=_size_flag(args.max_bytes, "--max-bytes", zero=True) or 0,
         runtime=args.runtime or "msccl-executor-nccl",
-        channels=args.channels,
+        channels=args.channels, split=1 if args.split is None else args.split,
         layout=args.layout or "stage",
         name=args.name,
     )
@@ -125,7 +125,7 @@ def mscclpp_options(args: argparse.Namespace):
     """The MSCCL++ export flags as :class:`forestcoll.mscclpp.export.ExportOptions`."""
     from forestcoll.mscclpp.export import ExportOptions
 
-    _refuse(args, ("instances", "channels", "runtime"), "msccl")
+    _refuse(args, ("instances", "channels", "runtime", "split"), "msccl")
     _layout_for(args, "mscclpp", ("auto", "edge", "source", "level"))
     if args.proto == "LL128":
         raise UsageError("--proto LL128 is an MSCCL protocol; MSCCL++ plans are Simple or LL")
@@ -290,12 +290,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     topo = topology(args)
     if args.format == "mscclpp":
         from forestcoll.mscclpp.export import write_generated_plan
-        from forestcoll.simulate.mscclpp import executor_rate
+        from forestcoll.simulate.mscclpp import plan_rate
 
         with progress_for(args) as progress:
             sched, result = write_generated_plan(topo, args.collective, args.output, k=args.k, root=args.root,
                                                  symmetry=not args.no_symmetry, max_k=args.max_k, options=options,
-                                                 rate=executor_rate(topo), progress=progress)
+                                                 plan_rate=plan_rate(topo), progress=progress)
         if args.json:
             render.print_json(result)
             return 0
@@ -314,7 +314,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             with progress_for(args) as progress:
                 sched, result = write_generated_msccl(topo, sched, args.output, options, check=not args.no_check,
                                                       progress=progress, file_rate=file_rate(topo), root=args.root,
-                                                      symmetry=not args.no_symmetry, max_k=args.max_k)
+                                                      symmetry=not args.no_symmetry, max_k=args.max_k, split=args.split is None)
             sched = with_source(sched, args)
             render.print_schedule_line(sched, topo)
             if getattr(args, "json", False):
@@ -339,7 +339,7 @@ def generate_alltoall(args: argparse.Namespace) -> int:
     """generate --collective alltoall: the optimal flow's paths, as schedule JSON or MSCCL XML."""
     from forestcoll.alltoall.generate import generate_alltoall as generate
 
-    refuse_flags(args, "root")
+    refuse_flags(args, "root", "split")
     if args.sizes:
         raise UsageError("--sizes chooses among tree schedules; an alltoall schedule serves every size "
                          "(generate it with --format msccl)")

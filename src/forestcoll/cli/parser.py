@@ -106,6 +106,8 @@ def _export_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--channels", type=int, help="channels per instance (default: one per pipeline stage, within the limits)")
     g.add_argument("--runtime", choices=_runtimes(), metavar="RUNTIME",
                    help="whose limits to keep to: %(choices)s (default msccl-executor-nccl)")
+    g.add_argument("--split", type=int, metavar="S", help="cut every chunk into S MSCCL chunks, 1..64 (generate "
+                   "without --k: split where not slower at 1GiB and faster at 16MiB; export: 1)")
 
 
 class _Unused:

@@ -480,6 +480,8 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     if spec.msccl is not None and not spec.tree_based:
         from forestcoll.alltoall.msccl import export_alltoall_msccl
 
+        if opts.split != 1:
+            raise UsageError(f"split applies to tree schedules; {sched.collective} moves whole chunks along paths")
         return export_alltoall_msccl(sched, opts)
     limits = opts.check()
     if spec.msccl is None or not spec.tree_based:
@@ -661,36 +663,10 @@ def _fitting(topology, collective: str, sched: Schedule, options: ExportOptions 
 def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportOptions | None = None,
                           check: bool = True, rate: Callable[[Schedule, int], float] | None = None,
                           progress: Progress | None = None, file_rate: Callable[[Algo, int], float] | None = None,
-                          size: int = 1 << 30, **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
-    """Write ``sched``'s MSCCL file, or, when it exceeds the runtime's limits, :func:`fitting_msccl`'s schedule's
-    with a note saying so (what ``forestcoll generate --format msccl`` does without ``--k``).  With ``file_rate``
-    the optimal file competes with the fitting powers of two below it: the fastest file at ``size`` is written
-    (ties to the optimal), since a file's layout, not only its trees, decides its rate."""
-    if not collectives.get(sched.collective).tree_based:
-        file_rate = None  # all-to-all: one lowering, no k to choose among
-    first: ExportError | None = None
-    try:
-        own = export_msccl(sched, options)
-    except ExportError as exc:
-        if not _over_limits(exc):
-            raise
-        first = exc
-    if first is None and file_rate is None:
-        return sched, write_checked(own, path, check, progress)
-    found = _fitting(topology, sched.collective, sched, options, rate, size, file_rate,
-                     own if first is None else None, **generate_kwargs)
-    if first is None and (found is None or found[0] is sched):
-        result = write_checked(own, path, check, progress)
-        if found is not None:
-            result.notes.insert(0, f"the optimal k={sched.k}'s file is {found[1]}")
-        return sched, result
-    if found is None:
-        assert first is not None
-        raise first
-    fallback, how, file = found  # the file that was ranked is written (every file _fitting exports is kept whole)
-    result = write_checked(file, path, check, progress)
-    bound = sched.bound_algbw
-    reach = f"; its trees reach {float(fallback.algbw / bound):.1%} of the bound" if bound else ""
-    why = f"does not fit: {first}" if first is not None else "fits, but its file is slower"
-    result.notes.insert(0, f"the optimal k={sched.k} {why}; exported k={fallback.k}, {how}{reach}")
-    return fallback, result
+                          size: int = 1 << 30, split: bool = True, **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
+    """Write :func:`forestcoll.msccl.generated.generated_msccl`'s file (what ``forestcoll generate --format msccl``
+    does without ``--k``): ``sched``'s, or the fastest that fits, split where that is not slower; notes say which."""
+    from forestcoll.msccl.generated import generated_msccl
+
+    sched, result = generated_msccl(topology, sched, options, rate, file_rate, size, split, **generate_kwargs)
+    return sched, write_checked(result, path, check, progress)

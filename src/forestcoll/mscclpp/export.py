@@ -252,14 +252,14 @@ def write_mscclpp(sched: Schedule, path: str, topology: Topology | str | None = 
 
 
 def fitting_schedule(topology: Topology, collective: str, sched: Schedule, options: ExportOptions | None = None,
-                     rate: Callable[[Schedule, int], float] | None = None,
+                     rate: Callable[[Schedule, int], float] | None = None, what: str = "trees",
                      **generate_kwargs: Any) -> tuple[Schedule, str] | None:
     """The schedule to export when ``sched``'s plan needs more thread blocks than ``options.max_threadblocks``:
     among the powers of two k below its k whose plans fit (:func:`fitting_powers`), the one with the highest
     ``rate(schedule, size)`` at the design size (``options.design_size``, default 1 GiB), ties to the larger k
     (the CLI passes :func:`forestcoll.simulate.mscclpp.executor_rate`: the trees simulated on the routes the
-    executor takes; without ``rate`` the largest fitting k is taken); with a phrase saying how it was chosen.
-    None when no power of two fits."""
+    executor takes; without ``rate`` the largest fitting k is taken); with a phrase saying how it was chosen
+    (``what`` the rate simulates).  None when no power of two fits."""
     from forestcoll.units import format_size
 
     fitting = fitting_powers(topology, collective, sched, options, **generate_kwargs)
@@ -273,7 +273,7 @@ def fitting_schedule(topology: Topology, collective: str, sched: Schedule, optio
     rates = {kk: rate(s, size) for kk, s in fitting.items()}
     chosen = max(rates, key=lambda kk: (rates[kk], kk))
     others = ", ".join(f"k={kk} {rates[kk]:.1f}" for kk in sorted(rates, reverse=True) if kk != chosen)
-    how = (f"the fastest of the powers of two below it whose plans fit, simulated at {format_size(size)} "
+    how = (f"the fastest of the powers of two below it whose plans fit, {what} simulated at {format_size(size)} "
            f"({rates[chosen]:.1f} GB/s" + (f"; {others}" if others else "") + ")")
     return fitting[chosen], how
 
@@ -305,10 +305,13 @@ def write_generated_plan(topology: Topology, collective: str, path: str, *, k: i
                          root: str | None = None, symmetry: bool = True, max_k: int | None = None,
                          options: ExportOptions | None = None,
                          rate: Callable[[Schedule, int], float] | None = None,
-                         progress: Progress | None = None) -> tuple[Schedule, ExportResult]:
+                         progress: Progress | None = None,
+                         plan_rate: Callable[[Plan, int], float] | None = None) -> tuple[Schedule, ExportResult]:
     """Generate the schedule and write its plan (what ``forestcoll generate --format mscclpp`` does).  Without ``k``
     the optimal schedule is used when its plan fits the executor's thread blocks, else :func:`fitting_schedule`'s,
-    with a note saying so.  A given ``k`` is used as it is (or refused)."""
+    with a note saying so: ranked by ``plan_rate(plan, size)`` when given (each fitting k's plan as exported, since
+    a plan's layout, not only its trees, decides its rate), else by ``rate``.  A given ``k`` is used as it is (or
+    refused)."""
     from forestcoll.generate import generate
 
     kwargs: dict[str, Any] = {"root": root, "symmetry": symmetry}
@@ -321,7 +324,12 @@ def write_generated_plan(topology: Topology, collective: str, path: str, *, k: i
         if k is not None or "thread blocks per GPU" not in str(exc):
             raise
         first = exc
-    found = fitting_schedule(topology, collective, sched, options, rate, **kwargs)
+    if plan_rate is not None:  # the fitting k ranked by their plans, as the executor would run them
+        from dataclasses import replace
+
+        unchecked = replace(options or ExportOptions(), check=False)
+        rate = lambda s, size: plan_rate(export_mscclpp(s, topology, unchecked).plan, size)  # noqa: E731
+    found = fitting_schedule(topology, collective, sched, options, rate, "plans" if plan_rate else "trees", **kwargs)
     if found is None:
         raise first
     fallback, how = found

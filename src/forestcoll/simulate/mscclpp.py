@@ -595,6 +595,16 @@ def executor_rate(topology) -> Any:
     return lambda sched, size: simulate(net, on_runtime_routes(sched, net), sched.collective, size).algbw_gbps
 
 
+def plan_rate(topology) -> Any:
+    """``rate(plan, size)``: the algbw (GB/s) of an MSCCL++ plan simulated at ``size`` on ``topology``; what the
+    fallback of ``generate --format mscclpp`` ranks the fitting k by (their trees rank them otherwise: mi250:nodes=2
+    allreduce at 1 GiB, k=4's trees 165.2 GB/s on the executor's routes but its plan 146.7, k=1's plan 156.2)."""
+    from forestcoll.simulate.network import build_network
+
+    net = build_network(topology)
+    return lambda plan, size: simulate_plan(net, plan, size).algbw_gbps
+
+
 def fitting_candidates(candidates: dict[str, Schedule], topo, options=None) -> tuple[dict[str, Schedule], list[str]]:
     """The candidate schedules whose plans fit the executor's limits (``options``:
     :class:`forestcoll.mscclpp.export.ExportOptions`), and a note for each one left out."""

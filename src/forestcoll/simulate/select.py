@@ -32,7 +32,7 @@ from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
 __all__ = ["ALL_KS", "CANDIDATE_SETS", "LATENCY", "SMALL_KS", "ExportedRange", "Selection", "SizeExport", "SizeRange",
-           "SPLIT", "candidate_files", "candidate_schedules", "default_ks", "export_by_size", "height_candidate", "select_schedules", "split_files", "usable"]
+           "SPLIT", "candidate_files", "candidate_schedules", "default_ks", "export_by_size", "height_candidate", "select_schedules", "usable"]
 
 ALL_KS = tuple(2**i for i in range(0, 7))  # ``--candidates all`` adds every power of two up to 64
 # always offered below the optimal k: 1 and 2 pay the fewest latencies; 4 and 8 come within a few per cent of the
@@ -309,11 +309,12 @@ def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progr
     """Each candidate's MSCCL file, exported once in ``options``' step order and, when that is the default progress
     order, once more in the latency order (``name + LATENCY``: steps ordered by physical links crossed, which wins
     at small sizes on fabrics whose network hops cost far more latency than in-box ones); and in each order the
-    *split* files (:func:`split_files`: ``name-s<s>``, every chunk cut into s MSCCL chunks moved one per step,
+    *split* files (:func:`forestcoll.msccl.generated.split_files`: ``name-s<s>``, every chunk cut into s MSCCL chunks moved one per step,
     which pipeline a tree through its own steps at the mid sizes where the runtime gives each MSCCL chunk a single
     loop iteration).  Returns (name -> export result, name -> schedule of each file, notes on the candidates
     whose files do not fit)."""
     from forestcoll.msccl.export import ExportError, ExportOptions, export_msccl
+    from forestcoll.msccl.generated import split_files
 
     base = options or ExportOptions()
     orders = [("", base)]
@@ -338,42 +339,6 @@ def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progr
     return files, named, notes
 
 
-SPLIT_STEPS = 8  # a split file moves each tree's largest range of chunks in at least this many steps
-
-
-def split_files(sched: Schedule, options, first) -> list[tuple[int, Any]]:
-    """[(s, export result)] or []: ``sched``'s file with every chunk cut into s MSCCL chunks, one per step
-    (``split=s, max_cnt=1``), s the smallest power of two that moves the largest range of chunks one tree carries in
-    :data:`SPLIT_STEPS` steps, halved while the steps would exceed the runtime's limit per thread block (bounded by
-    ``first``, the unsplit file: its steps x its largest count x s); nothing when s would be 1 or the file is not
-    finer than ``first``.
-
-    Why: below 2 MiB per MSCCL chunk the runtime moves each chunk in a single loop iteration (two slices), so a tree
-    whose data is one chunk crosses every hop in two transfers and its stages barely overlap; cut into s chunks it
-    moves in 2s transfers, about as finely as NCCL pipelines the trees themselves (tree chunks of 64-512 KiB).
-    At large sizes the loop iterations pipeline anyway and the split changes little; the selection decides."""
-    from forestcoll.msccl.export import ExportError, export_msccl
-    from forestcoll.pieces import cut_pieces, shape_trees
-
-    _k, whole = cut_pieces(sched, shape_trees(sched), MAX_COUNT_ANY)
-    largest = max(pc.cnt for pc in whole)
-    most = max((st.cnt for g in first.algo.gpus for tb in g.tbs for st in tb.steps), default=1)
-    split = 1
-    while split * largest < SPLIT_STEPS and split < 64:
-        split *= 2
-    while split > 1 and split * first.steps_per_tb * most > first.limits.steps_per_tb:
-        split //= 2
-    while split > 1:
-        try:
-            result = export_msccl(sched, replace(options, split=split, max_cnt=1))
-        except ExportError:
-            split //= 2
-            continue
-        return [(split, result)] if result.total_steps > first.total_steps else []
-    return []
-
-
-MAX_COUNT_ANY = 1 << 30  # a piece size that never cuts a tree's range
 
 
 def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str, *,

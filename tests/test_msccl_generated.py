@@ -1,0 +1,122 @@
+"""The one MSCCL file generate --format msccl writes: the fastest file that fits, split where that is not slower."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import cli
+
+from forestcoll.generate import generate
+from forestcoll.msccl.export import ExportOptions, export_msccl
+from forestcoll.msccl.generated import MID_SIZE, generated_msccl, split_files
+from forestcoll.topology import load_topology
+
+GIB = 1 << 30
+
+
+@pytest.fixture(scope="module")
+def cube():
+    """hypercube:dim=3 allreduce: the optimal k=3 (24 chunks per loop) fits; k=2 and k=1 below it; its split file
+    cuts every chunk into 4 (96 chunks per loop, 16 steps per thread block)."""
+    topo = load_topology("hypercube:dim=3")
+    return topo, generate(topo, "allreduce")
+
+
+def rates(table):
+    """A file_rate from {(nchunksperloop, size): GB/s}; files not in it rate by their chunks per loop (so the
+    optimal k=3's file is the fastest of the powers of two below it)."""
+    return lambda algo, size: table.get((algo.nchunksperloop, size), algo.nchunksperloop / 10)
+
+
+def test_split_files_of_the_optimal_file(cube):
+    _topo, sched = cube
+    first = export_msccl(sched)
+    [(s, finer)] = split_files(sched, None, first)
+    assert (s, first.algo.nchunksperloop, finer.algo.nchunksperloop) == (4, 24, 96)
+    assert finer.algo.name == "forestcoll_allreduce_k3_s4" and finer.steps_per_tb <= 64
+    assert split_files(sched, None, finer) == []  # one chunk per step already: nothing finer
+
+
+@pytest.mark.parametrize("table, written, said", [
+    ({}, 96, "split: every chunk cut into 4 MSCCL chunks, one per step (nchunksperloop 96; 1GiB: 9.6 GB/s split, "
+             "2.4 unsplit; 16MiB: 9.6 GB/s split, 2.4 unsplit)"),
+    # equal at 1 GiB and faster at 16 MiB: split (not slower where k was chosen, faster where the runtime gives a
+    # chunk one loop iteration)
+    ({(24, GIB): 170.7, (96, GIB): 170.7, (24, MID_SIZE): 150.8, (96, MID_SIZE): 165.1}, 96, "split: every chunk"),
+    # slower at 1 GiB, however much faster at 16 MiB: not split
+    ({(24, GIB): 170.7, (96, GIB): 170.6, (24, MID_SIZE): 150.8, (96, MID_SIZE): 165.1}, 24,
+     "not split: every chunk cut into 4 MSCCL chunks would not be faster (1GiB: 170.6 GB/s split, 170.7 unsplit; "
+     "16MiB: 165.1 GB/s split, 150.8 unsplit)"),
+    # no faster at 16 MiB: the finer file gains nothing, not split (and not simulated at 1 GiB)
+    ({(24, GIB): 170.7, (96, GIB): 170.7, (24, MID_SIZE): 150.8, (96, MID_SIZE): 150.8}, 24,
+     "not split: every chunk cut into 4 MSCCL chunks would not be faster (16MiB: 150.8 GB/s split, 150.8 unsplit)"),
+])
+def test_the_written_file_is_split_where_that_is_not_slower(cube, table, written, said):
+    topo, sched = cube
+    asked = []
+
+    def file_rate(algo, size):
+        asked.append((algo.nchunksperloop, size))
+        return rates(table)(algo, size)
+    chosen, result = generated_msccl(topo, sched, file_rate=file_rate)
+    assert chosen is sched and result.algo.nchunksperloop == written
+    assert result.notes[0].startswith("the optimal k=3's file is the fastest of the files that fit")
+    assert result.notes[1].startswith(said)
+    assert len(asked) == len(set(asked))  # each file simulated once per size (the unsplit 1 GiB rate is reused)
+    assert ((96, GIB) in asked) == (table.get((96, MID_SIZE), 9.6) > table.get((24, MID_SIZE), 2.4))
+
+
+def test_no_split_when_asked_or_when_the_options_split(cube):
+    topo, sched = cube
+    _s, result = generated_msccl(topo, sched, file_rate=rates({}), split=False)
+    assert result.algo.nchunksperloop == 24 and not any("split" in n for n in result.notes)
+    _s, result = generated_msccl(topo, sched, ExportOptions(split=2), file_rate=rates({}))
+    assert result.algo.name == "forestcoll_allreduce_k3_s2" and not any("split" in n for n in result.notes)
+    _s, result = generated_msccl(topo, sched)  # no rates: the optimal k's file as it is
+    assert result.algo.nchunksperloop == 24 and result.notes == export_msccl(sched).notes
+
+
+def test_generate_writes_the_split_file_and_it_keeps_its_trees_rate(tmp_path):
+    """The real rates: hypercube:dim=3 allreduce's file at 16 MiB is 150.8 GB/s unsplit (0.92 of its trees'
+    163.9), 165.1 split; 170.7 / 170.8 at 1 GiB."""
+    from forestcoll.msccl.ir import read_algo
+    from forestcoll.simulate.core import simulate
+    from forestcoll.simulate.msccl import simulate_msccl
+    from forestcoll.simulate.network import build_network
+
+    xml = tmp_path / "a.xml"
+    code, out, err = cli("generate", "hypercube:dim=3", "-c", "allreduce", "--format", "msccl", "-o", str(xml))
+    assert code == 0, err
+    assert "algorithm  forestcoll_allreduce_k3_s4: allreduce, 8 gpus, 96 chunks per loop" in out
+    assert "note       split: every chunk cut into 4 MSCCL chunks, one per step (nchunksperloop 96; 1GiB: 170.8 GB/s " \
+           "split, 170.7 unsplit; 16MiB: 165.1 GB/s split, 150.8 unsplit)" in out
+    assert out.count("a multiple of nchunksperloop") == 1  # the written file's own note only
+    assert "checked    in-place: OK" in out and "checked    out-of-place: OK" in out
+    topo = load_topology("hypercube:dim=3")
+    net = build_network(topo)
+    algo, _text = read_algo(str(xml))
+    trees = simulate(net, generate(topo, "allreduce"), size=MID_SIZE).algbw_gbps
+    assert simulate_msccl(algo, net, MID_SIZE).algbw_gbps >= 0.99 * trees
+    assert cli("msccl", "run", str(xml))[0] == 0
+
+
+def test_split_flag(tmp_path):
+    xml = tmp_path / "a.xml"
+    code, out, err = cli("generate", "hypercube:dim=3", "-c", "allreduce", "--k", "3", "--format", "msccl", "-o", str(xml),
+                         "--split", "2", "--no-check")
+    assert code == 0, err
+    assert "forestcoll_allreduce_k3_s2: allreduce, 8 gpus, 48 chunks per loop" in out
+    sched = tmp_path / "s.json"
+    assert cli("generate", "ring:n=4", "-c", "allgather", "-o", str(sched))[0] == 0
+    code, out, err = cli("export", str(sched), "--format", "msccl", "-o", str(xml), "--split", "8")
+    assert code == 0 and "_s8: allgather, 4 gpus" in out, err
+    for args, message in [
+        (("export", str(sched), "--format", "msccl", "-o", str(tmp_path / "b.xml"), "--split", "0"),
+         "split must be within 1..64, got 0"),
+        (("export", str(sched), "--format", "mscclpp", "-o", str(tmp_path / "b.json"), "--split", "2"),
+         "--split applies to --format msccl only"),
+        (("generate", "ring:n=4", "-c", "alltoall", "--format", "msccl", "-o", str(tmp_path / "b.xml"), "--split", "2"),
+         "--split does not apply to alltoall"),
+    ]:
+        code, out, err = cli(*args)
+        assert code == 2 and message in err and err.count("\n") == 1, (args, err)
+        assert not (tmp_path / "b.xml").exists() and not (tmp_path / "b.json").exists()
