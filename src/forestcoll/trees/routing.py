@@ -21,8 +21,15 @@ from forestcoll.trees.splitting import Path
 __all__ = ["map_back"]
 
 
-def _allocate(bundle: dict[Path, int], need: int) -> list[tuple[Path, int]]:
-    """Take ``need`` units from a path bundle, preferring one path that covers them all (best fit)."""
+def _allocate(bundle: dict[Path, int], need: int, main: Path | None = None) -> list[tuple[Path, int]]:
+    """Take ``need`` units from a path bundle, preferring one path that covers them all (best fit; ``main`` first
+    when it covers them)."""
+    if main is not None and bundle.get(main, 0) >= need:
+        if bundle[main] == need:
+            del bundle[main]
+        else:
+            bundle[main] -= need
+        return [(main, need)]
     if len(bundle) == 1:
         ((p, a),) = bundle.items()
         assert a >= need, "a logical arc ran out of physical paths"
@@ -54,6 +61,77 @@ def _allocate(bundle: dict[Path, int], need: int) -> list[tuple[Path, int]]:
     return chosen
 
 
+SPREAD_LIMIT = 256  # side routes per tree placed apart; a tree with more keeps them in route order
+
+
+def _spread(allocations: Sequence[list[tuple[Path, int]]], m: int) -> list[list[tuple[int, int, Path]]]:
+    """Unit windows [lo, hi) of each arc's routes within a tree of multiplicity ``m``: the widest route of an arc
+    (its first) fills what its other routes (*side* routes) leave, and each side route takes the window where the
+    fewest side routes of other arcs already lie (earliest on ties).  A unit interval becomes one tree, so side
+    routes placed apart are not chained in one thin tree: on H100 x 4 (rail) the routes through the CPUs' 6 GB/s
+    PCIe ports, all placed at the end, made 1-chunk trees with 17 such hops, the last trees to finish at 1 GiB."""
+    sides = sum(len(a) - 1 for a in allocations)
+    placed_sides: list[tuple[int, int]] = []
+    out = []
+    for alloc in allocations:
+        if sides > SPREAD_LIMIT or len(alloc) == 1:  # route order, one window after the other
+            windows, acc = [], 0
+            for p, a in alloc:
+                windows.append((acc, acc + a, p))
+                acc += a
+            out.append(windows)
+            continue
+        own: list[tuple[int, int, Path]] = []
+        fits = True
+        for p, a in alloc[1:]:
+            starts = sorted({0, m - a, *(hi for _, hi in placed_sides), *(lo - a for lo, _ in placed_sides),
+                             *(hi for _, hi, _ in own)})
+            best = None
+            for st in starts:
+                if st < 0 or st + a > m or any(st < hi and lo < st + a for lo, hi, _ in own):
+                    continue
+                score = sum(1 for lo, hi in placed_sides if st < hi and lo < st + a)
+                if best is None or score < best[0]:
+                    best = (score, st)
+            if best is None:  # no free window at those starts: the first gap that holds it, if any
+                gap = _first_gap(own, a, m)
+                if gap is None:
+                    fits = False
+                    break
+                best = (0, gap)
+            own.append((best[1], best[1] + a, p))
+        if not fits:  # some side route found no window: route order, one window after the other
+            windows, acc = [], 0
+            for p, a in alloc:
+                windows.append((acc, acc + a, p))
+                acc += a
+            out.append(windows)
+            continue
+        placed_sides.extend((lo, hi) for lo, hi, _ in own)
+        own.sort(key=lambda w: w[0])
+        windows, acc = [], 0
+        wide = alloc[0][0]
+        for lo, hi, p in own:
+            if lo > acc:
+                windows.append((acc, lo, wide))
+            windows.append((lo, hi, p))
+            acc = hi
+        if acc < m:
+            windows.append((acc, m, wide))
+        out.append(windows)
+    return out
+
+
+def _first_gap(own: Sequence[tuple[int, int, Path]], a: int, m: int) -> int | None:
+    """The first start at which ``a`` units fit between the windows ``own`` in [0, m) (None: nowhere)."""
+    acc = 0
+    for lo, hi, _ in sorted(own, key=lambda w: w[0]):
+        if lo - acc >= a:
+            return acc
+        acc = max(acc, hi)
+    return acc if m - acc >= a else None
+
+
 def map_back(
     packed: Iterable[Tree], bundles: dict[tuple[int, int], dict[Path, int]], compute: Sequence[int],
     make: Callable[[int, int, Path], Any] | None = None,
@@ -78,6 +156,8 @@ def map_back(
         return e
 
     rank = {c: i for i, c in enumerate(compute)}
+    # each arc's main route: the one with the most units (first in path order on ties); the others are side routes
+    main = {arc: min(bundle, key=lambda p: (-bundle[p], p)) for arc, bundle in bundles.items() if bundle}
     fast: dict[tuple[int, int], Any] = {}
     for (u, t), bundle in bundles.items():
         if len(bundle) == 1 and u in rank and t in rank:
@@ -98,29 +178,27 @@ def map_back(
             uses.update(tree.arcs)
             yield compute[tree.root], m, routed
             continue
-        single = [_allocate(bundles[(compute[x], compute[y])], m) for x, y in tree.arcs]
+        # best fit, except below a side route: a chain of side routes (thin, slow detours) in one tree pipelines
+        # worst, so an arc under one takes its bundle's main route when that covers the tree
+        side = {compute[tree.root]: False}
+        single = []
+        for x, y in tree.arcs:
+            u, t = compute[x], compute[y]
+            alloc = _allocate(bundles[(u, t)], m, main[(u, t)] if side[u] else None)
+            single.append(alloc)
+            side[t] = side[u] or any(p != main[(u, t)] for p, _ in alloc)
         if all(len(a) == 1 for a in single):  # one route per arc, the tree stays whole
             yield compute[tree.root], m, [edge(compute[x], compute[y], a[0][0]) for (x, y), a in zip(tree.arcs, single)]
             continue
-        allocations = []
-        cuts = {0, tree.multiplicity}
-        for alloc in single:
-            allocations.append(alloc)
-            acc = 0
-            for _, a in alloc:
-                acc += a
-                cuts.add(acc)
+        placed = _spread(single, m)
+        cuts = {lo for windows in placed for lo, _hi, _p in windows} | {m}
         bounds = sorted(cuts)
+        parts: dict[tuple, int] = {}  # the routes of each unit interval; equal routes: one tree, multiplicities added
         for lo, hi in zip(bounds, bounds[1:]):
-            edges = []
-            for (x, y), alloc in zip(tree.arcs, allocations):
-                acc = 0
-                for p, a in alloc:
-                    if acc <= lo < acc + a:
-                        edges.append(edge(compute[x], compute[y], p))
-                        break
-                    acc += a
-            yield compute[tree.root], hi - lo, edges
+            routes = tuple(next(p for a, b, p in windows if a <= lo < b) for windows in placed)
+            parts[routes] = parts.get(routes, 0) + hi - lo
+        for routes, mult in parts.items():
+            yield compute[tree.root], mult, [edge(compute[x], compute[y], p) for (x, y), p in zip(tree.arcs, routes)]
     for m, uses in sorted(counted.items()):
         for (x, y), times in uses.items():
             bundle = bundles[(compute[x], compute[y])]
