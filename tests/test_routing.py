@@ -76,9 +76,11 @@ def test_side_routes_are_not_chained():
     assert by_sides == {1: 3, 0: 7}  # three 1-unit trees with one side route each, the rest on the main routes
 
 
-def test_h100_dump_trees_chain_at_most_one_cpu_route():
-    """On the imported H100 dump (4 boxes, rail) the optimal allgather trees stay exact and no tree crosses the
-    CPUs' PCIe ports twice on one root-leaf chain (before: 1-chunk trees with 17 such hops, 4 on a chain)."""
+@pytest.mark.parametrize("collective", ["allgather", "allreduce"])
+def test_h100_dump_cpu_routes_leave_the_roots(collective):
+    """On the imported H100 dump (4 boxes, rail) the optimal trees stay exact and within height 7, and every route
+    through the CPUs' PCIe ports leaves a root (allgather) or enters one (reduce-scatter); before, 1-chunk trees
+    took 17 of them, 4 chained on one root-leaf path, and drained 12 % after the rest at 1 GiB."""
     from conftest import shared_file
 
     from forestcoll import generate, load_topology
@@ -86,14 +88,16 @@ def test_h100_dump_trees_chain_at_most_one_cpu_route():
 
     path = shared_file("data", "nccl-topo", "H100-topology.xml")
     topo = load_topology(str(path), {"nodes": "4", "fabric": "rail"})
-    sched = generate(topo, "allgather")
+    sched = generate(topo, collective)
     assert sched.algbw == sched.bound_algbw and verify(sched, topo).ok
     assert sched.max_height() <= 7
+    crossing = 0
     for t in sched.trees:
-        depth = {t.root: 0}
         for e in t.edges:
-            depth[e.dst] = depth[e.src] + any(".cpu" in hop for hop in e.path)
-        assert max(depth.values()) <= 1, (t.root, t.chunks)
+            if any(".cpu" in hop for hop in e.path):
+                crossing += 1
+                assert (e.src if t.direction == "out" else e.dst) == t.root, (t.root, t.chunks, e.src, e.dst)
+    assert crossing > 0  # the optimum needs those ports: the test checks where they are, not that they are gone
 
 
 if __name__ == "__main__":

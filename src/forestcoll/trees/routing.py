@@ -3,10 +3,18 @@
 Switch removal (:mod:`.splitting`) leaves, for each logical arc between compute
 nodes, a *bundle* of physical paths with multiplicities summing to the arc's
 capacity.  A tree of multiplicity m that uses the arc takes m units of the
-bundle, one path covering all of them when one can (best fit), else the widest
-paths first; where a tree's units take different paths it is split into trees
-of smaller multiplicity, each on one path per arc.  Every unit of every bundle
-is used at most once, so link loads equal the capacities the packing respected.
+bundle; where a tree's units take different paths it is split into trees of
+smaller multiplicity, each on one path per arc.  Every unit of every bundle is
+used at most once, so link loads equal the capacities the packing respected.
+
+Which tree takes which path is free, and it decides what the trees deliver.
+An arc's *main* route (its most units) serves as much as it can; the *side*
+routes (narrower detours, such as a GPU's path through the CPU's PCIe port)
+go to the trees in which the arc leaves the root, else the shallowest node no
+side route feeds yet (:func:`_assign`).  Inside a split tree the side routes of
+different arcs are placed on different units (:func:`_spread`), so no thin
+piece collects a chain of them.  An exact packing fills every link; a side
+route deep in a thin tree idles its link until the tree's pipeline reaches it.
 """
 
 from __future__ import annotations
@@ -19,46 +27,6 @@ from forestcoll.trees.packing import Tree
 from forestcoll.trees.splitting import Path
 
 __all__ = ["map_back"]
-
-
-def _allocate(bundle: dict[Path, int], need: int, main: Path | None = None) -> list[tuple[Path, int]]:
-    """Take ``need`` units from a path bundle, preferring one path that covers them all (best fit; ``main`` first
-    when it covers them)."""
-    if main is not None and bundle.get(main, 0) >= need:
-        if bundle[main] == need:
-            del bundle[main]
-        else:
-            bundle[main] -= need
-        return [(main, need)]
-    if len(bundle) == 1:
-        ((p, a),) = bundle.items()
-        assert a >= need, "a logical arc ran out of physical paths"
-        if a == need:
-            del bundle[p]
-        else:
-            bundle[p] = a - need
-        return [(p, need)]
-    best = None
-    for p, a in bundle.items():
-        if a >= need and (best is None or (a, p) < (bundle[best], best)):
-            best = p
-    if best is not None:
-        chosen = [(best, need)]
-    else:
-        chosen = []
-        left = need
-        for p in sorted(bundle, key=lambda p: (-bundle[p], p)):
-            a = min(bundle[p], left)
-            chosen.append((p, a))
-            left -= a
-            if left == 0:
-                break
-        assert left == 0, "a logical arc ran out of physical paths"
-    for p, a in chosen:
-        bundle[p] -= a
-        if bundle[p] == 0:
-            del bundle[p]
-    return chosen
 
 
 SPREAD_LIMIT = 256  # side routes per tree placed apart; a tree with more keeps them in route order
@@ -132,6 +100,71 @@ def _first_gap(own: Sequence[tuple[int, int, Path]], a: int, m: int) -> int | No
     return acc if m - acc >= a else None
 
 
+def _assign(trees: Sequence[Tree], bundles: dict[tuple[int, int], dict[Path, int]], compute: Sequence[int],
+            main: dict[tuple[int, int], Path]) -> list[list[list[tuple[Path, int]]]]:
+    """Every tree's routes on each of its arcs: [(path, units)], its largest part first.
+
+    On an arc of several routes the main one (the most units) serves as much as it can; the units the trees need
+    beyond it come from the side routes (widest first) and go, level by level from the roots down, to the trees
+    in which the arc leaves the shallowest node that no side route feeds yet (thinner trees first on a level);
+    whatever is still missing is taken after that, main route first.  A side route out of a root never waits for
+    data and two never chain in one tree where this can be helped: a side route deep in a thin tree waits for
+    the tree's pipeline to fill while its link, a bottleneck like every link an exact packing fills, idles
+    (H100 x 4: the CPUs' 6 GB/s PCIe ports)."""
+    out: list[list[list[tuple[Path, int]]]] = [[[] for _ in t.arcs] for t in trees]
+    need = [[t.multiplicity] * len(t.arcs) for t in trees]
+    entries = []  # (depth of the arc's tail, multiplicity, tree, arc position)
+    total: dict[tuple[int, int], int] = {}
+    for i, tree in enumerate(trees):
+        depth = {tree.root: 0}
+        for j, (x, y) in enumerate(tree.arcs):
+            depth[y] = depth[x] + 1
+            entries.append((depth[x], tree.multiplicity, i, j))
+            arc = (compute[x], compute[y])
+            total[arc] = total.get(arc, 0) + tree.multiplicity
+    entries.sort()
+
+    def take(arc: tuple[int, int], p: Path, amount: int, i: int, j: int) -> None:
+        bundle = bundles[arc]
+        if bundle[p] == amount:
+            del bundle[p]
+        else:
+            bundle[p] -= amount
+        out[i][j].append((p, amount))
+        need[i][j] -= amount
+
+    extra = {arc: max(0, t - bundles[arc].get(main[arc], 0)) for arc, t in total.items()}  # units beyond the main
+    fed = [set() for _ in trees]  # per tree: nodes below a side route
+    for _d, _m, i, j in entries:
+        x, y = trees[i].arcs[j]
+        arc = (compute[x], compute[y])
+        if x in fed[i]:
+            fed[i].add(y)
+            continue
+        for p in sorted((p for p in bundles[arc] if p != main[arc]), key=lambda p: (-bundles[arc][p], p)):
+            if not extra[arc] or not need[i][j]:
+                break
+            a = min(bundles[arc][p], need[i][j], extra[arc])
+            take(arc, p, a, i, j)
+            extra[arc] -= a
+            fed[i].add(y)
+    for _d, _m, i, j in entries:
+        if not need[i][j]:
+            continue
+        x, y = trees[i].arcs[j]
+        arc = (compute[x], compute[y])
+        for p in sorted(bundles[arc], key=lambda p: (p != main[arc], -bundles[arc][p], p)):
+            a = min(bundles[arc][p], need[i][j])
+            take(arc, p, a, i, j)
+            if not need[i][j]:
+                break
+        assert need[i][j] == 0, "a logical arc ran out of physical paths"
+    for row in out:
+        for got in row:
+            got.sort(key=lambda pa: -pa[1])
+    return out
+
+
 def map_back(
     packed: Iterable[Tree], bundles: dict[tuple[int, int], dict[Path, int]], compute: Sequence[int],
     make: Callable[[int, int, Path], Any] | None = None,
@@ -145,7 +178,9 @@ def map_back(
 
     A logical arc whose bundle has a single route gives that route to every tree (or runs out, a bug): a tree
     of such arcs only is routed by one lookup per arc, and its units are counted and taken from the bundles at
-    the end, which leaves them as taking them tree by tree would (4 million tree edges at 2,048 ranks)."""
+    the end, which leaves them as taking them tree by tree would (4 million tree edges at 2,048 ranks).  Trees
+    with an arc of several routes are held until the others are out and routed together (:func:`_assign` needs
+    every tree that shares a bundle), so they come last."""
     made: dict[tuple[int, int, Path], Any] = {}
 
     def edge(x: int, y: int, p: Path) -> Any:
@@ -165,6 +200,7 @@ def map_back(
             fast[(rank[u], rank[t])] = edge(u, t, p)
     counted: dict[int, Counter] = {}  # multiplicity -> uses of each single-route arc by fast-routed trees
     lookup = fast.__getitem__
+    pending: list[Tree] = []  # trees with an arc of several routes: routed together once the others are out
     for tree in packed:
         m = tree.multiplicity
         try:
@@ -178,15 +214,9 @@ def map_back(
             uses.update(tree.arcs)
             yield compute[tree.root], m, routed
             continue
-        # best fit, except below a side route: a chain of side routes (thin, slow detours) in one tree pipelines
-        # worst, so an arc under one takes its bundle's main route when that covers the tree
-        side = {compute[tree.root]: False}
-        single = []
-        for x, y in tree.arcs:
-            u, t = compute[x], compute[y]
-            alloc = _allocate(bundles[(u, t)], m, main[(u, t)] if side[u] else None)
-            single.append(alloc)
-            side[t] = side[u] or any(p != main[(u, t)] for p, _ in alloc)
+        pending.append(tree)
+    for tree, single in zip(pending, _assign(pending, bundles, compute, main)):
+        m = tree.multiplicity
         if all(len(a) == 1 for a in single):  # one route per arc, the tree stays whole
             yield compute[tree.root], m, [edge(compute[x], compute[y], a[0][0]) for (x, y), a in zip(tree.arcs, single)]
             continue
