@@ -29,7 +29,7 @@ from forestcoll.trees.splitting import Path
 __all__ = ["map_back"]
 
 
-SPREAD_LIMIT = 256  # side routes per tree placed apart; a tree with more keeps them in route order
+SPREAD_LIMIT = 32  # side routes per tree placed apart; a tree with more keeps them in route order
 
 
 def _spread(allocations: Sequence[list[tuple[Path, int]]], m: int) -> list[list[tuple[int, int, Path]]]:
