@@ -3,10 +3,18 @@
 Switch removal (:mod:`.splitting`) leaves, for each logical arc between compute
 nodes, a *bundle* of physical paths with multiplicities summing to the arc's
 capacity.  A tree of multiplicity m that uses the arc takes m units of the
-bundle, one path covering all of them when one can (best fit), else the widest
-paths first; where a tree's units take different paths it is split into trees
-of smaller multiplicity, each on one path per arc.  Every unit of every bundle
-is used at most once, so link loads equal the capacities the packing respected.
+bundle; where a tree's units take different paths it is split into trees of
+smaller multiplicity, each on one path per arc.  Every unit of every bundle is
+used at most once, so link loads equal the capacities the packing respected.
+
+Which tree takes which path is free, and it decides what the trees deliver.
+An arc's *main* route (its most units) serves as much as it can; the *side*
+routes (narrower detours, such as a GPU's path through the CPU's PCIe port)
+go to the trees in which the arc leaves the root, else the shallowest node no
+side route feeds yet (:func:`_assign`).  Inside a split tree the side routes of
+different arcs are placed on different units (:func:`_spread`), so no thin
+piece collects a chain of them.  An exact packing fills every link; a side
+route deep in a thin tree idles its link until the tree's pipeline reaches it.
 """
 
 from __future__ import annotations
@@ -21,37 +29,140 @@ from forestcoll.trees.splitting import Path
 __all__ = ["map_back"]
 
 
-def _allocate(bundle: dict[Path, int], need: int) -> list[tuple[Path, int]]:
-    """Take ``need`` units from a path bundle, preferring one path that covers them all (best fit)."""
-    if len(bundle) == 1:
-        ((p, a),) = bundle.items()
-        assert a >= need, "a logical arc ran out of physical paths"
-        if a == need:
+SPREAD_LIMIT = 32  # side routes per tree placed apart; a tree with more keeps them in route order
+
+
+def _spread(allocations: Sequence[list[tuple[Path, int]]], m: int) -> list[list[tuple[int, int, Path]]]:
+    """Unit windows [lo, hi) of each arc's routes within a tree of multiplicity ``m``: the widest route of an arc
+    (its first) fills what its other routes (*side* routes) leave, and each side route takes the window where the
+    fewest side routes of other arcs already lie (earliest on ties).  A unit interval becomes one tree, so side
+    routes placed apart are not chained in one thin tree: on H100 x 4 (rail) the routes through the CPUs' 6 GB/s
+    PCIe ports, all placed at the end, made 1-chunk trees with 17 such hops, the last trees to finish at 1 GiB."""
+    sides = sum(len(a) - 1 for a in allocations)
+    placed_sides: list[tuple[int, int]] = []
+    out = []
+    for alloc in allocations:
+        if sides > SPREAD_LIMIT or len(alloc) == 1:  # route order, one window after the other
+            windows, acc = [], 0
+            for p, a in alloc:
+                windows.append((acc, acc + a, p))
+                acc += a
+            out.append(windows)
+            continue
+        own: list[tuple[int, int, Path]] = []
+        fits = True
+        for p, a in alloc[1:]:
+            starts = sorted({0, m - a, *(hi for _, hi in placed_sides), *(lo - a for lo, _ in placed_sides),
+                             *(hi for _, hi, _ in own)})
+            best = None
+            for st in starts:
+                if st < 0 or st + a > m or any(st < hi and lo < st + a for lo, hi, _ in own):
+                    continue
+                score = sum(1 for lo, hi in placed_sides if st < hi and lo < st + a)
+                if best is None or score < best[0]:
+                    best = (score, st)
+            if best is None:  # no free window at those starts: the first gap that holds it, if any
+                gap = _first_gap(own, a, m)
+                if gap is None:
+                    fits = False
+                    break
+                best = (0, gap)
+            own.append((best[1], best[1] + a, p))
+        if not fits:  # some side route found no window: route order, one window after the other
+            windows, acc = [], 0
+            for p, a in alloc:
+                windows.append((acc, acc + a, p))
+                acc += a
+            out.append(windows)
+            continue
+        placed_sides.extend((lo, hi) for lo, hi, _ in own)
+        own.sort(key=lambda w: w[0])
+        windows, acc = [], 0
+        wide = alloc[0][0]
+        for lo, hi, p in own:
+            if lo > acc:
+                windows.append((acc, lo, wide))
+            windows.append((lo, hi, p))
+            acc = hi
+        if acc < m:
+            windows.append((acc, m, wide))
+        out.append(windows)
+    return out
+
+
+def _first_gap(own: Sequence[tuple[int, int, Path]], a: int, m: int) -> int | None:
+    """The first start at which ``a`` units fit between the windows ``own`` in [0, m) (None: nowhere)."""
+    acc = 0
+    for lo, hi, _ in sorted(own, key=lambda w: w[0]):
+        if lo - acc >= a:
+            return acc
+        acc = max(acc, hi)
+    return acc if m - acc >= a else None
+
+
+def _assign(trees: Sequence[Tree], bundles: dict[tuple[int, int], dict[Path, int]], compute: Sequence[int],
+            main: dict[tuple[int, int], Path]) -> list[list[list[tuple[Path, int]]]]:
+    """Every tree's routes on each of its arcs: [(path, units)], its largest part first.
+
+    On an arc of several routes the main one (the most units) serves as much as it can; the units the trees need
+    beyond it come from the side routes (widest first) and go, level by level from the roots down, to the trees
+    in which the arc leaves the shallowest node that no side route feeds yet (thinner trees first on a level);
+    whatever is still missing is taken after that, main route first.  A side route out of a root never waits for
+    data and two never chain in one tree where this can be helped: a side route deep in a thin tree waits for
+    the tree's pipeline to fill while its link, a bottleneck like every link an exact packing fills, idles
+    (H100 x 4: the CPUs' 6 GB/s PCIe ports)."""
+    out: list[list[list[tuple[Path, int]]]] = [[[] for _ in t.arcs] for t in trees]
+    need = [[t.multiplicity] * len(t.arcs) for t in trees]
+    entries = []  # (depth of the arc's tail, multiplicity, tree, arc position)
+    total: dict[tuple[int, int], int] = {}
+    for i, tree in enumerate(trees):
+        depth = {tree.root: 0}
+        for j, (x, y) in enumerate(tree.arcs):
+            depth[y] = depth[x] + 1
+            entries.append((depth[x], tree.multiplicity, i, j))
+            arc = (compute[x], compute[y])
+            total[arc] = total.get(arc, 0) + tree.multiplicity
+    entries.sort()
+
+    def take(arc: tuple[int, int], p: Path, amount: int, i: int, j: int) -> None:
+        bundle = bundles[arc]
+        if bundle[p] == amount:
             del bundle[p]
         else:
-            bundle[p] = a - need
-        return [(p, need)]
-    best = None
-    for p, a in bundle.items():
-        if a >= need and (best is None or (a, p) < (bundle[best], best)):
-            best = p
-    if best is not None:
-        chosen = [(best, need)]
-    else:
-        chosen = []
-        left = need
-        for p in sorted(bundle, key=lambda p: (-bundle[p], p)):
-            a = min(bundle[p], left)
-            chosen.append((p, a))
-            left -= a
-            if left == 0:
+            bundle[p] -= amount
+        out[i][j].append((p, amount))
+        need[i][j] -= amount
+
+    extra = {arc: max(0, t - bundles[arc].get(main[arc], 0)) for arc, t in total.items()}  # units beyond the main
+    fed = [set() for _ in trees]  # per tree: nodes below a side route
+    for _d, _m, i, j in entries:
+        x, y = trees[i].arcs[j]
+        arc = (compute[x], compute[y])
+        if x in fed[i]:
+            fed[i].add(y)
+            continue
+        for p in sorted((p for p in bundles[arc] if p != main[arc]), key=lambda p: (-bundles[arc][p], p)):
+            if not extra[arc] or not need[i][j]:
                 break
-        assert left == 0, "a logical arc ran out of physical paths"
-    for p, a in chosen:
-        bundle[p] -= a
-        if bundle[p] == 0:
-            del bundle[p]
-    return chosen
+            a = min(bundles[arc][p], need[i][j], extra[arc])
+            take(arc, p, a, i, j)
+            extra[arc] -= a
+            fed[i].add(y)
+    for _d, _m, i, j in entries:
+        if not need[i][j]:
+            continue
+        x, y = trees[i].arcs[j]
+        arc = (compute[x], compute[y])
+        for p in sorted(bundles[arc], key=lambda p: (p != main[arc], -bundles[arc][p], p)):
+            a = min(bundles[arc][p], need[i][j])
+            take(arc, p, a, i, j)
+            if not need[i][j]:
+                break
+        assert need[i][j] == 0, "a logical arc ran out of physical paths"
+    for row in out:
+        for got in row:
+            got.sort(key=lambda pa: -pa[1])
+    return out
 
 
 def map_back(
@@ -67,7 +178,9 @@ def map_back(
 
     A logical arc whose bundle has a single route gives that route to every tree (or runs out, a bug): a tree
     of such arcs only is routed by one lookup per arc, and its units are counted and taken from the bundles at
-    the end, which leaves them as taking them tree by tree would (4 million tree edges at 2,048 ranks)."""
+    the end, which leaves them as taking them tree by tree would (4 million tree edges at 2,048 ranks).  Trees
+    with an arc of several routes are held until the others are out and routed together (:func:`_assign` needs
+    every tree that shares a bundle), so they come last."""
     made: dict[tuple[int, int, Path], Any] = {}
 
     def edge(x: int, y: int, p: Path) -> Any:
@@ -78,6 +191,8 @@ def map_back(
         return e
 
     rank = {c: i for i, c in enumerate(compute)}
+    # each arc's main route: the one with the most units (first in path order on ties); the others are side routes
+    main = {arc: min(bundle, key=lambda p: (-bundle[p], p)) for arc, bundle in bundles.items() if bundle}
     fast: dict[tuple[int, int], Any] = {}
     for (u, t), bundle in bundles.items():
         if len(bundle) == 1 and u in rank and t in rank:
@@ -85,6 +200,7 @@ def map_back(
             fast[(rank[u], rank[t])] = edge(u, t, p)
     counted: dict[int, Counter] = {}  # multiplicity -> uses of each single-route arc by fast-routed trees
     lookup = fast.__getitem__
+    pending: list[Tree] = []  # trees with an arc of several routes: routed together once the others are out
     for tree in packed:
         m = tree.multiplicity
         try:
@@ -98,29 +214,21 @@ def map_back(
             uses.update(tree.arcs)
             yield compute[tree.root], m, routed
             continue
-        single = [_allocate(bundles[(compute[x], compute[y])], m) for x, y in tree.arcs]
+        pending.append(tree)
+    for tree, single in zip(pending, _assign(pending, bundles, compute, main)):
+        m = tree.multiplicity
         if all(len(a) == 1 for a in single):  # one route per arc, the tree stays whole
             yield compute[tree.root], m, [edge(compute[x], compute[y], a[0][0]) for (x, y), a in zip(tree.arcs, single)]
             continue
-        allocations = []
-        cuts = {0, tree.multiplicity}
-        for alloc in single:
-            allocations.append(alloc)
-            acc = 0
-            for _, a in alloc:
-                acc += a
-                cuts.add(acc)
+        placed = _spread(single, m)
+        cuts = {lo for windows in placed for lo, _hi, _p in windows} | {m}
         bounds = sorted(cuts)
+        parts: dict[tuple, int] = {}  # the routes of each unit interval; equal routes: one tree, multiplicities added
         for lo, hi in zip(bounds, bounds[1:]):
-            edges = []
-            for (x, y), alloc in zip(tree.arcs, allocations):
-                acc = 0
-                for p, a in alloc:
-                    if acc <= lo < acc + a:
-                        edges.append(edge(compute[x], compute[y], p))
-                        break
-                    acc += a
-            yield compute[tree.root], hi - lo, edges
+            routes = tuple(next(p for a, b, p in windows if a <= lo < b) for windows in placed)
+            parts[routes] = parts.get(routes, 0) + hi - lo
+        for routes, mult in parts.items():
+            yield compute[tree.root], mult, [edge(compute[x], compute[y], p) for (x, y), p in zip(tree.arcs, routes)]
     for m, uses in sorted(counted.items()):
         for (x, y), times in uses.items():
             bundle = bundles[(compute[x], compute[y])]
