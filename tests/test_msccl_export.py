@@ -375,7 +375,7 @@ def test_even_pieces_cut_every_tree_range_into_as_many_pieces():
 
 
 def test_automatic_pieces_give_small_trees_more_pipeline_units():
-    """By default (``per_tree=None``) a file whose trees would move in fewer than AUTO_UNITS units at 1 GiB is cut
+    """With ``per_tree=None`` (automatic) a file whose trees would move in fewer than AUTO_UNITS units at 1 GiB is cut
     into even pieces of split chunks when that gives every tree more units: dgx-a100:nodes=2 allgather k=8 has
     single-chunk trees (8 MiB per MSCCL chunk: 8 units); the automatic file is split, has more units, and runs right.
     A file whose trees already have enough (k=1 allreduce on mi250: 32 units) keeps the classic pieces."""
@@ -383,14 +383,16 @@ def test_automatic_pieces_give_small_trees_more_pipeline_units():
     from forestcoll.pieces import cut_pieces, shape_trees
 
     sched = generate(load_topology("dgx-a100:nodes=2"), "allgather", k=8)
-    classic, auto = export_msccl(sched, per_tree=0), export_msccl(sched)
+    classic, auto = export_msccl(sched), export_msccl(sched, per_tree=None)
     _k, pieces = cut_pieces(sched, shape_trees(sched), 71)
     assert _units(pieces, classic.algo.nchunksperloop, 1 << 30) < AUTO_UNITS
     assert auto.algo.nchunksperloop > classic.algo.nchunksperloop and "_s" in auto.algo.name
     assert len(self_check(auto)) == 2
-    assert write_algo(auto.algo) == write_algo(export_msccl(sched).algo)  # deterministic
+    assert write_algo(auto.algo) == write_algo(export_msccl(sched, per_tree=None).algo)  # deterministic
+    small = export_msccl(sched, per_tree=None, max_bytes=16 << 20)  # files for small calls: the selection splits
+    assert small.algo.nchunksperloop == classic.algo.nchunksperloop
     plain = generate(load_topology("mi250:nodes=2"), "allreduce", k=1)
-    assert write_algo(export_msccl(plain).algo) == write_algo(export_msccl(plain, per_tree=0).algo)
+    assert write_algo(export_msccl(plain).algo) == write_algo(export_msccl(plain, per_tree=None).algo)
 
 
 def test_uneven_bands_give_the_busiest_stages_more_channels():

@@ -68,6 +68,8 @@ RESIDENT_TBS = 108  # thread blocks an A100 keeps resident (one per SM); wider b
 MAX_SPLIT = 64  # a schedule chunk is cut into at most this many MSCCL chunks
 DESIGN_BYTES = 1 << 30  # the call size the automatic piece choice aims at (the file's max_bytes when set)
 AUTO_UNITS = 16  # ... it keeps the classic pieces when every tree moves in at least this many units there
+AUTO_MIN_BYTES = 256 << 20  # ... for files used up to this size or beyond (Simple protocol): smaller ranges get
+#                             their split files from the per-size selection, which simulates them
 AUTO_SPLITS = (8, 16)  # ... else it tries every tree's range in s pieces of s MSCCL chunks per chunk
 STEPS_PER_PIECE = 6  # by default a piece of a tree moves in about this many steps (each forwarded on its own)
 
@@ -96,9 +98,9 @@ class ExportOptions:
     order: str = "progress"  # steps of a thread block: "progress" by how far into its tree a piece starts (the
     #                          fluid schedule's order), "latency" the same with levels in links, "tree" tree by tree
     split: int = 1  # MSCCL chunks per chunk of the schedule (nchunksperloop x split; docs/msccl.md "Split chunks")
-    per_tree: int | None = None  # >0: every tree's range in about this many pieces (_even_pieces); 0: max_cnt
-    #                              pieces; None (auto): even pieces of split chunks when they give the trees more
-    #                              pipeline units at the design size (max_bytes or 1 GiB; docs/msccl.md)
+    per_tree: int | None = 0  # >0: every tree's range in about this many pieces (_even_pieces); 0: max_cnt
+    #                           pieces; None (auto): even pieces of split chunks when they give the trees more
+    #                           pipeline units at the design size (max_bytes or 1 GiB; docs/msccl.md "Pieces")
     bands: bool = False  # stage layout: spread the channels left over by one per stage over the busiest stages
 
     def check(self) -> RuntimeLimits:
@@ -401,16 +403,21 @@ def _fit(sched: Schedule, trees: list[TreeShape], opts: ExportOptions, split: in
     raise AssertionError("unreachable")
 
 
+def _pieces_per_range(pieces: list[Piece], pick: Callable[[list[int]], int] = min) -> int:
+    """The fewest (``pick=max``: the most) pieces one range of chunks (one tree per phase, one root) is cut into."""
+    per: dict[tuple, int] = defaultdict(int)
+    for pc in pieces:
+        per[(pc.root, tuple(id(t) for t in pc.trees))] += 1
+    return pick(per.values())
+
+
 def _units(pieces: list[Piece], nchunks: int, design: int) -> int:
     """The fewest pipeline units a tree's range moves in per call of ``design`` bytes: its pieces (steps) times the
     runtime's loop iterations over each MSCCL chunk (two slices of at most 1 MiB each; :func:`slices_for`).  A
     stage of a tree waits for one unit of the stage before it, so a tree moved in few units fills its pipeline
     late; under fair sharing by volume its small stream never catches up."""
-    per: dict[tuple, int] = defaultdict(int)
-    for pc in pieces:
-        per[(pc.root, tuple(id(t) for t in pc.trees))] += 1
     iterations = slices_for(design / nchunks, RUNTIME_SLICE_BYTES, None, rule="ring")
-    return min(per.values()) * iterations
+    return _pieces_per_range(pieces) * iterations
 
 
 def _even_pieces(sched: Schedule, trees: list[TreeShape], per: int, split: int) -> tuple[int, list[Piece]]:
@@ -626,16 +633,21 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
         raise ExportError(f"{inst} instances need at least {inst} channels; {limits.name} allows {limits.channels}")
     fit = _fit(sched, trees, opts, opts.split, opts.per_tree or 0, n, limits, ports, levels)
     split = opts.split
-    if opts.per_tree is None and opts.max_cnt is None and opts.split == 1:
+    design = opts.max_bytes or DESIGN_BYTES
+    if (opts.per_tree is None and opts.max_cnt is None and opts.split == 1 and opts.proto == "Simple"
+            and design >= AUTO_MIN_BYTES):
         # auto: when some tree's stream would cross a stage in few, large units at the design size, cut every
         # tree's range into even pieces of split chunks, if that gives each stream more units (docs/msccl.md)
-        design = opts.max_bytes or DESIGN_BYTES
         best = _units(fit[1], spec.chunks_per_loop(n, fit[0]) * inst, design)
         shortest = min(pc.cnt for pc in cut_pieces(sched, trees, 1 << 40)[1])  # the smallest range, in chunks
+        # a block of S classic steps holds >= S / (most classic pieces of a range) ranges, each >= min(p, shortest x s)
+        # steps when cut evenly: pieces counts that cannot fit are not tried (building them is what costs)
+        ranges = -(-_channel_figures(fit[3], n)[0] // _pieces_per_range(fit[1], max))
         for s in AUTO_SPLITS if best < AUTO_UNITS else ():
             iterations = slices_for(design / (spec.chunks_per_loop(n, fit[0] // opts.split * s) * inst),
                                     RUNTIME_SLICE_BYTES, None, rule="ring")
-            tries = [p for p in (s >> i for i in range(8)) if p and min(shortest * s, p) * iterations > best]
+            tries = [p for p in (s >> i for i in range(8)) if p and min(shortest * s, p) * iterations > best
+                     and ranges * min(shortest * s, p) <= limits.steps_per_tb]
             if not tries:
                 continue  # cannot give the smallest range more units than the classic pieces
             try:
