@@ -407,3 +407,28 @@ def test_uneven_bands_give_the_busiest_stages_more_channels():
     assert wide.channels > one.channels and wide.steps_per_tb < one.steps_per_tb
     assert wide.tbs_per_gpu <= RESIDENT_TBS
     assert len(self_check(wide)) == 2
+
+
+def test_tails_count_the_hops_a_piece_still_has_ahead():
+    """:func:`_tails` (the critical-path-first tie-break of allreduce's step order): in an in-tree, one hop more than
+    at the node's next hop, the root's being the height of the piece's out-tree; in an out-tree, one more than the
+    deepest child, 0 at the leaves; the files in both orders run right with one slot per connection."""
+    from forestcoll.msccl.export import _tails
+    from forestcoll.pieces import cut_pieces, shape_trees
+
+    sched = generate(load_topology("hypercube:dim=3"), "allreduce", k=2)
+    _k, pieces = cut_pieces(sched, shape_trees(sched), 1)
+    tails = _tails(pieces)
+    for pc in pieces:
+        in_tree, out_tree = sorted(pc.trees, key=lambda t: t.phase)
+        height = max(out_tree.level.values())
+        for v in in_tree.level:
+            ahead = tails[(id(pc), id(in_tree), v)]
+            assert ahead == (height if v == in_tree.root else tails[(id(pc), id(in_tree), in_tree.parent[v])] + 1)
+        for v in out_tree.level:
+            kids = out_tree.children.get(v, [])
+            assert tails[(id(pc), id(out_tree), v)] == max((tails[(id(pc), id(out_tree), c)] + 1 for c in kids), default=0)
+    for order in ("progress", "tail"):
+        assert len(self_check(export_msccl(sched, order=order))) == 2
+    gather = generate(load_topology("hypercube:dim=3"), "allgather", k=2)
+    assert len(self_check(export_msccl(gather, order="tail"))) == 2
