@@ -304,7 +304,7 @@ def test_edges_on_two_ports_go_on_channels_of_their_ports_residue():
     for channels in (n_stages, 2 * n_stages):  # one channel per stage (the nearest), a band of two (inside it)
         ops, _scratch = _build_ops(two, pieces, k, len(two.ranks), 1, channels, True, ports=ports)
         sends = [op for op in ops if op.kind == "send" and op.gpu == x and op.peer == y]
-        assert sends and all(op.chan % 2 == (op.key[4] == i) for op in sends)  # key[4]: the tree's order
+        assert sends and all(op.chan % 2 == (op.key[5] == i) for op in sends)  # key[5]: the tree's order
     res = export_msccl(two)
     assert len(self_check(res)) == 2
 
@@ -340,3 +340,95 @@ def test_split_file_keeps_its_trees_rate_at_16MiB():
     split = simulate_msccl(export_msccl(sched, split=8, max_cnt=1).algo, net, size).algbw_gbps
     assert plain < 0.85 * trees
     assert split >= 0.98 * trees
+
+
+def test_even_pieces_cut_every_tree_range_into_as_many_pieces():
+    """``per_tree=P`` (:func:`_even_pieces`): every range of chunks that lies in one tree per phase becomes min(its
+    chunks, P) consecutive pieces whose sizes differ by at most one, covering the range; with ``split=s`` the range
+    is s times longer; the file lints and runs right with one slot per connection; bad values are refused."""
+    from collections import defaultdict
+
+    from forestcoll.msccl.export import _even_pieces
+    from forestcoll.pieces import cut_pieces, shape_trees
+
+    sched = generate(load_topology("dgx-a100:nodes=2"), "allreduce", k=8)
+    shapes = shape_trees(sched)
+    for per, split in ((4, 1), (8, 8)):
+        _k, whole = cut_pieces(sched, shapes, 1 << 40, split)
+        k, pieces = _even_pieces(sched, shapes, per, split)
+        assert k == 8 * split
+        ranges = defaultdict(list)
+        for pc in pieces:
+            ranges[(pc.root, tuple(id(t) for t in pc.trees))].append(pc)
+        for rng in whole:
+            mine = [pc for pc in ranges[(rng.root, tuple(id(t) for t in rng.trees))]
+                    if rng.start <= pc.start < rng.start + rng.cnt]
+            assert len(mine) == min(rng.cnt, per)
+            assert sum(pc.cnt for pc in mine) == rng.cnt and max(pc.cnt for pc in mine) - min(pc.cnt for pc in mine) <= 1
+            assert [pc.start for pc in mine] == [rng.start + sum(p.cnt for p in mine[:i]) for i in range(len(mine))]
+    res = export_msccl(sched, per_tree=8, split=8)
+    assert res.algo.nchunksperloop == 8 * export_msccl(sched, per_tree=0).algo.nchunksperloop
+    assert len(self_check(res)) == 2
+    for bad in (-1, 72):
+        with pytest.raises(UsageError, match="per_tree"):
+            ExportOptions(per_tree=bad).check()
+
+
+def test_automatic_pieces_give_small_trees_more_pipeline_units():
+    """With ``per_tree=None`` (automatic) a file whose trees would move in fewer than AUTO_UNITS units at 1 GiB is cut
+    into even pieces of split chunks when that gives every tree more units: dgx-a100:nodes=2 allgather k=8 has
+    single-chunk trees (8 MiB per MSCCL chunk: 8 units); the automatic file is split, has more units, and runs right.
+    A file whose trees already have enough (k=1 allreduce on mi250: 32 units) keeps the classic pieces."""
+    from forestcoll.msccl.export import AUTO_UNITS, _units
+    from forestcoll.pieces import cut_pieces, shape_trees
+
+    sched = generate(load_topology("dgx-a100:nodes=2"), "allgather", k=8)
+    classic, auto = export_msccl(sched), export_msccl(sched, per_tree=None)
+    _k, pieces = cut_pieces(sched, shape_trees(sched), 71)
+    assert _units(pieces, classic.algo.nchunksperloop, 1 << 30) < AUTO_UNITS
+    assert auto.algo.nchunksperloop > classic.algo.nchunksperloop and "_s" in auto.algo.name
+    assert len(self_check(auto)) == 2
+    assert write_algo(auto.algo) == write_algo(export_msccl(sched, per_tree=None).algo)  # deterministic
+    small = export_msccl(sched, per_tree=None, max_bytes=16 << 20)  # files for small calls: the selection splits
+    assert small.algo.nchunksperloop == classic.algo.nchunksperloop
+    plain = generate(load_topology("mi250:nodes=2"), "allreduce", k=1)
+    assert write_algo(export_msccl(plain).algo) == write_algo(export_msccl(plain, per_tree=None).algo)
+
+
+def test_uneven_bands_give_the_busiest_stages_more_channels():
+    """``bands=True``: the channels one per stage leaves unused go to the stages whose blocks hold the most steps
+    (mi250:nodes=2 allreduce k=4: 22 stages, 61 steps per block on 22 channels); fewer steps per block, every thread
+    block still resident, and the file runs right."""
+    from forestcoll.msccl.export import RESIDENT_TBS, _bands
+
+    assert _bands([4, 1, 8, 2], 7) == [2, 1, 3, 1]
+    sched = generate(load_topology("mi250:nodes=2"), "allreduce", k=4)
+    one, wide = export_msccl(sched), export_msccl(sched, bands=True)
+    assert wide.channels > one.channels and wide.steps_per_tb < one.steps_per_tb
+    assert wide.tbs_per_gpu <= RESIDENT_TBS
+    assert len(self_check(wide)) == 2
+
+
+def test_tails_count_the_hops_a_piece_still_has_ahead():
+    """:func:`_tails` (the critical-path-first tie-break of allreduce's step order): in an in-tree, one hop more than
+    at the node's next hop, the root's being the height of the piece's out-tree; in an out-tree, one more than the
+    deepest child, 0 at the leaves; the files in both orders run right with one slot per connection."""
+    from forestcoll.msccl.export import _tails
+    from forestcoll.pieces import cut_pieces, shape_trees
+
+    sched = generate(load_topology("hypercube:dim=3"), "allreduce", k=2)
+    _k, pieces = cut_pieces(sched, shape_trees(sched), 1)
+    tails = _tails(pieces)
+    for pc in pieces:
+        in_tree, out_tree = sorted(pc.trees, key=lambda t: t.phase)
+        height = max(out_tree.level.values())
+        for v in in_tree.level:
+            ahead = tails[(id(pc), id(in_tree), v)]
+            assert ahead == (height if v == in_tree.root else tails[(id(pc), id(in_tree), in_tree.parent[v])] + 1)
+        for v in out_tree.level:
+            kids = out_tree.children.get(v, [])
+            assert tails[(id(pc), id(out_tree), v)] == max((tails[(id(pc), id(out_tree), c)] + 1 for c in kids), default=0)
+    for order in ("progress", "tail"):
+        assert len(self_check(export_msccl(sched, order=order))) == 2
+    gather = generate(load_topology("hypercube:dim=3"), "allgather", k=2)
+    assert len(self_check(export_msccl(gather, order="tail"))) == 2

@@ -50,7 +50,7 @@ from forestcoll.errors import ScheduleError, UsageError
 from forestcoll.msccl.ir import PROTOCOLS, Algo, Gpu, Step, ThreadBlock
 from forestcoll.msccl.lint import RUNTIMES, RuntimeLimits
 from forestcoll.msccl.semantics import MAX_COUNT, size_multiplier
-from forestcoll.pieces import Piece, TreeShape, cut_pieces, shape_trees
+from forestcoll.pieces import RUNTIME_SLICE_BYTES, Piece, TreeShape, cut_pieces, shape_trees, slices_for
 from forestcoll.progress import Progress
 from forestcoll.rational import format_rational
 from forestcoll.schedule import Schedule
@@ -62,10 +62,15 @@ __all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "export_ms
            "stages", "write_checked", "write_msccl", "write_generated_msccl"]
 
 LAYOUTS = ("stage", "tree")
-ORDERS = ("progress", "latency", "tree")
+ORDERS = ("progress", "latency", "tree", "tail")
 MAX_BANDS = 2  # the stage layout tries up to this many channels per stage
 RESIDENT_TBS = 108  # thread blocks an A100 keeps resident (one per SM); wider bands only below it
 MAX_SPLIT = 64  # a schedule chunk is cut into at most this many MSCCL chunks
+DESIGN_BYTES = 1 << 30  # the call size the automatic piece choice aims at (the file's max_bytes when set)
+AUTO_UNITS = 16  # ... it keeps the classic pieces when every tree moves in at least this many units there
+AUTO_MIN_BYTES = 256 << 20  # ... for files used up to this size or beyond (Simple protocol): smaller ranges get
+#                             their split files from the per-size selection, which simulates them
+AUTO_SPLITS = (8, 16)  # ... else it tries every tree's range in s pieces of s MSCCL chunks per chunk
 STEPS_PER_PIECE = 6  # by default a piece of a tree moves in about this many steps (each forwarded on its own)
 
 
@@ -93,6 +98,10 @@ class ExportOptions:
     order: str = "progress"  # steps of a thread block: "progress" by how far into its tree a piece starts (the
     #                          fluid schedule's order), "latency" the same with levels in links, "tree" tree by tree
     split: int = 1  # MSCCL chunks per chunk of the schedule (nchunksperloop x split; docs/msccl.md "Split chunks")
+    per_tree: int | None = 0  # >0: every tree's range in about this many pieces (_even_pieces); 0: max_cnt
+    #                           pieces; None (auto): even pieces of split chunks when they give the trees more
+    #                           pipeline units at the design size (max_bytes or 1 GiB; docs/msccl.md "Pieces")
+    bands: bool = False  # stage layout: spread the channels left over by one per stage over the busiest stages
 
     def check(self) -> RuntimeLimits:
         if self.proto not in PROTOCOLS:
@@ -109,6 +118,8 @@ class ExportOptions:
             raise UsageError(f"channels must be >= 1, got {self.channels}")
         if not 1 <= self.split <= MAX_SPLIT:
             raise UsageError(f"split must be within 1..{MAX_SPLIT}, got {self.split}")
+        if self.per_tree is not None and not 0 <= self.per_tree <= MAX_COUNT:
+            raise UsageError(f"per_tree must be within 0..{MAX_COUNT}, got {self.per_tree}")
         if self.max_cnt is not None and not 1 <= self.max_cnt <= 71:
             raise UsageError(f"max_cnt must be within 1..71, got {self.max_cnt}")
         if self.layout not in LAYOUTS:
@@ -241,7 +252,8 @@ def _hop_levels(sched: Schedule, trees: list[TreeShape]) -> dict[tuple[int, int]
 def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: int,
                channels: int, outofplace: bool, layout: str = "stage", order: str = "progress",
                ports: dict[tuple[int, int, int], tuple[int, int]] | None = None,
-               spread_band: bool = True, levels: dict | None = None) -> tuple[list[_Op], list[int]]:
+               spread_band: bool = True, levels: dict | None = None,
+               widths: list[int] | None = None) -> tuple[list[_Op], list[int]]:
     """All operations of every GPU (not yet in thread blocks) and each GPU's scratch chunk count; ``ports``
     (:func:`edge_ports`) moves an edge whose pair has several ports to a channel of its port's residue; ``levels``
     (:func:`_hop_levels`) replaces the tree levels in the step order."""
@@ -252,8 +264,10 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
     scratch = [0] * n
     final_op: dict[tuple[int, int, int], _Op] = {}  # (instance, root, start) -> op that completes the reduction
     n_stages, out_base = stages(pieces)
-    frac = _progress(pieces) if order in ("progress", "latency") else {id(pc): Fraction(0) for pc in pieces}
+    frac = _progress(pieces) if order in ("progress", "latency", "tail") else {id(pc): Fraction(0) for pc in pieces}
+    tails = _tails(pieces) if order == "tail" or (two_phase and order in ("progress", "latency")) else None
     lvl = (lambda t, x: levels[(id(t), x)]) if levels is not None else (lambda t, x: t.level[x])
+    starts = [sum(widths[:i]) for i in range(len(widths))] if widths is not None else []
 
     def chan_of(t: TreeShape, m: int, x: int, y: int) -> int:
         spread = (t.order + _mix(x * 65599 + y))
@@ -262,23 +276,26 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
             return m * channels + spread % channels
         st = _stage(t, x, y, out_base)
         port = ports.get((id(t), x, y)) if ports else None
-        if channels >= n_stages:  # a band of channels per stage, trees round robin within it
-            per = channels // n_stages
-            c = st * per + spread % per
+        if widths is not None:  # uneven bands: a stage's width by its load (_bands)
+            lo, per = starts[st], widths[st]
+            c = lo + spread % per
+        elif channels >= n_stages:  # a band of channels per stage, trees round robin within it
+            lo, per = st * (channels // n_stages), channels // n_stages
+            c = lo + spread % per
         else:
+            lo, per = 0, 0
             c = st * channels // n_stages  # neighbouring stages share a channel
         if port is not None and channels >= port[1]:
             i, p = port  # a channel of the port's residue (the runtime picks the port by channel mod p): within
             #              the stage's band when it is a multiple of p wide, else the nearest
-            if channels >= n_stages and (channels // n_stages) % p == 0:
-                per = channels // n_stages
-                c = st * per + (spread % (per // p)) * p + i
+            if per and per % p == 0:
+                c = lo + (spread % (per // p)) * p + i
             else:
                 c = c - c % p + i
                 if c >= channels:
                     c -= p
         elif not spread_band and channels >= n_stages:
-            c = st * (channels // n_stages)  # the band is for the ports: one channel per stage otherwise
+            c = lo  # the band is for the ports: one channel per stage otherwise
         return m * channels + c
 
     for m in range(instances):
@@ -287,6 +304,7 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
             local = m * k + pc.start  # index within the root's own block (input of allgather, output of reduce-scatter)
             for t in pc.trees:
                 tkey = (frac[id(pc)], t.phase)
+                rest = (lambda t, x: 0) if tails is None else (lambda t, x, pc=pc: -tails[(id(pc), id(t), x)])
                 if t.direction == "in":
                     acc: dict[int, tuple[str, int]] = {}
                     last: dict[int, _Op] = {}
@@ -306,7 +324,7 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
                         acc[v] = where
                         prev: _Op | None = None
                         for c in sorted(kids, key=lambda x: (lvl(t, x), x)):
-                            key = (m, *tkey, lvl(t, c), t.order, pc.root, pc.start, c, v)
+                            key = (m, *tkey, lvl(t, c), rest(t, v), t.order, pc.root, pc.start, c, v)
                             ch = chan_of(t, m, c, v)
                             send = _Op(key, c, "send", v, ch, "s", acc[c][0], acc[c][1], acc[c][0], acc[c][1], pc.cnt,
                                        dep=last.get(c))
@@ -337,7 +355,7 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
                         if v == t.root:
                             continue
                         u = t.parent[v]
-                        key = (m, *tkey, lvl(t, v), t.order, pc.root, pc.start, u, v)
+                        key = (m, *tkey, lvl(t, v), rest(t, v), t.order, pc.root, pc.start, u, v)
                         src = src_root if u == t.root else ("o", base)
                         ch = chan_of(t, m, u, v)
                         send = _Op(key, u, "send", v, ch, "s", src[0], src[1], src[0], src[1], pc.cnt, dep=have[u])
@@ -359,6 +377,94 @@ def _progress(pieces: list[Piece]) -> dict[int, Fraction]:
             lo[id(t)] = min(lo.get(id(t), pc.start), pc.start)
             hi[id(t)] = max(hi.get(id(t), 0), pc.start + pc.cnt)
     return {id(pc): max(Fraction(pc.start - lo[id(t)], hi[id(t)] - lo[id(t)]) for t in pc.trees) for pc in pieces}
+
+
+def _fit(sched: Schedule, trees: list[TreeShape], opts: ExportOptions, split: int, per_tree: int, n: int,
+         limits: RuntimeLimits, ports: dict | None, levels: dict | None,
+         counts: list[int] | None = None) -> tuple[int, list[Piece], int, list[_Op], list[int]]:
+    """(k x split, pieces, channels, operations, scratch) of the finest pieces whose file fits the limits: ``max_cnt``
+    chunks per piece (about a sixth of the largest range, coarser until the steps fit), or with ``per_tree`` every
+    range in that many pieces (fewer until they fit; ``counts``: the piece counts to try, in order)."""
+    if opts.max_cnt is not None and not per_tree:
+        counts = [opts.max_cnt]
+    elif per_tree:
+        counts = counts or sorted({max(1, per_tree >> i) for i in range(8)}, reverse=True)
+    else:
+        _k, whole = cut_pieces(sched, trees, MAX_COUNT, split)
+        first = max(1, -(-max(pc.cnt for pc in whole) // STEPS_PER_PIECE))
+        counts = sorted({min(MAX_COUNT, first << i) for i in range(8)})
+    for i, cnt in enumerate(counts):
+        k, pieces = (_even_pieces(sched, trees, cnt, split) if per_tree else cut_pieces(sched, trees, cnt, split))
+        try:
+            return (k, pieces, *_layout(sched, pieces, k, n, opts, limits, ports, levels))
+        except ExportError:
+            if i == len(counts) - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _pieces_per_range(pieces: list[Piece], pick: Callable[[list[int]], int] = min) -> int:
+    """The fewest (``pick=max``: the most) pieces one range of chunks (one tree per phase, one root) is cut into."""
+    per: dict[tuple, int] = defaultdict(int)
+    for pc in pieces:
+        per[(pc.root, tuple(id(t) for t in pc.trees))] += 1
+    return pick(per.values())
+
+
+def _units(pieces: list[Piece], nchunks: int, design: int) -> int:
+    """The fewest pipeline units a tree's range moves in per call of ``design`` bytes: its pieces (steps) times the
+    runtime's loop iterations over each MSCCL chunk (two slices of at most 1 MiB each; :func:`slices_for`).  A
+    stage of a tree waits for one unit of the stage before it, so a tree moved in few units fills its pipeline
+    late; under fair sharing by volume its small stream never catches up."""
+    iterations = slices_for(design / nchunks, RUNTIME_SLICE_BYTES, None, rule="ring")
+    return _pieces_per_range(pieces) * iterations
+
+
+def _even_pieces(sched: Schedule, trees: list[TreeShape], per: int, split: int) -> tuple[int, list[Piece]]:
+    """:func:`cut_pieces` with every range of chunks that lies in one tree per phase cut into ``per`` pieces
+    (as even as the chunks allow, at most ``MAX_COUNT`` chunks each): a tree carrying few chunks moves them in as
+    many steps as one carrying many, so every connection's stream has as many pipeline units and a stage waits for
+    a unit of each tree's own size, not of the largest tree's."""
+    k, whole = cut_pieces(sched, trees, 1 << 40, split)
+    out: list[Piece] = []
+    for pc in whole:
+        m = min(pc.cnt, max(per, -(-pc.cnt // MAX_COUNT)))
+        q, r = divmod(pc.cnt, m)
+        x = pc.start
+        for j in range(m):
+            c = q + (j < r)
+            out.append(Piece(pc.root, x, c, pc.trees))
+            x += c
+    return k, out
+
+
+def _tails(pieces: list[Piece]) -> dict[tuple[int, int, int], int]:
+    """Hops a piece still has to go once it reaches node x of tree t, by ``(id(piece), id(tree), x)``: in an
+    in-tree the hops from x to the root, plus the height of the piece's out-tree (allreduce); in an out-tree the
+    height of x's subtree.  The "tail" order sends, among steps of equal progress and level, the pieces with the
+    longest way ahead first (critical path first), so the deep trees' pipelines fill before the shallow ones'."""
+    up: dict[tuple[int, int], int] = {}
+    below: dict[tuple[int, int], int] = {}
+    height: dict[int, int] = {}
+    for pc in pieces:
+        for t in pc.trees:
+            if id(t) in height:
+                continue
+            if t.direction == "in":
+                for v in sorted(t.level, key=lambda x: -t.level[x]):  # parents before children
+                    up[(id(t), v)] = 0 if v == t.root else up[(id(t), t.parent[v])] + 1
+                height[id(t)] = t.level[t.root]
+            else:
+                for v in sorted(t.level, key=lambda x: -t.level[x]):  # children before parents
+                    below[(id(t), v)] = max((below[(id(t), c)] + 1 for c in t.children.get(v, [])), default=0)
+                height[id(t)] = below[(id(t), t.root)]
+    out: dict[tuple[int, int, int], int] = {}
+    for pc in pieces:
+        after = sum(height[id(t)] for t in pc.trees if t.direction == "out")
+        for t in pc.trees:
+            for x in t.level:
+                out[(id(pc), id(t), x)] = up[(id(t), x)] + after if t.direction == "in" else below[(id(t), x)]
+    return out
 
 
 def _mix(value: int) -> int:
@@ -406,6 +512,31 @@ def _channel_figures(ops: list[_Op], n: int) -> tuple[int, int, int, int]:
     return max(steps.values(), default=0), max(tbs), max(per_channel.values(), default=0), max(targets)
 
 
+def _stage_loads(sched: Schedule, pieces: list[Piece], k: int, n: int, inst: int, n_stages: int, opts: ExportOptions,
+                 levels: dict | None) -> list[int]:
+    """The most steps one thread block holds in each pipeline stage with one channel per stage."""
+    ops, _scratch = _build_ops(sched, pieces, k, n, inst, n_stages, opts.outofplace, "stage", opts.order, None, True,
+                               levels, [1] * n_stages)
+    steps: dict[tuple, int] = defaultdict(int)
+    for op in ops:
+        steps[(op.gpu, op.kind, op.peer, op.chan)] += 1
+    loads = [0] * n_stages
+    for (_g, _kind, _peer, chan), cnt in steps.items():
+        loads[chan % n_stages] = max(loads[chan % n_stages], cnt)
+    return loads
+
+
+def _bands(loads: list[int], channels: int) -> list[int]:
+    """Channels per stage, ``channels`` in all, at least one each: every further channel goes to the stage whose
+    blocks hold the most steps per channel (ties to the earlier stage), so the busiest stages' blocks get fewer
+    trees each and pass their pieces on sooner."""
+    widths = [1] * len(loads)
+    for _ in range(channels - len(loads)):
+        st = max(range(len(loads)), key=lambda i: (loads[i] / widths[i], -i))
+        widths[st] += 1
+    return widths
+
+
 def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOptions, limits: RuntimeLimits,
             ports: dict | None = None, levels: dict | None = None) -> tuple[int, list[_Op], list[int]]:
     """Channels and operations within the runtime's limits (ExportError naming the limit otherwise)."""
@@ -427,13 +558,20 @@ def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOp
         # a full band spreads every stage's trees over its channels; a port band only the edges of multi-port pairs
         candidates = ([(c, True) for c in bands[::-1] if c > first] + [(c, False) for c in port_bands]
                       + [(c, True) for c in range(first, 0, -1)])
+    uneven: dict[int, list[int]] = {}
+    if opts.layout == "stage" and opts.bands and n_stages < max_channels and len(candidates) > 0:
+        loads = _stage_loads(sched, pieces, k, n, inst, n_stages, opts, levels)
+        extra = [c for c in range(max_channels, n_stages, -1) if not any(b >= c for b, _s in candidates)]
+        for c in extra:
+            uneven[c] = _bands(loads, c)
+        candidates = [(c, True) for c in extra] + candidates
     chosen = None
     failure = ""
     for c, spread_band in candidates:
         if c * inst > limits.channels:
             raise ExportError(f"{c} channels x {inst} instances exceed the {limits.channels} channels {limits.name} allows")
         ops, scratch = _build_ops(sched, pieces, k, n, inst, c, opts.outofplace, opts.layout, opts.order, ports,
-                                  spread_band, levels)
+                                  spread_band, levels, uneven.get(c))
         steps_per_tb, tbs_per_gpu, per_channel, recv_tbs = _channel_figures(ops, n)
         if opts.layout == "stage" and not opts.channels and c > n_stages and tbs_per_gpu > RESIDENT_TBS:
             continue  # a wider band only while every thread block can stay resident
@@ -495,20 +633,33 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     max_channels = limits.channels // inst
     if max_channels < 1:
         raise ExportError(f"{inst} instances need at least {inst} channels; {limits.name} allows {limits.channels}")
-    if opts.max_cnt is not None:
-        counts = [opts.max_cnt]
-    else:
-        _k, whole = cut_pieces(sched, trees, MAX_COUNT, opts.split)
-        first = max(1, -(-max(pc.cnt for pc in whole) // STEPS_PER_PIECE))
-        counts = sorted({min(MAX_COUNT, first << i) for i in range(8)})
-    for i, max_cnt in enumerate(counts):
-        k, pieces = cut_pieces(sched, trees, max_cnt, opts.split)
-        try:
-            c, ops, scratch = _layout(sched, pieces, k, n, opts, limits, ports, levels)
-            break
-        except ExportError:
-            if i == len(counts) - 1:
-                raise
+    fit = _fit(sched, trees, opts, opts.split, opts.per_tree or 0, n, limits, ports, levels)
+    split = opts.split
+    design = opts.max_bytes or DESIGN_BYTES
+    if (opts.per_tree is None and opts.max_cnt is None and opts.split == 1 and opts.proto == "Simple"
+            and design >= AUTO_MIN_BYTES):
+        # auto: when some tree's stream would cross a stage in few, large units at the design size, cut every
+        # tree's range into even pieces of split chunks, if that gives each stream more units (docs/msccl.md)
+        best = _units(fit[1], spec.chunks_per_loop(n, fit[0]) * inst, design)
+        shortest = min(pc.cnt for pc in cut_pieces(sched, trees, 1 << 40)[1])  # the smallest range, in chunks
+        # a block of S classic steps holds >= S / (most classic pieces of a range) ranges, each >= min(p, shortest x s)
+        # steps when cut evenly: pieces counts that cannot fit are not tried (building them is what costs)
+        ranges = -(-_channel_figures(fit[3], n)[0] // _pieces_per_range(fit[1], max))
+        for s in AUTO_SPLITS if best < AUTO_UNITS else ():
+            iterations = slices_for(design / (spec.chunks_per_loop(n, fit[0] // opts.split * s) * inst),
+                                    RUNTIME_SLICE_BYTES, None, rule="ring")
+            tries = [p for p in (s >> i for i in range(8)) if p and min(shortest * s, p) * iterations > best
+                     and ranges * min(shortest * s, p) <= limits.steps_per_tb]
+            if not tries:
+                continue  # cannot give the smallest range more units than the classic pieces
+            try:
+                other = _fit(sched, trees, opts, s, s, n, limits, ports, levels, tries)
+            except ExportError:
+                continue
+            units = _units(other[1], spec.chunks_per_loop(n, other[0]) * inst, design)
+            if units > best:
+                best, fit, split = units, other, s
+    k, _pieces, c, ops, scratch = fit
     steps_per_tb, tbs_per_gpu, _per_channel, _targets = _channel_figures(ops, n)
     layout, groups = _assign(ops, n)
 
@@ -529,7 +680,7 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
                                      int(op.hasdep)))
             gpu.tbs.append(tb)
         gpus.append(gpu)
-    name = opts.name or (f"forestcoll_{coll}_k{sched.k}" + (f"_s{opts.split}" if opts.split > 1 else "")
+    name = opts.name or (f"forestcoll_{coll}_k{sched.k}" + (f"_s{split}" if split > 1 else "")
                          + (f"_x{inst}" if inst > 1 else ""))
     name = re.sub(r"[^A-Za-z0-9_.:-]", "_", name)[:200]
     comments = [
