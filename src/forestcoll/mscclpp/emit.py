@@ -78,11 +78,9 @@ def _ops_estimate(acts: list[Act], per_chunk: bool) -> int:
     return ops
 
 
-def group(acts: list[Act], n: int, budget: int, partners: int, merge: bool = False) -> list[list[Tb]]:
+def group(acts: list[Act], n: int, budget: int, partners: int) -> list[list[Tb]]:
     """Thread blocks per GPU: one per action key (phase, level, role, peer), split so that every block's
-    operations and partner blocks fit the executor's limits.  With ``merge`` pieces of different sizes share a
-    block: every block (but copies) runs one pipeline of one-chunk operations, iteration ``i`` moving the same
-    range of every chunk, so partners cut each piece alike."""
+    operations and partner blocks fit the executor's limits."""
     groups: dict[tuple[int, tuple], list[Act]] = defaultdict(list)
     users: dict[int, list[Act]] = defaultdict(list)
     for a in acts:
@@ -102,10 +100,7 @@ def group(acts: list[Act], n: int, budget: int, partners: int, merge: bool = Fal
         cnts = sorted({a.cnt for a in members})
         # every block that touches a piece slices it alike (the unit of its chunk count) and runs as many iterations
         # as its partners: one piece size per block
-        if merge:  # partners must cut a piece alike: every block moves one-chunk ranges then
-            classes = [(1, members, True)]
-        else:
-            classes = [(c, [a for a in members if a.cnt == c], False) for c in cnts]
+        classes = [(c, [a for a in members if a.cnt == c], False) for c in cnts]
         for nchunks, group, per_chunk in classes:
             chunk: list[Act] = []
             for a in group:
@@ -150,8 +145,7 @@ class Emitter:
       releases a semaphore right after its wait.
     """
 
-    def __init__(self, per_gpu: list[list[Tb]], units: dict[int, int], staged: bool = False) -> None:
-        self.staged = staged
+    def __init__(self, per_gpu: list[list[Tb]], units: dict[int, int]) -> None:
         self.per_gpu = per_gpu
         self.units = units
         self.n = len(per_gpu)
@@ -335,17 +329,12 @@ class Emitter:
                 cids = tuple(ch(me, target, "port")[1] for _x, target in part)
                 stage1.append(Op("put", "port", cids, src=tuple(lref(x.push[0]) for x, _t in part),
                                  dst=tuple(rref(x.push[1], "port") for x, _t in part)))
-            staged = self._staged(tb, acts, per_chunk, me, ch, lref, rref) if self.staged and not relays \
-                and not sems_in and len(tb.pipes) == 1 else None
-            if staged is not None:
-                body = staged
-            else:
-                if stage0:
-                    body.append(Op("nop"))
-                    body.extend(stage0)
-                if stage1:
-                    body.append(Op("nop"))
-                    body.extend(stage1)
+            if stage0:
+                body.append(Op("nop"))
+                body.extend(stage0)
+            if stage1:
+                body.append(Op("nop"))
+                body.extend(stage1)
             if not pipelines:
                 sig = [ch(me, y, kind) for y, kind in outs if kind in ("mem", "port", "pull")]
                 sems_out = [self.sem_of[(me, y)] for y, kind in outs if kind == "local"]
@@ -373,62 +362,6 @@ class Emitter:
             ops.extend(tail)
         chans = [(t, local_ch[t]) for t in ("memory", "port")]
         return ops, chans, refs
-
-    def _staged(self, tb: Tb, acts: list[Act], per_chunk: bool, me, ch, lref, rref) -> list[Op] | None:
-        """The iteration's body with each producer's wait just before the operations that need it (pieces whose
-        producers are ready move while the others' are awaited); None when it is no better than one wait for all
-        (a single producer) or when a producer is reached through a semaphore."""
-        groups: dict[tuple, list[Act]] = {}
-        for a in acts:
-            chans = []
-            for p, kind in a.producers:
-                x = self.tbkey(p)
-                if kind == "push":
-                    if p.push is not None and p.push[2] == "port":
-                        if self.port_target[id(p)] != me:
-                            return None
-                        chans.append(ch(me, x, "port"))
-                    else:
-                        chans.append(ch(me, x, "mem"))
-                elif kind == "pull":
-                    chans.append(ch(me, x, "pull"))
-                else:
-                    return None
-            groups.setdefault(tuple(dict.fromkeys(chans)), []).append(a)
-        if len({c for key in groups for c in key}) < 2:
-            return None
-        body: list[Op] = []
-        waited: set = set()
-        for key, members in groups.items():
-            new = [c for c in key if c not in waited]
-            waited.update(new)
-            for ctype, ids in _by_type(new):
-                for part in _chunks(ids, MAX_CHANNEL_PER_OPERATION):
-                    body.append(Op("wait", ctype, tuple(part)))
-            stage0: list[Op] = []
-            for a in members:
-                for part in _split(a, per_chunk):
-                    if part.copy:
-                        stage0.append(Op("copy", src=(lref(part.copy[0]),), dst=(lref(part.copy[1]),)))
-                    if part.reduce_srcs:
-                        stage0.extend(self._reduce_ops(part, lref, rref))
-            stage1: list[Op] = []
-            mem = [x for a in members if a.push and a.push[2] == "memory" for x in _split(a, per_chunk)]
-            for btype in ("i", "o", "s"):
-                pairs = [(lref(x.push[0]), rref(x.push[1], "memory")) for x in mem if x.push[0].type == btype]
-                for part in _chunks(pairs, MAX_PAIRS):
-                    stage1.append(Op("put", "memory", src=tuple(s for s, _d in part), dst=tuple(d for _s, d in part)))
-            port = [(x, self.port_target[id(a)]) for a in members if a.push and a.push[2] == "port"
-                    for x in _split(a, per_chunk)]
-            for part in _chunks(port, MAX_CHANNEL_PER_OPERATION):
-                cids = tuple(ch(me, target, "port")[1] for _x, target in part)
-                stage1.append(Op("put", "port", cids, src=tuple(lref(x.push[0]) for x, _t in part),
-                                 dst=tuple(rref(x.push[1], "port") for x, _t in part)))
-            for stage in (stage0, stage1):
-                if stage:
-                    body.append(Op("nop"))
-                    body.extend(stage)
-        return body
 
     def _reduce_ops(self, a: Act, lref, rref) -> list[Op]:
         """partial = input + every child's partial: local scratch slots with ``re``, remote partials with ``rre``."""

@@ -78,13 +78,6 @@ class ExportOptions:
     # comes from); "level" one per (level, peer, piece size); "auto": the finest that keeps within max_threadblocks
     layout: str = "auto"
     lanes: int | None = None  # every piece cut in this many, each moved on its own (default 1; LL: 4, which pipelines)
-    # pieces of different sizes share a thread block (one pipeline of one-chunk operations, every unit the same per
-    # chunk): None tries each layout without, then with, before a coarser one; True / False forces it
-    merge_sizes: bool | None = False
-    # a GPU with more blocks than max_threadblocks runs blocks of one link and tree level one after the other
-    fuse: bool = True
-    # each producer's wait just before the operations that need it, not all waits first (kept within 64 ops)
-    staged_waits: bool = True
     max_threadblocks: int = 104  # blocks a GPU runs at once (MI250 GCD: 104 CUs; A100: 108 SMs; H100: 132)
 
     def resolved_max(self) -> int:
@@ -198,9 +191,7 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
         layout = "ll"
     else:
         tried = []
-        merges = (False, True) if opts.merge_sizes is None else (opts.merge_sizes,)
-        for layout, merge in [(lay, m) for lay in (("edge", "source", "level") if opts.layout == "auto"
-                                                   else (opts.layout,)) for m in merges]:
+        for layout in (("edge", "source", "level") if opts.layout == "auto" else (opts.layout,)):
             low = Lowering(sched, topo, outofplace=not opts.inplace, lanes=lanes)
             acts = low.build()
             for a in acts:
@@ -210,24 +201,10 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
                     a.key = (*a.key[:4], a.order)
                 elif layout == "source" and a.key[2] != "sink":
                     a.key = (*a.key[:4], tuple(sorted({p.gpu for p, _k in a.producers})))
-            plan, em = _layout_and_emit(low, acts, _per_chunk_units(units, k, hi, n, sched.collective) if merge
-                                        else units, name, opts, hi, merge)
+            plan = _layout_and_emit(low, acts, units, name, opts, hi)
             tbs = max(len(g.threadblocks) for g in plan.gpus)
             tried.append((tbs, layout))
-            if tbs > opts.max_threadblocks and opts.fuse:
-                from forestcoll.mscclpp.emit import _sort_key
-                from forestcoll.mscclpp.fuse import fuse_blocks
-
-                keys = {(tb.gpu, tb.pos): _sort_key(tb.key) for tbs_ in em.per_gpu for tb in tbs_}
-                fused = fuse_blocks(plan, keys, em.deps, opts.max_threadblocks)
-                ftbs = max(len(g.threadblocks) for g in fused.gpus)
-                if ftbs <= opts.max_threadblocks:
-                    plan, tbs = fused, ftbs
-                    layout += "+fused"
             if tbs <= opts.max_threadblocks:
-                if merge:
-                    units = _per_chunk_units(units, k, hi, n, sched.collective)
-                    layout += "+merged"
                 break
         else:
             tbs, layout = min(reversed(tried), key=lambda x: x[0])  # the coarsest of the fewest
@@ -423,25 +400,16 @@ def _tree_units(coll: str, n: int, k: int, lanes: int, pieces: list[Piece], desi
     return units
 
 
-def _per_chunk_units(units: dict[int, int], k: int, hi: int, n: int, coll: str) -> dict[int, int]:
-    """``units`` made proportional to their chunk counts (every pipeline then runs as many iterations, so pieces of
-    different sizes can share one): the finest bytes per chunk of any of them, for every chunk count 1..k."""
-    floor = _at_most_65535_iterations(ALIGN, math.ceil(chunk_bytes(coll, hi, n, k)))
-    per = max(floor, min(math.ceil(u / c / ALIGN) * ALIGN for c, u in units.items()))
-    return {c: c * per for c in range(1, k + 1)}
-
-
 def _layout_and_emit(low: Lowering, acts: list[Act], units: dict[int, int], name: str, opts: ExportOptions,
-                     hi: int, merge: bool = False) -> tuple[Plan, Emitter]:
+                     hi: int) -> Plan:
     budget, partners = 40, 6
     for _attempt in range(8):
-        per_gpu = group(acts, low.n, budget, partners, merge)
-        for staged in (True, False) if opts.staged_waits else (False,):
-            em = Emitter(per_gpu, units, staged)
-            plan = em.emit(low.entry, name, opts.inplace, low.k, low.scratch, opts.min_message_size, hi)
-            worst = _worst(plan)
-            if worst is None:
-                return plan, em
+        per_gpu = group(acts, low.n, budget, partners)
+        em = Emitter(per_gpu, units)
+        plan = em.emit(low.entry, name, opts.inplace, low.k, low.scratch, opts.min_message_size, hi)
+        worst = _worst(plan)
+        if worst is None:
+            return plan
         what, g, t = worst
         if budget <= 1 and partners <= 1:
             break
