@@ -181,7 +181,13 @@ def test_layouts():
         assert r.layout == layout
     assert tbs["edge"] >= tbs["source"] >= tbs["level"]
     auto = export_mscclpp(sched, topo, check=False, max_threadblocks=tbs["edge"] - 1)
-    assert auto.layout in ("source", "level") and auto.stats.threadblocks_per_gpu <= tbs["edge"] - 1
+    assert auto.layout == "mixed" and auto.stats.threadblocks_per_gpu <= tbs["edge"] - 1
+    # mixed: per GPU and tree level, the finest grain the limit leaves room for; anything from edge to level
+    for limit in range(tbs["level"], tbs["edge"] + 1, 3):
+        mixed = export_mscclpp(sched, topo, layout="mixed", max_threadblocks=limit, check=limit == tbs["level"])
+        assert mixed.stats.threadblocks_per_gpu <= limit
+    assert export_mscclpp(sched, topo, layout="mixed", check=False, max_threadblocks=tbs["edge"]).plan == \
+        export_mscclpp(sched, topo, layout="edge", check=False).plan
     with pytest.raises(ExportError) as info:
         export_mscclpp(sched, topo, check=False, max_threadblocks=2)
     msg = str(info.value)

@@ -15,11 +15,13 @@ trees, the ring or step rule for chains; no cap unless ``max_slices``; the fines
 of the pieces of one size), never more than 65,535 iterations at the largest
 size (the kernel's 16-bit count).
 
-Limits.  The layout (blocks per tree edge, per source GPUs, per tree level) is
-the finest whose thread blocks per GPU stay within ``max_threadblocks`` (every
-block of the executor's kernel must be resident, since blocks wait on each
-other); a schedule that fits no layout, or needs more than 64 operations or 16
-channels in a block, is refused with one line naming the limit and the way out.
+Limits.  The layout (blocks per tree edge; where that exceeds ``max_threadblocks``
+on a GPU, per source GPUs or per tree level for the groups of actions that move
+the fewest chunks per block saved) keeps the thread blocks per GPU within
+``max_threadblocks`` (every block of the executor's kernel must be resident,
+since blocks wait on each other); a schedule that fits no layout, or needs more
+than 64 operations or 16 channels in a block, is refused with one line naming
+the limit and the way out.
 
 The LL protocol (packets; for small sizes) uses the same trees without
 signals: puts are ``ppkt`` / ``rppkt`` into scratch slots, partial sums travel
@@ -51,7 +53,8 @@ __all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "chunk_byt
 
 DEFAULT_MAX_MESSAGE = U32 - 1  # the executor's offsets are 32-bit
 DEFAULT_LL_MAX_MESSAGE = 1 << 20
-LAYOUTS = ("auto", "edge", "source", "level")
+LAYOUTS = ("auto", "edge", "mixed", "source", "level")
+GRAINS = ("edge", "source", "level")  # a block per tree edge and piece / per sending GPUs / per tree level and peer
 _BUG = "the exported plan fails its self-check (a forestcoll bug; please report it with the schedule)"
 
 
@@ -75,7 +78,8 @@ class ExportOptions:
     check: bool = True  # lint + interpret before returning (self_check)
     check_launches: int = 2  # back-to-back calls interpreted by the self-check
     # thread blocks: "edge" one per tree edge and piece; "source" one per (level, peer, piece size, GPUs the data
-    # comes from); "level" one per (level, peer, piece size); "auto": the finest that keeps within max_threadblocks
+    # comes from); "level" one per (level, peer, piece size); "mixed" per GPU and tree level the finest of these that
+    # keeps within max_threadblocks (_mixed_layout); "auto": edge if it fits, else mixed (else level, for the error)
     layout: str = "auto"
     lanes: int | None = None  # every piece cut in this many, each moved on its own (default 1; LL: 4, which pipelines)
     max_threadblocks: int = 104  # blocks a GPU runs at once (MI250 GCD: 104 CUs; A100: 108 SMs; H100: 132)
@@ -191,17 +195,18 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
         layout = "ll"
     else:
         tried = []
-        for layout in (("edge", "source", "level") if opts.layout == "auto" else (opts.layout,)):
+        for layout in (("edge", "mixed", "level") if opts.layout == "auto" else (opts.layout,)):
             low = Lowering(sched, topo, outofplace=not opts.inplace, lanes=lanes)
             acts = low.build()
             for a in acts:
                 if a.reduce_srcs:
                     a.input_ref = _input_ref(low, a)
-                if layout == "edge" and a.key[2] != "sink":
-                    a.key = (*a.key[:4], a.order)
-                elif layout == "source" and a.key[2] != "sink":
-                    a.key = (*a.key[:4], tuple(sorted({p.gpu for p, _k in a.producers})))
-            plan = _layout_and_emit(low, acts, units, name, opts, hi)
+                if layout in ("edge", "source"):
+                    a.key = _grain_key(a, GRAINS.index(layout))
+            if layout == "mixed":
+                plan = _mixed_layout(low, acts, units, name, opts, hi)
+            else:
+                plan = _layout_and_emit(low, acts, units, name, opts, hi)
             tbs = max(len(g.threadblocks) for g in plan.gpus)
             tried.append((tbs, layout))
             if tbs <= opts.max_threadblocks:
@@ -406,6 +411,71 @@ def _tree_units(coll: str, n: int, k: int, lanes: int, pieces: list[Piece], desi
         unit = _at_most_65535_iterations(unit, c * chunk_max)
         units[c] = min(units.get(c, unit), unit)
     return units
+
+
+def _grain_key(a: Act, grain: int) -> tuple:
+    """The block key of action ``a`` at grain ``grain`` (an index of :data:`GRAINS`); sinks keep theirs."""
+    base = a.key[:4]
+    if base[2] == "sink" or grain == 2:
+        return base
+    if grain == 0:
+        return (*base, a.order)
+    return (*base, tuple(sorted({p.gpu for p, _k in a.producers})))
+
+
+def _mixed_layout(low: Lowering, acts: list[Act], units: dict[int, int], name: str, opts: ExportOptions,
+                  hi: int) -> Plan:
+    """The ``mixed`` layout: every (GPU, phase, tree level, role, peer) group of actions starts a block per tree
+    edge and piece; while a GPU has more blocks than ``max_threadblocks``, the group whose next coarser grain
+    (per sending GPUs, then per level and peer: :data:`GRAINS`) costs the fewest chunks per block saved takes it.
+    Blocks of a coarser grain move their pieces in lockstep (each iteration waits for every producer), so the
+    chunks of a group are what the coarsening slows down; a GPU's blocks never depend on another GPU's grain."""
+    groups: dict[tuple[int, tuple], list[Act]] = {}
+    for a in acts:
+        groups.setdefault((a.gpu, a.key[:4]), []).append(a)
+    grain = dict.fromkeys(groups, 0)
+    volume = {gk: sum(a.cnt for a in members) for gk, members in groups.items()}
+
+    def blocks(gk: tuple[int, tuple], g: int) -> int:
+        return len({(_grain_key(a, g), a.cnt) for a in groups[gk]})
+
+    limit = [opts.max_threadblocks] * low.n
+    plan = None
+    for _round in range(6):
+        est = [0] * low.n
+        for gk in groups:
+            est[gk[0]] += blocks(gk, grain[gk])
+        for g in range(low.n):
+            while est[g] > limit[g]:
+                best = None
+                for gk in groups:
+                    if gk[0] != g or grain[gk] >= 2 or gk[1][2] == "sink":
+                        continue
+                    now = blocks(gk, grain[gk])
+                    nxt = min(blocks(gk, x) for x in range(grain[gk] + 1, 3))
+                    if nxt < now:
+                        cost = (volume[gk] / (now - nxt), gk[1])
+                        if best is None or cost < best[0]:
+                            best = (cost, gk, now)
+                if best is None:
+                    break
+                _cost, gk, now = best
+                grain[gk] += 1
+                while grain[gk] < 2 and blocks(gk, grain[gk]) == now:
+                    grain[gk] += 1  # a grain that saves nothing here
+                est[g] += blocks(gk, grain[gk]) - now
+        for gk, members in groups.items():
+            for a in members:
+                a.key = _grain_key(a, grain[gk])
+        plan = _layout_and_emit(low, acts, units, name, opts, hi)
+        over = [len(gp.threadblocks) - opts.max_threadblocks for gp in plan.gpus]
+        if max(over) <= 0:
+            break
+        for g, extra in enumerate(over):  # the executor's op and channel limits split some blocks: aim lower
+            if extra > 0:
+                limit[g] -= extra
+    assert plan is not None
+    return plan
 
 
 def _layout_and_emit(low: Lowering, acts: list[Act], units: dict[int, int], name: str, opts: ExportOptions,
