@@ -1,0 +1,215 @@
+"""Step order keys, piece cutting and pipeline units of the MSCCL lowering (:mod:`forestcoll.msccl.export`).
+
+Pure functions over the schedule's tree shapes and pieces: which NIC port an edge takes, a tree node's level in
+physical links, how far into its trees a piece starts (the progress order), how many hops a piece still has ahead
+(critical path first), even pieces per tree range, the pipeline units a file gives its trees at a call size, and
+uneven channel bands.  docs/msccl.md ("Step order", "Where the time goes at 1 GiB") says what each one buys.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+from forestcoll.msccl.semantics import MAX_COUNT
+from forestcoll.pieces import RUNTIME_SLICE_BYTES, Piece, TreeShape, cut_pieces, slices_for
+from forestcoll.schedule import Schedule
+
+__all__ = ["AUTO_MIN_BYTES", "AUTO_SPLITS", "AUTO_UNITS", "DESIGN_BYTES", "edge_ports", "stages"]
+
+DESIGN_BYTES = 1 << 30  # the call size the automatic piece choice aims at (the file's max_bytes when set)
+AUTO_UNITS = 16  # ... it keeps the classic pieces when every tree moves in at least this many units there
+AUTO_MIN_BYTES = 256 << 20  # ... for files used up to this size or beyond (Simple protocol): smaller ranges get
+#                             their split files from the per-size selection, which simulates them
+AUTO_SPLITS = (8, 16)  # ... else it tries every tree's range in s pieces of s MSCCL chunks per chunk
+
+
+def edge_ports(sched: Schedule, trees: list[TreeShape]) -> dict[tuple[int, int, int], tuple[int, int]]:
+    """(i, p) for the edge x -> y of each tree (by ``(id(tree), x, y)``) whose pair of ranks the schedule routes
+    over p >= 2 distinct shortest paths (the ports of a multi-port NIC, two rails): the edge's path is the i-th of
+    them by node names.  A runtime picks a pair's port by channel, so edges on different paths go on channels
+    that differ modulo p (:func:`_build_ops`), as the trees spread their bytes over the ports."""
+    index = {r: i for i, r in enumerate(sched.ranks)}
+    paths: dict[tuple[int, int], set[tuple[str, ...]]] = defaultdict(set)
+    edge_path: dict[tuple[int, int, int], tuple[str, ...]] = {}
+    for shape, tree in zip(trees, sched.trees):
+        for e in tree.edges:
+            x, y = index[e.src], index[e.dst]
+            paths[(x, y)].add(e.path)
+            edge_path[(id(shape), x, y)] = e.path
+    ports: dict[tuple[int, int], list[tuple[str, ...]]] = {}
+    for pair, found in paths.items():
+        short = min(len(p) for p in found)
+        ports[pair] = sorted(p for p in found if len(p) == short)
+    out = {}
+    for (tid, x, y), path in edge_path.items():
+        these = ports[(x, y)]
+        if len(these) > 1:
+            out[(tid, x, y)] = (these.index(path) if path in these else 0, len(these))
+    return out
+
+
+def _hop_levels(sched: Schedule, trees: list[TreeShape]) -> dict[tuple[int, int], int]:
+    """A level per (id(tree), node) in physical links: out-tree, links from the root; in-tree, links of the longest
+    leaf path until the node's data reaches its parent.  Dependencies still point to smaller levels (>= 1 link)."""
+    index = {r: i for i, r in enumerate(sched.ranks)}
+    out: dict[tuple[int, int], int] = {}
+    for shape, tree in zip(trees, sched.trees):
+        links = {(index[e.src], index[e.dst]): max(1, len(e.path) - 1) for e in tree.edges}
+        tid, p = id(shape), shape.parent
+        for v in sorted(shape.level, key=lambda x: (shape.level[x], x)):  # parents first (out), children first (in)
+            if shape.direction == "out":
+                out[(tid, v)] = 0 if v == shape.root else out[(tid, p[v])] + links[(p[v], v)]
+            else:
+                out[(tid, v)] = max((out[(tid, c)] for c in shape.children.get(v, [])), default=0) + (
+                    links[(v, p[v])] if v != shape.root else 0)
+    return out
+
+
+def _progress(pieces: list[Piece]) -> dict[int, Fraction]:
+    """How far into its trees each piece starts (by ``id``): the largest, over its phases, of the chunks of the
+    tree before it over the tree's chunks.  In the fluid schedule behind the bound every tree streams its chunks
+    in order at a rate proportional to its size, so that is the fraction of the call after which the piece's data
+    reaches a given depth: pieces of different trees on one connection go in that order."""
+    lo: dict[int, int] = {}
+    hi: dict[int, int] = {}
+    for pc in pieces:
+        for t in pc.trees:
+            lo[id(t)] = min(lo.get(id(t), pc.start), pc.start)
+            hi[id(t)] = max(hi.get(id(t), 0), pc.start + pc.cnt)
+    return {id(pc): max(Fraction(pc.start - lo[id(t)], hi[id(t)] - lo[id(t)]) for t in pc.trees) for pc in pieces}
+
+
+def _pieces_per_range(pieces: list[Piece], pick: Callable[[list[int]], int] = min) -> int:
+    """The fewest (``pick=max``: the most) pieces one range of chunks (one tree per phase, one root) is cut into."""
+    per: dict[tuple, int] = defaultdict(int)
+    for pc in pieces:
+        per[(pc.root, tuple(id(t) for t in pc.trees))] += 1
+    return pick(per.values())
+
+
+def _units(pieces: list[Piece], nchunks: int, design: int) -> int:
+    """The fewest pipeline units a tree's range moves in per call of ``design`` bytes: its pieces (steps) times the
+    runtime's loop iterations over each MSCCL chunk (two slices of at most 1 MiB each; :func:`slices_for`).  A
+    stage of a tree waits for one unit of the stage before it, so a tree moved in few units fills its pipeline
+    late; under fair sharing by volume its small stream never catches up."""
+    iterations = slices_for(design / nchunks, RUNTIME_SLICE_BYTES, None, rule="ring")
+    return _pieces_per_range(pieces) * iterations
+
+
+def _even_pieces(sched: Schedule, trees: list[TreeShape], per: int, split: int) -> tuple[int, list[Piece]]:
+    """:func:`cut_pieces` with every range of chunks that lies in one tree per phase cut into ``per`` pieces
+    (as even as the chunks allow, at most ``MAX_COUNT`` chunks each): a tree carrying few chunks moves them in as
+    many steps as one carrying many, so every connection's stream has as many pipeline units and a stage waits for
+    a unit of each tree's own size, not of the largest tree's."""
+    k, whole = cut_pieces(sched, trees, 1 << 40, split)
+    out: list[Piece] = []
+    for pc in whole:
+        m = min(pc.cnt, max(per, -(-pc.cnt // MAX_COUNT)))
+        q, r = divmod(pc.cnt, m)
+        x = pc.start
+        for j in range(m):
+            c = q + (j < r)
+            out.append(Piece(pc.root, x, c, pc.trees))
+            x += c
+    return k, out
+
+
+def _tails(pieces: list[Piece]) -> dict[tuple[int, int, int], int]:
+    """Hops a piece still has to go once it reaches node x of tree t, by ``(id(piece), id(tree), x)``: in an
+    in-tree the hops from x to the root, plus the height of the piece's out-tree (allreduce); in an out-tree the
+    height of x's subtree.  The "tail" order sends, among steps of equal progress and level, the pieces with the
+    longest way ahead first (critical path first), so the deep trees' pipelines fill before the shallow ones'."""
+    up: dict[tuple[int, int], int] = {}
+    below: dict[tuple[int, int], int] = {}
+    height: dict[int, int] = {}
+    for pc in pieces:
+        for t in pc.trees:
+            if id(t) in height:
+                continue
+            if t.direction == "in":
+                for v in sorted(t.level, key=lambda x: -t.level[x]):  # parents before children
+                    up[(id(t), v)] = 0 if v == t.root else up[(id(t), t.parent[v])] + 1
+                height[id(t)] = t.level[t.root]
+            else:
+                for v in sorted(t.level, key=lambda x: -t.level[x]):  # children before parents
+                    below[(id(t), v)] = max((below[(id(t), c)] + 1 for c in t.children.get(v, [])), default=0)
+                height[id(t)] = below[(id(t), t.root)]
+    out: dict[tuple[int, int, int], int] = {}
+    for pc in pieces:
+        after = sum(height[id(t)] for t in pc.trees if t.direction == "out")
+        for t in pc.trees:
+            for x in t.level:
+                out[(id(pc), id(t), x)] = up[(id(t), x)] + after if t.direction == "in" else below[(id(t), x)]
+    return out
+
+
+def _mix(value: int) -> int:
+    """A fixed integer hash (splitmix64's finaliser): deterministic on every platform."""
+    z = (value + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return z ^ (z >> 31)
+
+
+def _bands(loads: list[int], channels: int) -> list[int]:
+    """Channels per stage, ``channels`` in all, at least one each: every further channel goes to the stage whose
+    blocks hold the most steps per channel (ties to the earlier stage), so the busiest stages' blocks get fewer
+    trees each and pass their pieces on sooner."""
+    widths = [1] * len(loads)
+    for _ in range(channels - len(loads)):
+        st = max(range(len(loads)), key=lambda i: (loads[i] / widths[i], -i))
+        widths[st] += 1
+    return widths
+
+
+def stages(pieces: list[Piece]) -> tuple[int, int]:
+    """(number of pipeline stages, first stage of the out-trees): an in-tree edge out of a node whose subtree
+    has height h is stage h; an out-tree edge into depth d is stage base + d - 1, base = the largest in-tree
+    height (0 without in-trees).  Every dependency points from a smaller stage to a larger one."""
+    h_in = max((t.level[t.root] for pc in pieces for t in pc.trees if t.direction == "in"), default=0)
+    d_out = max((max(t.level.values()) for pc in pieces for t in pc.trees if t.direction == "out"), default=0)
+    return h_in + d_out, h_in
+
+
+def _stage(t: TreeShape, x: int, y: int, base: int) -> int:
+    return t.level[x] if t.direction == "in" else base + t.level[y] - 1
+
+
+def _assign(ops: list[Any], n: int) -> tuple[list[list[tuple[str, int, int]]], dict[tuple, list[Any]]]:
+    """Group operations into thread blocks, number blocks and steps, and point dependencies at (tb, step)."""
+    groups: dict[tuple, list[Any]] = defaultdict(list)
+    for op in ops:
+        groups[(op.gpu, op.kind, op.peer, op.chan)].append(op)
+    order = {"recv": 0, "local": 1, "send": 2}
+    layout: list[list[tuple[str, int, int]]] = [[] for _ in range(n)]
+    for key in sorted(groups, key=lambda g: (g[0], order[g[1]], g[3], g[2])):
+        gpu, kind, peer, chan = key
+        tb = len(layout[gpu])
+        layout[gpu].append((kind, peer, chan))
+        groups[key].sort(key=lambda o: o.key)
+        for s, op in enumerate(groups[key]):
+            op.tb, op.s = tb, s
+    for op in ops:
+        if op.dep is not None:
+            op.dep.hasdep = True
+    return layout, groups
+
+
+def _channel_figures(ops: list[Any], n: int) -> tuple[int, int, int, int]:
+    """(most steps in a tb, most tbs on a GPU, most send or receive tbs of one GPU on one channel, most receiving
+    and copying tbs on a GPU: the dependency targets) of an assignment."""
+    steps: dict[tuple, int] = defaultdict(int)
+    for op in ops:
+        steps[(op.gpu, op.kind, op.peer, op.chan)] += 1
+    tbs = [0] * n
+    targets = [0] * n
+    per_channel: dict[tuple, int] = defaultdict(int)
+    for g, kind, _peer, chan in steps:
+        tbs[g] += 1
+        targets[g] += kind != "send"
+        if kind != "local":
+            per_channel[(g, kind, chan)] += 1
+    return max(steps.values(), default=0), max(tbs), max(per_channel.values(), default=0), max(targets)
