@@ -32,6 +32,15 @@ __all__ = ["map_back"]
 SPREAD_LIMIT = 32  # side routes per tree placed apart; a tree with more keeps them in route order
 
 
+def _in_order(alloc: list[tuple[Path, int]]) -> list[tuple[int, int, Path]]:
+    """Unit windows of an arc's routes in route order: route i takes [sum of the units before it, + its units)."""
+    windows, acc = [], 0
+    for p, a in alloc:
+        windows.append((acc, acc + a, p))
+        acc += a
+    return windows
+
+
 def _spread(allocations: Sequence[list[tuple[Path, int]]], m: int) -> list[list[tuple[int, int, Path]]]:
     """Unit windows [lo, hi) of each arc's routes within a tree of multiplicity ``m``: the widest route of an arc
     (its first) fills what its other routes (*side* routes) leave, and each side route takes the window where the
@@ -43,11 +52,7 @@ def _spread(allocations: Sequence[list[tuple[Path, int]]], m: int) -> list[list[
     out = []
     for alloc in allocations:
         if sides > SPREAD_LIMIT or len(alloc) == 1:  # route order, one window after the other
-            windows, acc = [], 0
-            for p, a in alloc:
-                windows.append((acc, acc + a, p))
-                acc += a
-            out.append(windows)
+            out.append(_in_order(alloc))
             continue
         own: list[tuple[int, int, Path]] = []
         fits = True
@@ -69,11 +74,7 @@ def _spread(allocations: Sequence[list[tuple[Path, int]]], m: int) -> list[list[
                 best = (0, gap)
             own.append((best[1], best[1] + a, p))
         if not fits:  # some side route found no window: route order, one window after the other
-            windows, acc = [], 0
-            for p, a in alloc:
-                windows.append((acc, acc + a, p))
-                acc += a
-            out.append(windows)
+            out.append(_in_order(alloc))
             continue
         placed_sides.extend((lo, hi) for lo, hi, _ in own)
         own.sort(key=lambda w: w[0])
