@@ -114,13 +114,15 @@ def split_if_not_slower(sched: Schedule, result: ExportResult, options: ExportOp
     s, finer = found[0]
     big, mid = size, min(MID_SIZE, size)
     rates = {}
+    wins = True
     for x in dict.fromkeys((mid, big)):  # the mid size first: cheaper, and when it gains nothing, nothing more is asked
         rates[x] = (file_rate(result.algo, x), file_rate(finer.algo, x))
-        if not (rates[x][1] > rates[x][0] if x != big else rates[x][1] >= rates[x][0]):
+        wins = rates[x][1] >= rates[x][0] if x == big else rates[x][1] > rates[x][0]
+        if not wins:
             break
     figures = "; ".join(f"{format_size(x)}: {rates[x][1]:.1f} GB/s split, {rates[x][0]:.1f} unsplit"
                         for x in sorted(rates, reverse=True))
-    if big in rates and rates[big][1] >= rates[big][0] and (mid == big or rates[mid][1] > rates[mid][0]):
+    if wins:
         return finer, (f"split: every chunk cut into {s} MSCCL chunks, one per step (nchunksperloop "
                        f"{finer.algo.nchunksperloop}; {figures})")
     return result, f"not split: every chunk cut into {s} MSCCL chunks would not be faster ({figures})"
