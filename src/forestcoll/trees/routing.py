@@ -123,21 +123,15 @@ def _assign(trees: Sequence[Tree], bundles: dict[tuple[int, int], dict[Path, int
     entries = []  # (when the arc's data starts: depth of its tail, or height of its head inward; mult, tree, arc)
     total: dict[tuple[int, int], int] = {}
     for i, tree in enumerate(trees):
-        if inward:  # by the head's subtree height; on a level a tree's arcs take turns with other trees' arcs
+        if inward:
             level = _subtree_heights(tree)
-            depth = {tree.root: 0}
-            for x, y in tree.arcs:
-                depth[y] = depth[x] + 1
-            turn: dict[int, int] = {}
-            for j in sorted(range(len(tree.arcs)), key=lambda j: (level[tree.arcs[j][1]], depth[tree.arcs[j][0]], j)):
-                h = level[tree.arcs[j][1]]
-                turn[h] = turn.get(h, -1) + 1
-                entries.append((h, turn[h], tree.multiplicity, i, j))
+            for j, (_x, y) in enumerate(tree.arcs):
+                entries.append((level[y], tree.multiplicity, i, j))
         else:
             depth = {tree.root: 0}
             for j, (x, y) in enumerate(tree.arcs):
                 depth[y] = depth[x] + 1
-                entries.append((depth[x], 0, tree.multiplicity, i, j))
+                entries.append((depth[x], tree.multiplicity, i, j))
         for x, y in tree.arcs:
             arc = (compute[x], compute[y])
             total[arc] = total.get(arc, 0) + tree.multiplicity
@@ -156,7 +150,7 @@ def _assign(trees: Sequence[Tree], bundles: dict[tuple[int, int], dict[Path, int
     # per tree: nodes on the far side of a side route (below one; inward: above one, its data came through one)
     fed = [set() for _ in trees]
     near, far = (1, 0) if inward else (0, 1)  # the arc's end a side route must not be fed at, the end it feeds
-    for _d, _t, _m, i, j in entries:
+    for _d, _m, i, j in entries:
         ends = trees[i].arcs[j]
         x, y = ends
         arc = (compute[x], compute[y])
@@ -170,7 +164,7 @@ def _assign(trees: Sequence[Tree], bundles: dict[tuple[int, int], dict[Path, int
             take(arc, p, a, i, j)
             extra[arc] -= a
             fed[i].add(ends[far])
-    for _d, _t, _m, i, j in entries:
+    for _d, _m, i, j in entries:
         if not need[i][j]:
             continue
         x, y = trees[i].arcs[j]
