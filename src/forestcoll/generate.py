@@ -32,7 +32,7 @@ from forestcoll.schedule import Edge, PhaseInfo, Schedule, ScheduleTree, Topolog
 from forestcoll.topology.model import Topology, fingerprint
 from forestcoll.trees.capacities import DEFAULT_MAX_K, invariant_symmetries, phase_capacities
 from forestcoll.trees.height import pack_height_limited
-from forestcoll.trees.packing import PackResult, Tree, pack_trees, pack_trees_symmetric
+from forestcoll.trees.packing import PackResult, pack_trees, pack_trees_symmetric
 from forestcoll.trees.routing import map_back
 from forestcoll.trees.shallow import lower_trees, rank_eccentricities
 from forestcoll.trees.splitting import Path, split_switches, trim_switch_excess
@@ -69,10 +69,6 @@ class PhaseResult:
     stats: dict[str, float] = field(default_factory=dict)
 
     load_ratio: Fraction = Fraction(0)  # max over links of (chunks carried) / bandwidth
-    # for a phase read backwards as in-trees too (allreduce's reduce-scatter on a fabric equal to its reverse): how
-    # many leading trees stay as they are, and the trees of several-route arcs routed again for in-trees (still
-    # out-trees here) that replace the rest; None when the trees read backwards need no other routing
-    inward: tuple[int, list[ScheduleTree]] | None = None
 
     @property
     def algbw(self) -> Fraction:
@@ -100,16 +96,13 @@ def solve_phase(
     max_height: int | None = None,
     exact_height: bool = False,
     progress: Progress | None = None,
-    inward_twin: bool = False,
 ) -> PhaseResult:
     """Pack the trees of one phase: optimal (smallest exact k) when ``k`` is None, else the best with k (its time
     scale times ``stretch``); the trees are then lowered (:func:`~forestcoll.trees.shallow.lower_trees`),
     aiming at ``max_height`` when given.  With ``exact_height`` the trees come from the constraint program of
     :mod:`forestcoll.trees.height` instead (unit trees, every one within ``max_height``); :class:`HeightNotFound`
     when it finds none.  ``progress`` hears ``"<phase>: <step>"`` for each of the steps in :data:`STEPS` (the last
-    one with its count of trees).  ``inward_twin``: the trees will also be read backwards as in-trees
-    (:func:`_reverse_phase`); the trees of several-route arcs are routed a second time for that
-    (:attr:`PhaseResult.inward`), from the same bundles."""
+    one with its count of trees)."""
     stats: dict[str, float] = {}
 
     def step(i: int) -> None:  # the step number out of the steps; the last step counts its trees
@@ -195,32 +188,14 @@ def solve_phase(
             return Edge(names[y], names[x], tuple(map(name_of, p[::-1])))
         return Edge(names[x], names[y], tuple(map(name_of, p)))
 
-    # the units of every bundle before routing, for routing the several-route trees again as in-trees
-    fresh = {a: dict(b) for a, b in bundles.items()} if inward_twin and any(len(b) > 1 for b in bundles.values()) \
-        else None
-    held: list[Tree] | None = [] if fresh is not None else None
-    routed = map_back(drain(), bundles, compute, edge, inward=reverse, held=held)
+    routed = map_back(drain(), bundles, compute, edge)
     trees = []
-    n_single = None  # trees before the first piece of a several-route tree
     for done, (root, mult, edges) in enumerate(routed):
         if not done % 64:
             report(progress, f"{name}: {STEPS[5]}", done, n_trees)
-        if held and n_single is None:
-            n_single = done
         if reverse:
             edges.reverse()
         trees.append(ScheduleTree(names[root], mult, name, tuple(edges)))
-    inward = None
-    if held:
-        # on an arc of several routes the in-trees take exactly the units the out-trees took (a packing need not
-        # use every unit): the same link loads, so the reversed phase keeps the exact rate
-        for arc, routes in fresh.items():
-            if len(routes) > 1:
-                left = bundles.get(arc, {})
-                fresh[arc] = {p: u - left.get(p, 0) for p, u in routes.items() if u > left.get(p, 0)}
-        inward = (len(trees) if n_single is None else n_single,
-                  [ScheduleTree(names[root], mult, name, tuple(edges))
-                   for root, mult, edges in map_back(held, fresh, compute, edge, inward=True)])
     # link loads from what the trees took of each route (every unit taken once): distinct routes, not tree edges
     load: dict[tuple[int, int], int] = {}
     for arc, routes in split.paths.items():
@@ -235,7 +210,7 @@ def solve_phase(
     cut = tuple(fabric.nodes[i].name for i in rate.cut.nodes)
     bandwidth = {(u, v): bw for u, v, bw in fabric.arcs}
     ratio = max(Fraction(amount) / bandwidth[hop] for hop, amount in load.items())  # max over links of chunks / bandwidth
-    return PhaseResult(name, k, scale, rate.rate, total, trees, cut, stats, ratio, inward)
+    return PhaseResult(name, k, scale, rate.rate, total, trees, cut, stats, ratio)
 
 
 def _generator_orbits(gens: Sequence[Sequence[int]], compute: Sequence[int], n: int) -> list[list[int]]:
@@ -262,16 +237,13 @@ def _prefixed(progress: Progress | None, phase: str) -> Progress | None:
 
 def _reverse_phase(phase: PhaseResult, name: str) -> PhaseResult:
     """Out-trees on a fabric equal to its own reverse, read backwards as in-trees (one reversed Edge per distinct
-    Edge: the trees share them as the out-trees do, not 16.8M new objects at 4,096 ranks).  The trees of
-    several-route arcs are the ones :func:`solve_phase` routed again for in-trees (:attr:`PhaseResult.inward`):
-    the same packed trees and units of every route, side routes out of the leaves rather than into the roots."""
-    source = phase.trees if phase.inward is None else phase.trees[:phase.inward[0]] + phase.inward[1]
+    Edge: the trees share them as the out-trees do, not 16.8M new objects at 4,096 ranks)."""
     distinct: dict[int, Edge] = {}
-    for t in source:
+    for t in phase.trees:
         distinct.update(zip(map(id, t.edges), t.edges))  # C-level: a tree's edges at once
     backwards = {i: Edge(e.dst, e.src, tuple(reversed(e.path))) for i, e in distinct.items()}
     back = backwards.__getitem__
-    trees = [ScheduleTree(t.root, t.chunks, name, tuple(map(back, map(id, reversed(t.edges))))) for t in source]
+    trees = [ScheduleTree(t.root, t.chunks, name, tuple(map(back, map(id, reversed(t.edges))))) for t in phase.trees]
     return PhaseResult(
         name, phase.k, phase.scale, phase.rate, phase.total_weight, trees, phase.cut, dict(phase.stats), phase.load_ratio
     )
@@ -359,14 +331,13 @@ def _phases(topo: Topology, coll: collectives.Collective, weights: Sequence[int]
             exact_height: bool = False, progress: Progress | None = None) -> list[PhaseResult]:
     solved: dict[str, PhaseResult] = {}
     mirrored = []
-    twins = {t.name for ph in coll.phases if (t := coll.mirror_of(ph) if topo.is_symmetric() else None) is not None}
     for ph in coll.phases:
         twin = coll.mirror_of(ph) if topo.is_symmetric() else None
         if twin is not None:
             mirrored.append((ph, twin))  # read backwards from the out-tree phase below
         else:
             solved[ph.name] = solve_phase(topo, ph.name, weights, ph.reversed, k, symmetry, max_k, stretch, max_height,
-                                          exact_height, progress, inward_twin=ph.name in twins)
+                                          exact_height, progress)
     for ph, twin in mirrored:
         solved[ph.name] = _reverse_phase(solved[twin.name], ph.name)
     return [solved[ph.name] for ph in coll.phases]

@@ -102,7 +102,7 @@ def _first_gap(own: Sequence[tuple[int, int, Path]], a: int, m: int) -> int | No
 
 
 def _assign(trees: Sequence[Tree], bundles: dict[tuple[int, int], dict[Path, int]], compute: Sequence[int],
-            main: dict[tuple[int, int], Path], inward: bool = False) -> list[list[list[tuple[Path, int]]]]:
+            main: dict[tuple[int, int], Path]) -> list[list[list[tuple[Path, int]]]]:
     """Every tree's routes on each of its arcs: [(path, units)], its largest part first.
 
     On an arc of several routes the main one (the most units) serves as much as it can; the units the trees need
@@ -111,28 +111,16 @@ def _assign(trees: Sequence[Tree], bundles: dict[tuple[int, int], dict[Path, int
     whatever is still missing is taken after that, main route first.  A side route out of a root never waits for
     data and two never chain in one tree where this can be helped: a side route deep in a thin tree waits for
     the tree's pipeline to fill while its link, a bottleneck like every link an exact packing fills, idles
-    (H100 x 4: the CPUs' 6 GB/s PCIe ports).
-
-    ``inward``: the trees will be read backwards, as in-trees (reduce-scatter, reduce, allreduce's first half),
-    where data starts at the leaves and an arc waits for the whole subtree below it.  The side routes then go,
-    level by level from the leaves up, to the arcs whose head (the in-tree's sender) has the lowest subtree,
-    never above another side route of the same tree: an in-tree's hop out of a leaf starts at once, its hop into
-    the root waits for the tree's whole reduction pipeline."""
+    (H100 x 4: the CPUs' 6 GB/s PCIe ports)."""
     out: list[list[list[tuple[Path, int]]]] = [[[] for _ in t.arcs] for t in trees]
     need = [[t.multiplicity] * len(t.arcs) for t in trees]
-    entries = []  # (when the arc's data starts: depth of its tail, or height of its head inward; mult, tree, arc)
+    entries = []  # (depth of the arc's tail, multiplicity, tree, arc position)
     total: dict[tuple[int, int], int] = {}
     for i, tree in enumerate(trees):
-        if inward:
-            level = _subtree_heights(tree)
-            for j, (_x, y) in enumerate(tree.arcs):
-                entries.append((level[y], tree.multiplicity, i, j))
-        else:
-            depth = {tree.root: 0}
-            for j, (x, y) in enumerate(tree.arcs):
-                depth[y] = depth[x] + 1
-                entries.append((depth[x], tree.multiplicity, i, j))
-        for x, y in tree.arcs:
+        depth = {tree.root: 0}
+        for j, (x, y) in enumerate(tree.arcs):
+            depth[y] = depth[x] + 1
+            entries.append((depth[x], tree.multiplicity, i, j))
             arc = (compute[x], compute[y])
             total[arc] = total.get(arc, 0) + tree.multiplicity
     entries.sort()
@@ -147,15 +135,12 @@ def _assign(trees: Sequence[Tree], bundles: dict[tuple[int, int], dict[Path, int
         need[i][j] -= amount
 
     extra = {arc: max(0, t - bundles[arc].get(main[arc], 0)) for arc, t in total.items()}  # units beyond the main
-    # per tree: nodes on the far side of a side route (below one; inward: above one, its data came through one)
-    fed = [set() for _ in trees]
-    near, far = (1, 0) if inward else (0, 1)  # the arc's end a side route must not be fed at, the end it feeds
+    fed = [set() for _ in trees]  # per tree: nodes below a side route
     for _d, _m, i, j in entries:
-        ends = trees[i].arcs[j]
-        x, y = ends
+        x, y = trees[i].arcs[j]
         arc = (compute[x], compute[y])
-        if ends[near] in fed[i]:
-            fed[i].add(ends[far])
+        if x in fed[i]:
+            fed[i].add(y)
             continue
         for p in sorted((p for p in bundles[arc] if p != main[arc]), key=lambda p: (-bundles[arc][p], p)):
             if not extra[arc] or not need[i][j]:
@@ -163,7 +148,7 @@ def _assign(trees: Sequence[Tree], bundles: dict[tuple[int, int], dict[Path, int
             a = min(bundles[arc][p], need[i][j], extra[arc])
             take(arc, p, a, i, j)
             extra[arc] -= a
-            fed[i].add(ends[far])
+            fed[i].add(y)
     for _d, _m, i, j in entries:
         if not need[i][j]:
             continue
@@ -181,20 +166,9 @@ def _assign(trees: Sequence[Tree], bundles: dict[tuple[int, int], dict[Path, int
     return out
 
 
-def _subtree_heights(tree: Tree) -> dict[int, int]:
-    """Hops from every node of ``tree`` down to its deepest descendant (0 at the leaves); arcs come parents first."""
-    height = {tree.root: 0}
-    for _x, y in tree.arcs:
-        height[y] = 0
-    for x, y in reversed(tree.arcs):
-        if height[y] + 1 > height[x]:
-            height[x] = height[y] + 1
-    return height
-
-
 def map_back(
     packed: Iterable[Tree], bundles: dict[tuple[int, int], dict[Path, int]], compute: Sequence[int],
-    make: Callable[[int, int, Path], Any] | None = None, inward: bool = False, held: list[Tree] | None = None,
+    make: Callable[[int, int, Path], Any] | None = None,
 ) -> Iterator[tuple[int, int, list[Any]]]:
     """Replace logical arcs by physical paths, splitting a tree where its units take different paths.
 
@@ -207,12 +181,7 @@ def map_back(
     of such arcs only is routed by one lookup per arc, and its units are counted and taken from the bundles at
     the end, which leaves them as taking them tree by tree would (4 million tree edges at 2,048 ranks).  Trees
     with an arc of several routes are held until the others are out and routed together (:func:`_assign` needs
-    every tree that shares a bundle), so they come last.
-
-    ``inward``: the trees are read backwards as in-trees, and their side routes placed for that
-    (:func:`_assign`).  ``held`` (a list), when given, receives those trees of several-route arcs, just before
-    the first of their pieces is yielded: the caller can route them again for the other direction (and tell
-    where the single-route trees end)."""
+    every tree that shares a bundle), so they come last."""
     made: dict[tuple[int, int, Path], Any] = {}
 
     def edge(x: int, y: int, p: Path) -> Any:
@@ -247,9 +216,7 @@ def map_back(
             yield compute[tree.root], m, routed
             continue
         pending.append(tree)
-    if held is not None:
-        held.extend(pending)
-    for tree, single in zip(pending, _assign(pending, bundles, compute, main, inward)):
+    for tree, single in zip(pending, _assign(pending, bundles, compute, main)):
         m = tree.multiplicity
         if all(len(a) == 1 for a in single):  # one route per arc, the tree stays whole
             yield compute[tree.root], m, [edge(compute[x], compute[y], a[0][0]) for (x, y), a in zip(tree.arcs, single)]
