@@ -181,7 +181,12 @@ def test_layouts():
         assert r.layout == layout
     assert tbs["edge"] >= tbs["source"] >= tbs["level"]
     auto = export_mscclpp(sched, topo, check=False, max_threadblocks=tbs["edge"] - 1)
-    assert auto.layout == "mixed" and auto.stats.threadblocks_per_gpu <= tbs["edge"] - 1
+    # an allreduce's in-tree and out-tree blocks share thread blocks first (test_mscclpp_share.py); a collective of
+    # one phase goes to mixed
+    assert auto.layout == "shared" and auto.stats.threadblocks_per_gpu <= tbs["edge"] - 1
+    ag = generate(topo, "allgather", k=1)
+    ag_edge = export_mscclpp(ag, topo, layout="edge", check=False).stats.threadblocks_per_gpu
+    assert export_mscclpp(ag, topo, check=False, max_threadblocks=ag_edge - 1).layout == "mixed"
     # mixed: per GPU and tree level, the finest grain the limit leaves room for; anything from edge to level
     for limit in range(tbs["level"], tbs["edge"] + 1, 3):
         mixed = export_mscclpp(sched, topo, layout="mixed", max_threadblocks=limit, check=limit == tbs["level"])
@@ -191,7 +196,9 @@ def test_layouts():
     with pytest.raises(ExportError) as info:
         export_mscclpp(sched, topo, check=False, max_threadblocks=2)
     msg = str(info.value)
-    assert f"needs {tbs['level']} thread blocks per GPU even at the 'level' layout" in msg
+    # the refusal names the layout with the fewest blocks: for an allreduce, level grains shared
+    shared = int(msg.split(" needs ")[1].split()[0])
+    assert shared < tbs["level"] and "thread blocks per GPU even at the 'shared' layout" in msg
     assert "more than the 2 a GPU runs at once" in msg and "no smaller k exists" in msg and "\n" not in msg
     with pytest.raises(ExportError, match="generate with a smaller k .fewer trees; a power of two such as --k 4"):
         export_mscclpp(generate(topo, "allreduce", k=2), topo, check=False, max_threadblocks=2)

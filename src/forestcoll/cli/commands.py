@@ -126,7 +126,7 @@ def mscclpp_options(args: argparse.Namespace):
     from forestcoll.mscclpp.export import ExportOptions
 
     _refuse(args, ("instances", "channels", "runtime", "split"), "msccl")
-    _layout_for(args, "mscclpp", ("auto", "edge", "mixed", "source", "level"))
+    _layout_for(args, "mscclpp", ("auto", "edge", "shared", "mixed", "source", "level"))
     if args.proto == "LL128":
         raise UsageError("--proto LL128 is an MSCCL protocol; MSCCL++ plans are Simple or LL")
     if args.mode == "both":

@@ -93,10 +93,12 @@ def _export_flags(p: argparse.ArgumentParser) -> None:
                    help="largest call size (MSCCL default 0: no limit; MSCCL++ default 4GiB-1, LL 1MiB)")
     g.add_argument("--name", help="algorithm (MSCCL) or plan (MSCCL++) name in the file")
     g.add_argument("--no-check", action="store_true", help="skip the self-check (lint + interpreter) before writing")
-    g.add_argument("--layout", choices=("stage", "tree", "auto", "edge", "mixed", "source", "level"),
+    g.add_argument("--layout", choices=("stage", "tree", "auto", "edge", "shared", "mixed", "source", "level"),
                    help="MSCCL: a channel per pipeline stage (stage, default) or trees round robin (tree); MSCCL++: "
                         "thread blocks per tree edge, per source GPUs or per tree level, or mixed: per edge where "
-                        "--max-threadblocks leaves room, coarser where not (default auto: edge if it fits, else mixed)")
+                        "--max-threadblocks leaves room, coarser where not; shared (allreduce): mixed, with a "
+                        "reduce-scatter and an allgather block sharing a thread block (default auto: edge if it fits, "
+                        "else shared for allreduce, else mixed)")
     g = p.add_argument_group("MSCCL++ plans only")
     g.add_argument("--design-size", help="call size the pipelines are cut for (default: the max size, at most 1GiB)")
     g.add_argument("--max-threadblocks", type=int,

@@ -43,6 +43,7 @@ from forestcoll.mscclpp.emit import ALIGN, Emitter, group
 from forestcoll.mscclpp.lower import Act, Lowering, Ref
 from forestcoll.mscclpp.plan import Plan, PlanStats, plan_stats
 from forestcoll.mscclpp.semantics import MAX_CHANNEL, MAX_OPERATION, U32
+from forestcoll.mscclpp.share import OUT_ROLES, block_info, share_blocks
 from forestcoll.pieces import Piece
 from forestcoll.progress import Progress
 from forestcoll.schedule import Schedule, schedule_topology
@@ -53,7 +54,7 @@ __all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "chunk_byt
 
 DEFAULT_MAX_MESSAGE = U32 - 1  # the executor's offsets are 32-bit
 DEFAULT_LL_MAX_MESSAGE = 1 << 20
-LAYOUTS = ("auto", "edge", "mixed", "source", "level")
+LAYOUTS = ("auto", "edge", "shared", "mixed", "source", "level")
 GRAINS = ("edge", "source", "level")  # a block per tree edge and piece / per sending GPUs / per tree level and peer
 _BUG = "the exported plan fails its self-check (a forestcoll bug; please report it with the schedule)"
 
@@ -79,7 +80,9 @@ class ExportOptions:
     check_launches: int = 2  # back-to-back calls interpreted by the self-check
     # thread blocks: "edge" one per tree edge and piece; "source" one per (level, peer, piece size, GPUs the data
     # comes from); "level" one per (level, peer, piece size); "mixed" per GPU and tree level the finest of these that
-    # keeps within max_threadblocks (_mixed_layout); "auto": edge if it fits, else mixed (else level, for the error)
+    # keeps within max_threadblocks (_mixed_layout); "shared" (allreduce): mixed, counting a GPU's in-tree and out-tree
+    # blocks apart, then pairs of them share a thread block (mscclpp/share.py); "auto": edge if it fits, else shared
+    # (allreduce), else mixed (else level, for the error)
     layout: str = "auto"
     lanes: int | None = None  # every piece cut in this many, each moved on its own (default 1; LL: 4, which pipelines)
     max_threadblocks: int = 104  # blocks a GPU runs at once (MI250 GCD: 104 CUs; A100: 108 SMs; H100: 132)
@@ -195,7 +198,12 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
         layout = "ll"
     else:
         tried = []
-        for layout in (("edge", "mixed", "level") if opts.layout == "auto" else (opts.layout,)):
+        both = coll.name == "allreduce"  # in-tree and out-tree blocks: they may share thread blocks
+        if opts.layout == "shared" and not both:
+            raise UsageError(f"layout 'shared' pairs an allreduce's reduce-scatter and allgather blocks; {coll.name} "
+                             "has only one of them: use auto, edge, mixed, source or level")
+        auto = ("edge", "shared", "mixed", "level") if both else ("edge", "mixed", "level")
+        for layout in (auto if opts.layout == "auto" else (opts.layout,)):
             low = Lowering(sched, topo, outofplace=not opts.inplace, lanes=lanes)
             acts = low.build()
             for a in acts:
@@ -203,8 +211,8 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
                     a.input_ref = _input_ref(low, a)
                 if layout in ("edge", "source"):
                     a.key = _grain_key(a, GRAINS.index(layout))
-            if layout == "mixed":
-                plan = _mixed_layout(low, acts, units, name, opts, hi)
+            if layout in ("mixed", "shared"):
+                plan = _mixed_layout(low, acts, units, name, opts, hi, share=layout == "shared")
             else:
                 plan = _layout_and_emit(low, acts, units, name, opts, hi)
             tbs = max(len(g.threadblocks) for g in plan.gpus)
@@ -424,12 +432,17 @@ def _grain_key(a: Act, grain: int) -> tuple:
 
 
 def _mixed_layout(low: Lowering, acts: list[Act], units: dict[int, int], name: str, opts: ExportOptions,
-                  hi: int) -> Plan:
+                  hi: int, share: bool = False) -> Plan:
     """The ``mixed`` layout: every (GPU, phase, tree level, role, peer) group of actions starts a block per tree
     edge and piece; while a GPU has more blocks than ``max_threadblocks``, the group whose next coarser grain
     (per sending GPUs, then per level and peer: :data:`GRAINS`) costs the fewest chunks per block saved takes it.
     Blocks of a coarser grain move their pieces in lockstep (each iteration waits for every producer), so the
-    chunks of a group are what the coarsening slows down; a GPU's blocks never depend on another GPU's grain."""
+    chunks of a group are what the coarsening slows down; a GPU's blocks never depend on another GPU's grain.
+
+    With ``share`` (the ``shared`` layout, allreduce) the in-tree and the out-tree blocks of a GPU are counted apart,
+    each against ``max_threadblocks``, and only groups of the side over it are coarsened: pairs of an in-tree and an
+    out-tree block then share a thread block (:func:`forestcoll.mscclpp.share.share_blocks`), as many as bring
+    the GPU within the limit."""
     groups: dict[tuple[int, tuple], list[Act]] = {}
     for a in acts:
         groups.setdefault((a.gpu, a.key[:4]), []).append(a)
@@ -439,17 +452,28 @@ def _mixed_layout(low: Lowering, acts: list[Act], units: dict[int, int], name: s
     def blocks(gk: tuple[int, tuple], g: int) -> int:
         return len({(_grain_key(a, g), a.cnt) for a in groups[gk]})
 
+    def side(gk: tuple[int, tuple]) -> int:
+        """Which count a group's blocks go to: with ``share``, in-tree leaves and sinks join other blocks for free
+        (2: not counted), other in-tree blocks (0) and forwarding out-tree ones (1) pair up."""
+        if not share:
+            return 0
+        role, level = gk[1][2], gk[1][1]
+        if role == "sink" or (role not in OUT_ROLES and level == 0):
+            return 2
+        return int(role in OUT_ROLES)
+
     limit = [opts.max_threadblocks] * low.n
     plan = None
     for _round in range(6):
-        est = [0] * low.n
+        est = [[0, 0, 0] for _ in range(low.n)]
         for gk in groups:
-            est[gk[0]] += blocks(gk, grain[gk])
+            est[gk[0]][side(gk)] += blocks(gk, grain[gk])
         for g in range(low.n):
-            while est[g] > limit[g]:
+            while max(est[g][:2]) > limit[g] if share else sum(est[g]) > limit[g]:
+                over = est[g].index(max(est[g][:2]))
                 best = None
                 for gk in groups:
-                    if gk[0] != g or grain[gk] >= 2 or gk[1][2] == "sink":
+                    if gk[0] != g or grain[gk] >= 2 or gk[1][2] == "sink" or (share and side(gk) != over):
                         continue
                     now = blocks(gk, grain[gk])
                     nxt = min(blocks(gk, x) for x in range(grain[gk] + 1, 3))
@@ -463,11 +487,11 @@ def _mixed_layout(low: Lowering, acts: list[Act], units: dict[int, int], name: s
                 grain[gk] += 1
                 while grain[gk] < 2 and blocks(gk, grain[gk]) == now:
                     grain[gk] += 1  # a grain that saves nothing here
-                est[g] += blocks(gk, grain[gk]) - now
+                est[g][side(gk)] += blocks(gk, grain[gk]) - now
         for gk, members in groups.items():
             for a in members:
                 a.key = _grain_key(a, grain[gk])
-        plan = _layout_and_emit(low, acts, units, name, opts, hi)
+        plan = _layout_and_emit(low, acts, units, name, opts, hi, opts.max_threadblocks if share else None)
         over = [len(gp.threadblocks) - opts.max_threadblocks for gp in plan.gpus]
         if max(over) <= 0:
             break
@@ -479,12 +503,17 @@ def _mixed_layout(low: Lowering, acts: list[Act], units: dict[int, int], name: s
 
 
 def _layout_and_emit(low: Lowering, acts: list[Act], units: dict[int, int], name: str, opts: ExportOptions,
-                     hi: int) -> Plan:
+                     hi: int, share: int | None = None) -> Plan:
+    """Blocks grouped by the actions' keys and emitted, split further until every block fits the executor; with
+    ``share`` (a thread-block limit), in-tree and out-tree blocks then pair up (:func:`share_blocks`) on every GPU
+    with more blocks than that."""
     budget, partners = 40, 6
     for _attempt in range(8):
         per_gpu = group(acts, low.n, budget, partners)
         em = Emitter(per_gpu, units)
         plan = em.emit(low.entry, name, opts.inplace, low.k, low.scratch, opts.min_message_size, hi)
+        if share is not None:
+            plan = share_blocks(plan, [[block_info(tb) for tb in tbs] for tbs in per_gpu], share)
         worst = _worst(plan)
         if worst is None:
             return plan

@@ -1,0 +1,109 @@
+"""The ``shared`` layout: an allreduce's reduce-scatter and allgather blocks share thread blocks (mscclpp/share.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from forestcoll.generate import generate
+from forestcoll.mscclpp.export import ExportError, export_mscclpp
+from forestcoll.mscclpp.lint import lint_plan
+from forestcoll.mscclpp.machine import Machine
+from forestcoll.mscclpp.plan import Plan
+from forestcoll.mscclpp.run_result import RunResult
+from forestcoll.mscclpp.semantics import buffer_sizes
+from forestcoll.topology import load_topology
+
+
+def _outputs(plan: Plan, size: int) -> list[np.ndarray]:
+    """Every GPU's output after one in-place call on the interpreter's integer data (seed 0)."""
+    ins, outs = buffer_sizes(plan, size)
+    result = RunResult("plan", plan.collective, "in-place", size, ins, outs, "float32", 1, len(plan.gpus))
+    m = Machine(plan, size, "in-place", "float32", 1, False, "LL16", 0, "plan", result)
+    m.run()
+    assert all(b.done for b in m.tbs)
+    return [np.array(x, copy=True) for x in m.outputs[0]]
+
+
+def _put_targets(gp, tb, op) -> set[str]:
+    """The buffer types (``o``, ``s``, ...) a put writes into on its peers."""
+    refs = {r.access_channel_type: r.remote_buffer_ids for r in tb.remote_buffer_refs or ()}
+    return {gp.remote_buffers[refs[op.channel_type][r.buffer_id]].type for r in op.dst or ()}
+
+
+def _phase_violations(plan: Plan) -> list[str]:
+    """Blocks in which an out-tree operation (a put into a peer's output) comes before an in-tree one (a reduction,
+    or a put of a partial sum into a peer's scratch): in program order, which a block runs in."""
+    bad = []
+    for g, gp in enumerate(plan.gpus):
+        for tb in gp.threadblocks:
+            flat = [x for op in tb.ops for x in (op.ops or (op,))]
+            puts = {i: _put_targets(gp, tb, op) for i, op in enumerate(flat) if op.name == "put"}
+            ins = [i for i, op in enumerate(flat) if op.name in ("re", "rre") or "s" in puts.get(i, ())]
+            outs = [i for i in puts if "o" in puts[i]]
+            if ins and outs and min(outs) < max(ins):
+                bad.append(f"gpu {g} tb {tb.id}")
+    return bad
+
+
+@pytest.fixture(scope="module")
+def mi250_k2():
+    topo = load_topology("mi250")
+    return topo, generate(topo, "allreduce", k=2)
+
+
+def test_shared_plan_checks_itself_and_computes_what_the_unshared_one_does(mi250_k2):
+    topo, sched = mi250_k2
+    edge = export_mscclpp(sched, topo, layout="edge", check=False)
+    n_edge = edge.stats.threadblocks_per_gpu
+    limit = n_edge // 2 + 2
+    shared = export_mscclpp(sched, topo, layout="shared", max_threadblocks=limit)  # self-checked: lint + interpreter
+    assert shared.layout == "shared" and len(shared.checks) == 2
+    assert shared.stats.threadblocks_per_gpu <= limit < n_edge
+    assert lint_plan(shared.plan).findings == []
+    # some blocks really run two phases: an in-tree pipeline, then an out-tree one
+    assert any(sum(op.name == "pipeline" for op in tb.ops) >= 2 for g in shared.plan.gpus for tb in g.threadblocks)
+    size = 2 * 16 * shared.plan.gpus[0].input_chunks
+    for a, b in zip(_outputs(edge.plan, size), _outputs(shared.plan, size), strict=True):
+        assert a.tobytes() == b.tobytes()
+    assert _phase_violations(shared.plan) == []
+
+
+def test_out_tree_parts_never_run_before_in_tree_parts(mi250_k2):
+    topo, sched = mi250_k2
+    plan = export_mscclpp(sched, topo, layout="shared", check=False,
+                          max_threadblocks=export_mscclpp(sched, topo, layout="edge", check=False)
+                          .stats.threadblocks_per_gpu // 2 + 2).plan
+    assert _phase_violations(plan) == []
+    # the check can fail: the same plan with every shared block's out-tree pipeline moved first
+    def swapped(tb):
+        pipes = [i for i, op in enumerate(tb.ops) if op.name == "pipeline"]
+        down = [i for i in pipes if any(x.name == "put" for x in tb.ops[i].ops)]
+        if len(pipes) < 2 or not down or down[0] == pipes[0]:
+            return tb
+        ops = list(tb.ops)
+        ops.insert(pipes[0], ops.pop(down[0]))
+        return replace(tb, ops=tuple(ops))
+
+    bad = replace(plan, gpus=tuple(replace(g, threadblocks=tuple(swapped(tb) for tb in g.threadblocks))
+                                   for g in plan.gpus))
+    assert _phase_violations(bad)
+
+
+def test_auto_takes_shared_only_where_edge_does_not_fit(mi250_k2):
+    topo, sched = mi250_k2
+    edge = export_mscclpp(sched, topo, layout="edge", check=False)
+    n_edge = edge.stats.threadblocks_per_gpu
+    # edge fits: the same plan as before
+    assert export_mscclpp(sched, topo, check=False, max_threadblocks=n_edge).plan == edge.plan
+    auto = export_mscclpp(sched, topo, check=False, max_threadblocks=n_edge - 1)
+    assert auto.layout == "shared" and auto.stats.threadblocks_per_gpu <= n_edge - 1
+    # shared with room for every block is the edge plan
+    assert export_mscclpp(sched, topo, layout="shared", check=False, max_threadblocks=n_edge).plan == edge.plan
+    # other collectives have one phase: refused by name
+    with pytest.raises(Exception, match="layout 'shared' pairs an allreduce"):
+        export_mscclpp(generate(topo, "allgather", k=1), topo, layout="shared", check=False)
+    with pytest.raises(ExportError, match="thread blocks per GPU"):
+        export_mscclpp(sched, topo, check=False, max_threadblocks=3)
