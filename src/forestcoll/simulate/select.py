@@ -32,7 +32,7 @@ from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
 __all__ = ["ALL_KS", "CANDIDATE_SETS", "LATENCY", "SMALL_KS", "ExportedRange", "Selection", "SizeExport", "SizeRange",
-           "SPLIT", "candidate_files", "candidate_schedules", "default_ks", "export_by_size", "height_candidate", "select_schedules", "usable"]
+           "EVEN", "SPLIT", "candidate_files", "candidate_schedules", "default_ks", "export_by_size", "height_candidate", "select_schedules", "usable"]
 
 ALL_KS = tuple(2**i for i in range(0, 7))  # ``--candidates all`` adds every power of two up to 64
 # always offered below the optimal k: 1 and 2 pay the fewest latencies; 4 and 8 come within a few per cent of the
@@ -303,6 +303,8 @@ LATENCY = "-latency"  # the name suffix of a candidate's file in the latency ste
 
 
 SPLIT = "-s"  # the name suffix of a candidate's file whose chunks are split (``-s4``: 4 MSCCL chunks per chunk)
+EVEN = "-even"  # ... of its file with even pieces per tree (``-even8``: 8 MSCCL chunks per chunk, every tree's range
+#                 in as many pieces as the others')
 
 
 def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progress | None = None):
@@ -311,10 +313,13 @@ def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progr
     at small sizes on fabrics whose network hops cost far more latency than in-box ones); and in each order the
     *split* files (:func:`forestcoll.msccl.generated.split_files`: ``name-s<s>``, every chunk cut into s MSCCL chunks moved one per step,
     which pipeline a tree through its own steps at the mid sizes where the runtime gives each MSCCL chunk a single
-    loop iteration).  Returns (name -> export result, name -> schedule of each file, notes on the candidates
+    loop iteration); and in the progress order its *even-pieces* file when that differs
+    (:func:`forestcoll.msccl.generated.even_files`: ``name-even<s>``, every tree's range in as many pieces as the
+    others', which fills a large k's thin trees in enough pipeline units at 1 GiB; the latency order is for the small
+    sizes, where pieces this fine only add steps).  Returns (name -> export result, name -> schedule of each file, notes on the candidates
     whose files do not fit)."""
     from forestcoll.msccl.export import ExportError, ExportOptions, export_msccl
-    from forestcoll.msccl.generated import split_files
+    from forestcoll.msccl.generated import even_files, split_files
 
     base = options or ExportOptions()
     orders = [("", base)]
@@ -334,8 +339,10 @@ def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progr
             continue
         files[name + suffix], named[name + suffix] = first, sched
         if base.split == 1 and base.max_cnt is None:
-            for split, result in split_files(sched, opts, first):
-                files[f"{name}{SPLIT}{split}{suffix}"], named[f"{name}{SPLIT}{split}{suffix}"] = result, sched
+            finer = [(f"{name}{SPLIT}{s}{suffix}", r) for s, r in split_files(sched, opts, first)]
+            finer += [(f"{name}{EVEN}{s}", r) for s, r in (even_files(sched, opts, first) if not suffix else [])]
+            for variant, result in finer:
+                files[variant], named[variant] = result, sched
     return files, named, notes
 
 
