@@ -115,6 +115,12 @@ def test_candidate_files_offer_even_pieces_in_the_progress_order(cube):
     sel = select_schedules(cube, net, "allreduce", [GIB], named, margin=0.0, exhaustive=True,
                            files={n: r.algo for n, r in files.items()})
     assert sel.ranges[0].name == f"forestcoll-k16{EVEN}8"
+    # generate --sizes lets even pieces (cut for 1 GiB) compete from 256 MiB up only: at 1 MiB the even file ties the
+    # split one and would carry its range up through 16 MiB, where it is slower
+    sel = select_schedules(cube, net, "allreduce", [1 << 20, GIB], named, exhaustive=True,
+                           files={n: r.algo for n, r in files.items()}, smallest={f"forestcoll-k16{EVEN}8": 256 << 20})
+    assert {r.algorithm for r in sel.table if r.size_bytes == 1 << 20} == set(files) - {f"forestcoll-k16{EVEN}8"}
+    assert {r.algorithm for r in sel.table if r.size_bytes == GIB} == set(files)
 
 
 def test_delivered_per_size_column_is_what_generate_sizes_writes(tmp_path):

@@ -1,4 +1,5 @@
-"""The one MSCCL file ``forestcoll generate --format msccl`` writes without ``--k``, and split files.
+"""The one MSCCL file ``forestcoll generate --format msccl`` writes without ``--k``: its k, then its variant
+(plain, split, even pieces per tree).
 
 Choice: the optimal k's file when it fits the runtime's limits, competing with the powers of two below it whose
 files fit (:func:`forestcoll.msccl.export.fitting_msccl`), the fastest *file* at the design size (1 GiB) taken.
@@ -25,7 +26,7 @@ from forestcoll.schedule import Schedule
 __all__ = ["MID_SIZE", "SPLIT_STEPS", "even_files", "generated_msccl", "split_files", "written_variant"]
 
 SPLIT_STEPS = 8  # a split file moves each tree's largest range of chunks in at least this many steps
-MID_SIZE = 16 << 20  # the split must win here (and not lose at the design size) to be written
+MID_SIZE = 16 << 20  # a variant is written when faster here or at the design size and slower at neither
 MAX_COUNT_ANY = 1 << 30  # a piece size that never cuts a tree's range
 
 
@@ -129,8 +130,8 @@ def even_files(sched: Schedule, options: ExportOptions | None, first: ExportResu
 
 
 def written_variant(sched: Schedule, result: ExportResult, options: ExportOptions,
-                        file_rate: Callable[[Algo, int], float], size: int, even: bool = True
-                        ) -> tuple[ExportResult, str | None]:
+                    file_rate: Callable[[Algo, int], float], size: int, even: bool = True
+                    ) -> tuple[ExportResult, str | None]:
     """The file written for ``sched`` (``result``, its plain file): the plain file, its split file
     (:func:`split_files`) or its even-pieces file (:func:`even_files`, with ``even``), taken in that order, each
     replacing the file chosen so far when it is **faster at one of** ``size`` (the design size, where k was chosen)
@@ -177,7 +178,7 @@ def written_variant(sched: Schedule, result: ExportResult, options: ExportOption
 
 
 def _remembered(file_rate: Callable[[Algo, int], float]) -> Callable[[Algo, int], float]:
-    """``file_rate`` that simulates each (file, size) once (the split decision asks again for the chosen file)."""
+    """``file_rate`` that simulates each (file, size) once (the variant decision asks again for the chosen file)."""
     seen: dict[tuple[int, int], tuple[Algo, float]] = {}
 
     def rate(algo: Algo, size: int) -> float:
