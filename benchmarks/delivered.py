@@ -97,18 +97,21 @@ def fitting(topo, net, collective: str, sched, own=None):
 
 
 def split_as_generate_does(topo, sched, algo):
-    """The file ``generate --format msccl`` writes for ``algo`` (``sched``'s file): split where that is not slower
-    at 1 GiB and faster at 16 MiB (msccl/generated.py); older checkouts: ``algo`` as it is."""
+    """The file ``generate --format msccl`` writes for ``algo`` (``sched``'s file): its plain, split or even-pieces
+    version by msccl/generated.py's rule (split only, on checkouts before even pieces); older checkouts: ``algo``."""
     try:
-        from forestcoll.msccl.generated import split_if_not_slower
+        from forestcoll.msccl.generated import written_variant
     except ImportError:
-        return algo
+        try:
+            from forestcoll.msccl.generated import split_if_not_slower as written_variant
+        except ImportError:
+            return algo
     from forestcoll.msccl.export import ExportOptions
     from forestcoll.simulate.msccl import file_rate
 
     if algo is None:
         return None
-    written, note = split_if_not_slower(sched, export_msccl(sched), ExportOptions(), file_rate(topo), 1 << 30)
+    written, note = written_variant(sched, export_msccl(sched), ExportOptions(), file_rate(topo), 1 << 30)
     if note:
         print(f"{sched.topology} {sched.collective} k={sched.k}: {note}", flush=True)
     return written.algo
@@ -129,18 +132,27 @@ def per_size_choice(topo, net, collective: str):
         for size, algbw in rng.measured.items():
             picks[size] = (rng.name, algbw, rng)
     try:  # the candidates' files ranked by the files' simulated rate, as generate --sizes --format msccl does
-        from forestcoll.simulate.select import candidate_files
+        from forestcoll.simulate.select import candidate_files  # noqa: F401
     except ImportError:  # older checkouts rank the trees and write the winner's file
         return picks, {size: per_size_file(net, pick, size) for size, pick in picks.items()}
-    exported, named, _notes = candidate_files(cands)
-    by_file = select_schedules(topo, net, collective, sizes, named, workers=1,
-                               files={name: r.algo for name, r in exported.items()})
+    return picks, size_files(topo, net, collective, sizes)
+
+
+def size_files(topo, net, collective: str, sizes) -> dict[int, str]:
+    """A cell per size: the file ``generate --sizes ... --format msccl -o dir/`` writes for that size (its own
+    export_by_size, files not self-checked), simulated at that size, against its own trees."""
+    import tempfile
+
+    from forestcoll.simulate.select import export_by_size
+
+    with tempfile.TemporaryDirectory() as outdir:
+        written = export_by_size(topo, collective, sizes, outdir, check=False, workers=1)
     cells = {}
-    for rng in by_file.ranges:
+    for rng in written.selection.ranges:
         for size, algbw in rng.measured.items():
             trees = simulate(net, rng.schedule, size=size).algbw_gbps
             cells[size] = f"{algbw:.1f} ({algbw / trees:.2f} of its trees; {rng.name})"
-    return picks, cells
+    return cells
 
 
 def per_size_file(net, pick, size: int) -> str:

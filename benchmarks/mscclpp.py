@@ -6,8 +6,8 @@ and k = 1: the layout the exporter chose, thread blocks per GPU, operations per 
 algbw of one call at 1 GiB and at 16 MiB of the plan (exported for that size: pipeline slices are cut for it)
 against its own trees, both on the same network model.  An optimal k whose plan needs more thread blocks than a GPU
 runs at once (104) is refused; the row after it measures the schedule `generate --format mscclpp` exports then
-(`fitting_schedule`: of the powers of two below it whose plans fit, the one whose trees simulate fastest at 1 GiB on
-the executor's routes).  "trees (runtime routes)" runs the trees on the routes a GPU-to-GPU
+(`fitting_schedule` ranked as `write_generated_plan` ranks it: of the powers of two below it whose plans fit, the
+one whose *plan* simulates fastest at 1 GiB).  "trees (runtime routes)" runs the trees on the routes a GPU-to-GPU
 transfer takes inside a box (CUDA IPC): where it differs from "trees", the schedule uses paths the runtime does not
 take by itself (PCIe instead of NVLink, the network between two GPUs of one box).  "plan" simulates port channels
 as the executor sets them up (CUDA IPC inside a host), "plan (NIC ports)" with every port channel through the
@@ -36,12 +36,19 @@ from forestcoll.mscclpp.export import ExportError, export_mscclpp, fitting_sched
 from forestcoll.mscclpp.interpreter import run_plan
 from forestcoll.mscclpp.plan import read_plan
 from forestcoll.simulate import build_network, simulate
-from forestcoll.simulate.mscclpp import executor_rate, on_runtime_routes, simulate_plan
+from forestcoll.simulate.mscclpp import on_runtime_routes, plan_rate, simulate_plan
 from forestcoll.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "data" / "mscclpp-plans"
 SIZES = (1 << 30, 16 << 20)
+
+
+def plans_rate(topo):
+    """``rate(schedule, size)``: its plan (exported unchecked) simulated, as ``generate --format mscclpp`` ranks the
+    fitting k (``write_generated_plan`` with ``plan_rate``)."""
+    by_plan = plan_rate(topo)
+    return lambda sched, size: by_plan(export_mscclpp(sched, topo, check=False).plan, size)
 
 
 def export_table(console: Console, markdown: bool, quick: bool) -> list:
@@ -64,7 +71,7 @@ def export_table(console: Console, markdown: bool, quick: bool) -> list:
                     # over the thread-block limit: say so, and measure the way out (generate --format mscclpp picks it)
                     rows.append([spec, coll, label, "refused: " + str(exc).split(" (--max-threadblocks")[0]]
                                 + ["-"] * (len(columns) - 4))
-                    sched = fitting_schedule(topo, coll, sched, rate=executor_rate(topo))[0]
+                    sched = fitting_schedule(topo, coll, sched, None, plans_rate(topo), "plans")[0]
                     label = f"{sched.k} (fallback)"
                 if quick and spec == "mi250:nodes=2" and k is None:
                     rows.append([spec, coll, label] + ["skipped (--quick)"] + ["-"] * (len(columns) - 4))

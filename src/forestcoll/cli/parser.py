@@ -109,7 +109,7 @@ def _export_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--runtime", choices=_runtimes(), metavar="RUNTIME",
                    help="whose limits to keep to: %(choices)s (default msccl-executor-nccl)")
     g.add_argument("--split", type=int, metavar="S", help="cut every chunk into S MSCCL chunks, 1..64 (generate "
-                   "without --k: split where not slower at 1GiB and faster at 16MiB; export: 1)")
+                   "without --k: plain, split or even pieces, each where faster at 1GiB or 16MiB and slower at neither; export: 1)")
 
 
 class _Unused:

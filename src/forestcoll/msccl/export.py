@@ -338,14 +338,30 @@ def _fit(sched: Schedule, trees: list[TreeShape], opts: ExportOptions, split: in
         _k, whole = cut_pieces(sched, trees, MAX_COUNT, split)
         first = max(1, -(-max(pc.cnt for pc in whole) // STEPS_PER_PIECE))
         counts = sorted({min(MAX_COUNT, first << i) for i in range(8)})
-    for i, cnt in enumerate(counts):
+
+    def attempt(cnt: int):
         k, pieces = (_even_pieces(sched, trees, cnt, split) if per_tree else cut_pieces(sched, trees, cnt, split))
+        return (k, pieces, *_layout(sched, pieces, k, n, opts, limits, ports, levels))
+
+    # counts run finest to coarsest, and a coarser count fits wherever a finer one does (the same thread blocks on
+    # the same channels, no block with more steps): the finest that fits by bisection, as a scan would find it (a
+    # file that fits nowhere costs two layouts, not eight; the coarsest's error is the one raised).  Uneven bands
+    # size the channels by the pieces' loads, so there each count is tried in turn.
+    for i, cnt in enumerate(counts if opts.bands else counts[:1]):
         try:
-            return (k, pieces, *_layout(sched, pieces, k, n, opts, limits, ports, levels))
+            return attempt(cnt)
         except ExportError:
             if i == len(counts) - 1:
                 raise
-    raise AssertionError("unreachable")
+    lo, hi = 0, len(counts) - 1
+    found = attempt(counts[hi])
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            found, hi = attempt(counts[mid]), mid
+        except ExportError:
+            lo = mid
+    return found
 
 
 def _stage_loads(sched: Schedule, pieces: list[Piece], k: int, n: int, inst: int, n_stages: int, opts: ExportOptions,
@@ -641,7 +657,7 @@ def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportO
                           progress: Progress | None = None, file_rate: Callable[[Algo, int], float] | None = None,
                           size: int = 1 << 30, split: bool = True, **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
     """Write :func:`forestcoll.msccl.generated.generated_msccl`'s file (what ``forestcoll generate --format msccl``
-    does without ``--k``): ``sched``'s, or the fastest that fits, split where that is not slower; notes say which."""
+    does without ``--k``): ``sched``'s, or the fastest that fits, split or with even pieces where faster; notes say which."""
     from forestcoll.msccl.generated import generated_msccl
 
     sched, result = generated_msccl(topology, sched, options, rate, file_rate, size, split, **generate_kwargs)

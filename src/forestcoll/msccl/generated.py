@@ -1,12 +1,15 @@
-"""The one MSCCL file ``forestcoll generate --format msccl`` writes without ``--k``, and split files.
+"""The one MSCCL file ``forestcoll generate --format msccl`` writes without ``--k``: its k, then its variant
+(plain, split, even pieces per tree).
 
 Choice: the optimal k's file when it fits the runtime's limits, competing with the powers of two below it whose
 files fit (:func:`forestcoll.msccl.export.fitting_msccl`), the fastest *file* at the design size (1 GiB) taken.
-Split: that file's split version (:func:`split_files`: every chunk cut into s MSCCL chunks moved one per step)
-replaces it when the split file is not slower at the design size and faster at the mid size (16 MiB), where the
-runtime's kernel gives an MSCCL chunk below 2 MiB a single loop iteration, so an unsplit tree barely pipelines
-(docs/msccl.md, "Split chunks").  The rates come from the caller (``file_rate(algo, size)``): this layer does not
-simulate.
+Variants: that file as exported (plain), its split version (:func:`split_files`: every chunk cut into s MSCCL
+chunks moved one per step; at the mid size, 16 MiB, the runtime's kernel gives an MSCCL chunk below 2 MiB a single
+loop iteration, so an unsplit tree barely pipelines: docs/msccl.md, "Split chunks") and its even-pieces version
+(:func:`even_files`: every tree's range in as many pieces as the others', so a tree carrying one chunk does not
+fill its pipeline in a few 1 MiB units at 1 GiB).  Rule (:func:`written_variant`): in that order, a variant
+replaces the file chosen so far when it is faster at the design size or at the mid size and slower at neither.
+The rates come from the caller (``file_rate(algo, size)``): this layer does not simulate.
 """
 
 from __future__ import annotations
@@ -20,10 +23,10 @@ from forestcoll.msccl.export import ExportError, ExportOptions, ExportResult, _f
 from forestcoll.msccl.ir import Algo
 from forestcoll.schedule import Schedule
 
-__all__ = ["MID_SIZE", "SPLIT_STEPS", "generated_msccl", "split_files", "split_if_not_slower"]
+__all__ = ["MID_SIZE", "SPLIT_STEPS", "even_files", "generated_msccl", "split_files", "written_variant"]
 
 SPLIT_STEPS = 8  # a split file moves each tree's largest range of chunks in at least this many steps
-MID_SIZE = 16 << 20  # the split must win here (and not lose at the design size) to be written
+MID_SIZE = 16 << 20  # a variant is written when faster here or at the design size and slower at neither
 MAX_COUNT_ANY = 1 << 30  # a piece size that never cuts a tree's range
 
 
@@ -65,8 +68,8 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
     """The schedule and file ``generate --format msccl`` writes (not yet written): ``sched``'s file, or, when it
     exceeds the runtime's limits, :func:`~forestcoll.msccl.export.fitting_msccl`'s with a note saying so.  With
     ``file_rate`` the optimal file competes with the fitting powers of two below it (the fastest file at ``size``,
-    ties to the optimal), and, with ``split`` (and ``options`` that split nothing themselves), the chosen file's
-    split version replaces it when it is not slower at ``size`` and faster at :data:`MID_SIZE`; a note says so."""
+    ties to the optimal), and, with ``split`` (and ``options`` that set neither split nor pieces), the chosen file's
+    split or even-pieces version replaces it by :func:`written_variant`'s rule; a note says which and why."""
     if not collectives.get(sched.collective).tree_based:
         file_rate = None  # all-to-all: one lowering, no k to choose among
     if file_rate is not None:
@@ -96,40 +99,86 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
         said = [f"the optimal k={sched.k} {why}; exported k={chosen.k}, {how}{reach}"]
     base = options or ExportOptions()
     if split and file_rate is not None and base.split == 1 and base.max_cnt is None:
-        result, why_split = split_if_not_slower(chosen, result, base, file_rate, size)
-        said += [why_split] if why_split else []
+        result, why = written_variant(chosen, result, base, file_rate, size)
+        said += [why] if why else []
     result.notes[:0] = said
     return chosen, result
 
 
-def split_if_not_slower(sched: Schedule, result: ExportResult, options: ExportOptions,
-                         file_rate: Callable[[Algo, int], float], size: int) -> tuple[ExportResult, str | None]:
-    """``result``, or its split file (:func:`split_files`) when that is not slower at ``size`` and faster at
-    :data:`MID_SIZE`; with a note saying which and the rates that decided (None when no finer file fits)."""
+def even_files(sched: Schedule, options: ExportOptions | None, first: ExportResult) -> list[tuple[int, ExportResult]]:
+    """[(s, export result)] or []: ``sched``'s file with *even pieces per tree* (``per_tree=None``: every tree's range
+    cut into as many pieces as the others', of s MSCCL chunks per chunk, when some tree would cross a stage in fewer
+    than 16 pipeline units at the design size; docs/msccl.md "Pieces"); nothing when that choice keeps the classic
+    pieces (the same file as ``first``) or ``options`` set the pieces themselves.
+
+    Why: a tree carrying one chunk of a large-k file moves it in a few units of 1 MiB at 1 GiB, so each stage of its
+    pipeline fills late and, sharing links by volume, never catches up (MI300 x4 rail allgather k=8: 0.88 of its
+    trees); cut as finely as the largest tree's range, it moves in 16 units."""
+    base = options or ExportOptions()
+    if base.per_tree != 0 or base.split != 1 or base.max_cnt is not None:
+        return []
+    try:
+        result = export_msccl(sched, replace(base, per_tree=None))
+    except ExportError:
+        return []
+    s = result.algo.nchunksperloop // first.algo.nchunksperloop
+    if s <= 1:
+        return []
+    if base.name is None:  # the split file of the same s is named _s<s>: say which pieces this one has
+        result = replace(result, algo=replace(result.algo, name=f"{result.algo.name}_even"))
+    return [(s, result)]
+
+
+def written_variant(sched: Schedule, result: ExportResult, options: ExportOptions,
+                    file_rate: Callable[[Algo, int], float], size: int, even: bool = True
+                    ) -> tuple[ExportResult, str | None]:
+    """The file written for ``sched`` (``result``, its plain file): the plain file, its split file
+    (:func:`split_files`) or its even-pieces file (:func:`even_files`, with ``even``), taken in that order, each
+    replacing the file chosen so far when it is **faster at one of** ``size`` (the design size, where k was chosen)
+    **and** :data:`MID_SIZE` **and slower at neither**: the faster at the design size unless it loses at the mid
+    size, the faster at the mid size unless it loses at the design size (a tie at both keeps the file with fewer
+    steps: a real kernel pays a little per step that the model does not charge).  Returns it with a note naming the
+    variant written and the rates compared (None when no variant differs from the plain file).  Each variant is
+    simulated at the mid size first, and at the design size only when it does not lose there."""
     from forestcoll.units import format_size
 
-    found = split_files(sched, options, result)
-    if not found:
+    file_rate = _remembered(file_rate)
+    found = [("plain", 1, result)]
+    found += [("split", s, r) for s, r in split_files(sched, options, result)]
+    found += [("even", s, r) for s, r in (even_files(sched, options, result) if even else [])]
+    if len(found) == 1:
         return result, None
-    s, finer = found[0]
     big, mid = size, min(MID_SIZE, size)
-    rates = {}
-    wins = True
-    for x in dict.fromkeys((mid, big)):  # the mid size first: cheaper, and when it gains nothing, nothing more is asked
-        rates[x] = (file_rate(result.algo, x), file_rate(finer.algo, x))
-        wins = rates[x][1] >= rates[x][0] if x == big else rates[x][1] > rates[x][0]
-        if not wins:
-            break
-    figures = "; ".join(f"{format_size(x)}: {rates[x][1]:.1f} GB/s split, {rates[x][0]:.1f} unsplit"
-                        for x in sorted(rates, reverse=True))
-    if wins:
-        return finer, (f"split: every chunk cut into {s} MSCCL chunks, one per step (nchunksperloop "
-                       f"{finer.algo.nchunksperloop}; {figures})")
-    return result, f"not split: every chunk cut into {s} MSCCL chunks would not be faster ({figures})"
+    sizes = list(dict.fromkeys((mid, big)))  # the mid size first: cheaper, and a loss there settles it
+    rates: list[dict[int, float]] = [{} for _ in found]
+    chosen = 0
+    for i in range(1, len(found)):
+        gains = False
+        for x in sizes:
+            if x not in rates[chosen]:
+                rates[chosen][x] = file_rate(found[chosen][2].algo, x)
+            rates[i][x] = file_rate(found[i][2].algo, x)
+            if rates[i][x] < rates[chosen][x]:
+                break
+            gains = gains or rates[i][x] > rates[chosen][x]
+        else:
+            chosen = i if gains else chosen
+    kind, s, written = found[chosen]
+    what = {"plain": "plain (as exported)", "split": f"split, every chunk cut into {s} MSCCL chunks, one per step",
+            "even": f"even pieces per tree, every chunk cut into {s} MSCCL chunks and every tree's range into as "
+                    "many pieces as the others'"}
+    label = {"plain": "plain", "split": "split x{}", "even": "even pieces x{}"}
+    figures = ", ".join(label[v].format(n) + " " + " / ".join(f"{rates[i][x]:.1f}" if x in rates[i] else "-"
+                                                               for x in reversed(sizes))
+                        for i, (v, n, _r) in enumerate(found))
+    at = " / ".join(format_size(x) for x in reversed(sizes))
+    extra = f" (nchunksperloop {written.algo.nchunksperloop})" if chosen else ""
+    return written, (f"variant written: {what[kind]}{extra}; GB/s at {at}: {figures} (each replaces the one before it "
+                     "when faster at one size and slower at neither)")
 
 
 def _remembered(file_rate: Callable[[Algo, int], float]) -> Callable[[Algo, int], float]:
-    """``file_rate`` that simulates each (file, size) once (the split decision asks again for the chosen file)."""
+    """``file_rate`` that simulates each (file, size) once (the variant decision asks again for the chosen file)."""
     seen: dict[tuple[int, int], tuple[Algo, float]] = {}
 
     def rate(algo: Algo, size: int) -> float:

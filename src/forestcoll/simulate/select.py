@@ -32,7 +32,7 @@ from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
 __all__ = ["ALL_KS", "CANDIDATE_SETS", "LATENCY", "SMALL_KS", "ExportedRange", "Selection", "SizeExport", "SizeRange",
-           "SPLIT", "candidate_files", "candidate_schedules", "default_ks", "export_by_size", "height_candidate", "select_schedules", "usable"]
+           "EVEN", "SPLIT", "candidate_files", "candidate_schedules", "default_ks", "export_by_size", "height_candidate", "select_schedules", "usable"]
 
 ALL_KS = tuple(2**i for i in range(0, 7))  # ``--candidates all`` adds every power of two up to 64
 # always offered below the optimal k: 1 and 2 pay the fewest latencies; 4 and 8 come within a few per cent of the
@@ -163,7 +163,7 @@ def select_schedules(topo: Topology, net: Network, collective: str, sizes: Seque
                      candidates: dict[str, Schedule], *, fairness: str = "max-min", workers: int = 1,
                      margin: float = 0.02, runtime_sizes: bool = True, element_bytes: int = 4,
                      progress: Progress | None = None, exhaustive: bool = False,
-                     files: Mapping[str, Any] | None = None) -> Selection:
+                     files: Mapping[str, Any] | None = None, smallest: Mapping[str, int] | None = None) -> Selection:
     """The candidate with the highest simulated algbw at each size, merged into size ranges.
 
     With ``runtime_sizes`` a candidate competes at a size only if the runtimes can use its file there
@@ -174,6 +174,7 @@ def select_schedules(topo: Topology, net: Network, collective: str, sizes: Seque
     With ``files`` (name -> MSCCL :class:`~forestcoll.msccl.ir.Algo` of that candidate) the candidates that have a
     file compete by their *files'* simulated rate (:func:`forestcoll.simulate.msccl.simulate_msccl`: what a user of
     the file gets), not by their trees'; ``measured`` and ``table`` then hold the files' rates.
+    ``smallest`` (name -> bytes): a candidate named there competes only at sizes from that one up.
     ``progress`` gets ``("simulating candidates", done, total)`` per candidate and size."""
     from forestcoll.simulate.race import STAGE, race_sizes, tree_lowering
 
@@ -181,7 +182,8 @@ def select_schedules(topo: Topology, net: Network, collective: str, sizes: Seque
         candidates = {name: sched for name, sched in candidates.items() if name in files}
     nchunks = {name: files[name].nchunksperloop for name in candidates} if files is not None else {}
     competing = {size: {name: sched for name, sched in candidates.items()
-                        if not runtime_sizes or usable(sched, size, element_bytes, nchunks.get(name))}
+                        if (not runtime_sizes or usable(sched, size, element_bytes, nchunks.get(name)))
+                        and size >= (smallest or {}).get(name, 0)}
                  for size in sizes}
     if exhaustive and files is not None:
         from forestcoll.simulate.msccl import simulate_msccl
@@ -303,18 +305,23 @@ LATENCY = "-latency"  # the name suffix of a candidate's file in the latency ste
 
 
 SPLIT = "-s"  # the name suffix of a candidate's file whose chunks are split (``-s4``: 4 MSCCL chunks per chunk)
+EVEN = "-even"  # ... of its file with even pieces per tree (``-even8``: 8 MSCCL chunks per chunk, every tree's range
+#                 in as many pieces as the others')
 
 
-def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progress | None = None):
+def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progress | None = None, even: bool = True):
     """Each candidate's MSCCL file, exported once in ``options``' step order and, when that is the default progress
     order, once more in the latency order (``name + LATENCY``: steps ordered by physical links crossed, which wins
     at small sizes on fabrics whose network hops cost far more latency than in-box ones); and in each order the
     *split* files (:func:`forestcoll.msccl.generated.split_files`: ``name-s<s>``, every chunk cut into s MSCCL chunks moved one per step,
     which pipeline a tree through its own steps at the mid sizes where the runtime gives each MSCCL chunk a single
-    loop iteration).  Returns (name -> export result, name -> schedule of each file, notes on the candidates
+    loop iteration); and (with ``even``) in the progress order its *even-pieces* file when that differs
+    (:func:`forestcoll.msccl.generated.even_files`: ``name-even<s>``, every tree's range in as many pieces as the
+    others', which fills a large k's thin trees in enough pipeline units at 1 GiB; the latency order is for the small
+    sizes, where pieces this fine only add steps).  Returns (name -> export result, name -> schedule of each file, notes on the candidates
     whose files do not fit)."""
     from forestcoll.msccl.export import ExportError, ExportOptions, export_msccl
-    from forestcoll.msccl.generated import split_files
+    from forestcoll.msccl.generated import even_files, split_files
 
     base = options or ExportOptions()
     orders = [("", base)]
@@ -334,8 +341,10 @@ def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progr
             continue
         files[name + suffix], named[name + suffix] = first, sched
         if base.split == 1 and base.max_cnt is None:
-            for split, result in split_files(sched, opts, first):
-                files[f"{name}{SPLIT}{split}{suffix}"], named[f"{name}{SPLIT}{split}{suffix}"] = result, sched
+            finer = [(f"{name}{SPLIT}{s}{suffix}", r) for s, r in split_files(sched, opts, first)]
+            finer += [(f"{name}{EVEN}{s}", r) for s, r in (even_files(sched, opts, first) if even and not suffix else [])]
+            for variant, result in finer:
+                files[variant], named[variant] = result, sched
     return files, named, notes
 
 
@@ -384,15 +393,21 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     # its rate too)
     base = options or ExportOptions()
     t0, cpu0 = time.perf_counter(), time.process_time()
-    files, named, left_out = candidate_files(cands, base, progress)
+    from forestcoll.msccl.ordering import AUTO_MIN_BYTES
+
+    # even pieces are cut for a design size of 1 GiB (the exporter makes them only for files used up to 256 MiB or
+    # more): they compete from AUTO_MIN_BYTES up, and the split files serve the sizes below (docs/msccl.md)
+    files, named, left_out = candidate_files(cands, base, progress, even=max(sizes) >= AUTO_MIN_BYTES)
     notes += left_out
     if not files:
         raise UsageError(f"no candidate's MSCCL file fits {base.runtime}: {'; '.join(notes)}")
     t1, cpu1 = time.perf_counter(), time.process_time()
+    smallest = {name: AUTO_MIN_BYTES for name in files if EVEN in name}
     sel = select_schedules(topo, net, collective, sizes, named, workers=workers or default_workers(), fairness=fairness,
                            element_bytes=element_bytes, progress=progress,
-                           files={name: r.algo for name, r in files.items()})
-    runs = sum(usable(named[name], size, nchunks=files[name].algo.nchunksperloop) for name in files for size in sizes)
+                           files={name: r.algo for name, r in files.items()}, smallest=smallest)
+    runs = sum(usable(named[name], size, nchunks=files[name].algo.nchunksperloop) and size >= smallest.get(name, 0)
+               for name in files for size in sizes)
     notes.append(f"ranked by the candidates' MSCCL files simulated at each size, not by their trees ({len(files)} files "
                  f"exported in {t1 - t0:.1f} s, {cpu1 - cpu0:.1f} s CPU; {len(sel.table)} of {runs} file simulations "
                  f"run in {time.perf_counter() - t1:.1f} s, the others skipped by their lower bounds)")
