@@ -142,7 +142,6 @@ def written_variant(sched: Schedule, result: ExportResult, options: ExportOption
     simulated at the mid size first, and at the design size only when it does not lose there."""
     from forestcoll.units import format_size
 
-    file_rate = _remembered(file_rate)
     found = [("plain", 1, result)]
     found += [("split", s, r) for s, r in split_files(sched, options, result)]
     found += [("even", s, r) for s, r in (even_files(sched, options, result) if even else [])]
@@ -178,7 +177,8 @@ def written_variant(sched: Schedule, result: ExportResult, options: ExportOption
 
 
 def _remembered(file_rate: Callable[[Algo, int], float]) -> Callable[[Algo, int], float]:
-    """``file_rate`` that simulates each (file, size) once (the variant decision asks again for the chosen file)."""
+    """``file_rate`` that simulates each (file, size) once (the variant decision asks again for the file the k choice
+    ranked at the design size)."""
     seen: dict[tuple[int, int], tuple[Algo, float]] = {}
 
     def rate(algo: Algo, size: int) -> float:
