@@ -107,3 +107,39 @@ def test_auto_takes_shared_only_where_edge_does_not_fit(mi250_k2):
         export_mscclpp(generate(topo, "allgather", k=1), topo, layout="shared", check=False)
     with pytest.raises(ExportError, match="thread blocks per GPU"):
         export_mscclpp(sched, topo, check=False, max_threadblocks=3)
+
+
+def test_fit_counted_from_parts_is_the_built_blocks_fit(mi250_k2):
+    """The pairing decides merges from each part's counts (share.fits_shared); the verdict is fits() of the block
+    shared_block builds, on random groups of a real plan's blocks (both verdicts occur)."""
+    import random
+
+    from forestcoll.mscclpp.share import counts, fits, fits_shared, shared_block
+
+    topo, _sched = mi250_k2
+    plan = export_mscclpp(generate(topo, "allreduce", k=4), topo, layout="edge", check=False).plan
+    rng = random.Random(13)
+    seen = set()
+    for _ in range(400):
+        gp = rng.choice(plan.gpus)
+        parts = rng.sample(gp.threadblocks, rng.randint(2, 9))
+        verdict = fits(shared_block(parts, 0))
+        assert fits_shared([counts(tb) for tb in parts]) == verdict
+        seen.add(verdict)
+    assert seen == {True, False}
+
+
+def test_shared_plan_is_byte_for_byte_the_one_main_wrote():
+    """Golden: mi250 allreduce k=4 in the shared layout at 30 and 44 blocks per GPU, as the first shared layout (which
+    built a candidate block per merge it tried) wrote it (sha256 of the plan's JSON)."""
+    import hashlib
+
+    from forestcoll.mscclpp.plan import write_plan
+
+    topo = load_topology("mi250")
+    sched = generate(topo, "allreduce", k=4)
+    golden = {30: "97df41406eb8f52a0f3a6e2634496ce2ae2c5307790b8b329a46ba0df21de2d7",
+              44: "730d1760ee7e51fe1f430b44c82dabf0cf6e36dbc454fb7923fc3fa4514c940d"}
+    for limit, digest in golden.items():
+        plan = export_mscclpp(sched, topo, layout="shared", check=False, max_threadblocks=limit).plan
+        assert hashlib.sha256(write_plan(plan).encode()).hexdigest() == digest

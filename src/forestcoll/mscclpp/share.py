@@ -37,7 +37,8 @@ from forestcoll.mscclpp.emit import Tb
 from forestcoll.mscclpp.plan import BufRef, GpuPlan, Op, Plan, RemoteBufferRef, TbChannel, ThreadBlock, executor_ops
 from forestcoll.mscclpp.semantics import MAX_CHANNEL, MAX_CHANNEL_PER_OPERATION, MAX_OPERATION
 
-__all__ = ["IN_ROLES", "OUT_ROLES", "BlockInfo", "block_info", "group_blocks", "share_blocks", "shared_block"]
+__all__ = ["IN_ROLES", "OUT_ROLES", "BlockInfo", "Counts", "block_info", "counts", "fits", "fits_shared", "group_blocks",
+           "share_blocks", "shared_block"]
 
 IN_ROLES = ("up",)  # reduce-scatter (in-tree) blocks
 OUT_ROLES = ("down", "sink")  # allgather (out-tree) blocks
@@ -138,6 +139,83 @@ def shared_block(tbs: list[ThreadBlock], new_id: int) -> ThreadBlock:
     return ThreadBlock(new_id, tuple(ops), chans, refs or None)
 
 
+_SYNC = {"signal": 0, "rlxsignal": 0, "wait": 1, "rlxwait": 1}
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What decides whether parts fit one shared block, counted once per part: whether it has start / end handshake
+    operations, channel ids of its start and end signals and waits per (name, channel type), executor operations of
+    its pipelines (0 and no pipeline: ``pipes`` False), and its channel and remote-buffer ids per channel type."""
+
+    start: bool
+    tail: bool
+    start_sync: tuple[tuple[tuple[str, str | None], int], ...]
+    tail_sync: tuple[tuple[tuple[str, str | None], int], ...]
+    pipe_ops: int
+    pipes: bool
+    channels: tuple[tuple[str, frozenset[int]], ...]
+    remote: tuple[tuple[str, frozenset[int]], ...]
+
+
+def _sync_counts(ops: list[Op]) -> tuple[tuple[tuple[str, str | None], int], ...]:
+    """Channel ids per (name, channel type) of the signals and waits among ``ops`` (what :func:`_merge_sync`
+    packs)."""
+    out: dict[tuple[str, str | None], int] = {}
+    for op in ops:
+        if op.name in _SYNC:
+            key = (op.name, op.channel_type)
+            out[key] = out.get(key, 0) + len(op.channel_ids or ())
+    return tuple(out.items())
+
+
+def counts(tb: ThreadBlock) -> Counts:
+    """The :class:`Counts` of an exporter block (a part of a shared block)."""
+    start, mid, tail = _parts(tb)
+    chans: dict[str, set[int]] = {}
+    for ch in tb.channels:
+        chans.setdefault(ch.channel_type, set()).update(ch.channel_ids)
+    remote: dict[str, set[int]] = {}
+    for rr in tb.remote_buffer_refs or ():
+        remote.setdefault(rr.access_channel_type, set()).update(rr.remote_buffer_ids)
+    return Counts(bool(start), bool(tail), _sync_counts(start), _sync_counts(tail),
+                  sum(1 + len(op.ops or ()) for op in mid), bool(mid),
+                  tuple((t, frozenset(ids)) for t, ids in chans.items()),
+                  tuple((t, frozenset(ids)) for t, ids in remote.items()))
+
+
+def _packed(parts: list[tuple[tuple[tuple[str, str | None], int], ...]]) -> int:
+    """Operations :func:`_merge_sync` makes of the parts' signals and waits (channel ids per operation at most
+    ``MAX_CHANNEL_PER_OPERATION``)."""
+    total: dict[tuple[str, str | None], int] = {}
+    for part in parts:
+        for key, n in part:
+            total[key] = total.get(key, 0) + n
+    return sum(-(-n // MAX_CHANNEL_PER_OPERATION) for n in total.values())
+
+
+def fits_shared(parts: list[Counts]) -> bool:
+    """:func:`fits` of :func:`shared_block` of two or more parts, from their :class:`Counts` (the same verdict, without
+    building the block)."""
+    nops = sum(c.pipe_ops for c in parts) + max(0, sum(c.pipes for c in parts) - 1)
+    if any(c.start for c in parts):
+        nops += _packed([c.start_sync for c in parts]) + 1
+    if any(c.tail for c in parts):
+        nops += _packed([c.tail_sync for c in parts]) + 1
+    if nops > MAX_OPERATION:
+        return False
+    for attr in ("channels", "remote"):
+        for t in ("memory", "port"):  # the types shared_block keeps
+            ids: set[int] = set()
+            for c in parts:
+                for ctype, part_ids in getattr(c, attr):
+                    if ctype == t:
+                        ids |= part_ids
+            if len(ids) > MAX_CHANNEL:
+                return False
+    return True
+
+
 def fits(tb: ThreadBlock) -> bool:
     """``tb`` within the executor's per-block limits (64 operations, 16 channels and remote buffers per type)."""
     return (executor_ops(tb) <= MAX_OPERATION and all(len(c.channel_ids) <= MAX_CHANNEL for c in tb.channels)
@@ -202,6 +280,8 @@ def group_blocks(gp: GpuPlan, info: list[BlockInfo], limit: int | None) -> list[
     are skipped."""
     tbs = gp.threadblocks
     vol = [volume(tb) for tb in tbs]
+    cnt = [counts(tb) for tb in tbs]
+    nops = [executor_ops(tb) for tb in tbs]
     groups: dict[int, list[int]] = {t: [t] for t in range(len(tbs))}  # keyed by a member; parts in run order
     home = list(range(len(tbs)))
     cap = 0 if limit is None else limit
@@ -217,7 +297,7 @@ def group_blocks(gp: GpuPlan, info: list[BlockInfo], limit: int | None) -> list[
             return False
         parts = sorted(groups[ga] + groups[gb], key=lambda t: (_kind(info[t]), t))
         kinds = [_kind(info[t]) for t in parts]
-        if kinds.count(1) > 1 or kinds.count(2) > 1 or not fits(shared_block([tbs[t] for t in parts], 0)):
+        if kinds.count(1) > 1 or kinds.count(2) > 1 or not fits_shared([cnt[t] for t in parts]):
             return False
         del groups[gb]
         groups[ga] = parts
@@ -233,7 +313,7 @@ def group_blocks(gp: GpuPlan, info: list[BlockInfo], limit: int | None) -> list[
             if count() <= cap:
                 break
             targets = sorted((g for g in groups if g != home[t]),
-                             key=lambda g: (sum(executor_ops(tbs[x]) for x in groups[g]), g))
+                             key=lambda g: (sum(nops[x] for x in groups[g]), g))
             for g in targets:
                 if merge(g, t):
                     break
