@@ -44,11 +44,13 @@ REAL = ROOT.parent / "shared" / "data" / "mscclpp-plans"
 SIZES = (1 << 30, 16 << 20)
 
 
-def plans_rate(topo):
-    """``rate(schedule, size)``: its plan (exported unchecked) simulated, as ``generate --format mscclpp`` ranks the
-    fitting k (``write_generated_plan`` with ``plan_rate``)."""
+def fallback(topo, coll: str, sched):
+    """The fitting k ``generate --format mscclpp`` exports when ``sched`` does not fit: ranked by their plans
+    (exported unchecked once each, by ``fitting_powers``) simulated, as ``write_generated_plan`` with ``plan_rate``."""
     by_plan = plan_rate(topo)
-    return lambda sched, size: by_plan(export_mscclpp(sched, topo, check=False).plan, size)
+    exported: dict = {}
+    return fitting_schedule(topo, coll, sched, None, lambda s, size: by_plan(exported[s.k].plan, size), "plans",
+                            exported)[0]
 
 
 def export_table(console: Console, markdown: bool, quick: bool) -> list:
@@ -71,7 +73,7 @@ def export_table(console: Console, markdown: bool, quick: bool) -> list:
                     # over the thread-block limit: say so, and measure the way out (generate --format mscclpp picks it)
                     rows.append([spec, coll, label, "refused: " + str(exc).split(" (--max-threadblocks")[0]]
                                 + ["-"] * (len(columns) - 4))
-                    sched = fitting_schedule(topo, coll, sched, None, plans_rate(topo), "plans")[0]
+                    sched = fallback(topo, coll, sched)
                     label = f"{sched.k} (fallback)"
                 if quick and spec == "mi250:nodes=2" and k is None:
                     rows.append([spec, coll, label] + ["skipped (--quick)"] + ["-"] * (len(columns) - 4))

@@ -137,6 +137,26 @@ def test_generate_fallback_is_ranked_by_the_plans_not_the_trees(tmp_path):
     assert by_trees.k == 2 and "trees simulated at 16MiB (299.8 GB/s" in how
 
 
+def test_generate_fallback_exports_each_fitting_k_once(tmp_path, monkeypatch):
+    """The fallback ranks the plans fitting_powers exported and writes the chosen one self-checked: one export per
+    k tried (the optimal k=3, then k=2 and k=1), and the file is the plan write_mscclpp writes for k=1."""
+    import forestcoll.mscclpp.export as export
+    from forestcoll.generate import generate
+    from forestcoll.mscclpp.plan import write_plan
+    from forestcoll.simulate.mscclpp import plan_rate
+    from forestcoll.topology import load_topology
+
+    topo = load_topology("hypercube:dim=3")
+    opts = export.ExportOptions(max_threadblocks=8, design_size=16 << 20)
+    calls = []
+    real = export.export_mscclpp
+    monkeypatch.setattr(export, "export_mscclpp", lambda s, *a, **kw: calls.append(s.k) or real(s, *a, **kw))
+    sched, result = export.write_generated_plan(topo, "reduce_scatter", str(tmp_path / "p.json"), options=opts,
+                                                plan_rate=plan_rate(topo))
+    assert sched.k == 1 and sorted(calls) == [1, 2, 3] and result.checks
+    assert (tmp_path / "p.json").read_text() == write_plan(real(generate(topo, "reduce_scatter", k=1), topo, opts).plan)
+
+
 def test_generate_by_size_writes_plans(tmp_path):
     out_dir = tmp_path / "plans"
     code, out, err = cli("generate", "ring:n=4", "-c", "allreduce", "--sizes", "16KiB..64MiB", "--format", "mscclpp",

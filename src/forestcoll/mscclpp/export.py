@@ -266,16 +266,19 @@ def write_mscclpp(sched: Schedule, path: str, topology: Topology | str | None = 
 
 def fitting_schedule(topology: Topology, collective: str, sched: Schedule, options: ExportOptions | None = None,
                      rate: Callable[[Schedule, int], float] | None = None, what: str = "trees",
+                     exported: dict[int, ExportResult] | None = None,
                      **generate_kwargs: Any) -> tuple[Schedule, str] | None:
     """The schedule to export when ``sched``'s plan needs more thread blocks than ``options.max_threadblocks``:
     among the powers of two k below its k whose plans fit (:func:`fitting_powers`), the one with the highest
     ``rate(schedule, size)`` at the design size (``options.design_size``, default 1 GiB), ties to the larger k
     (the CLI passes :func:`forestcoll.simulate.mscclpp.executor_rate`: the trees simulated on the routes the
     executor takes; without ``rate`` the largest fitting k is taken); with a phrase saying how it was chosen
-    (``what`` the rate simulates).  None when no power of two fits."""
+    (``what`` the rate simulates).  None when no power of two fits.  ``exported`` (when given) receives each
+    fitting k's unchecked export (:func:`fitting_powers`) before ``rate`` is asked, so ``rate`` can rank the plan
+    exported there instead of exporting it again."""
     from forestcoll.units import format_size
 
-    fitting = fitting_powers(topology, collective, sched, options, **generate_kwargs)
+    fitting = fitting_powers(topology, collective, sched, options, exported, **generate_kwargs)
     if not fitting:
         return None
     if rate is None:
@@ -292,10 +295,11 @@ def fitting_schedule(topology: Topology, collective: str, sched: Schedule, optio
 
 
 def fitting_powers(topology: Topology, collective: str, sched: Schedule, options: ExportOptions | None = None,
-                   **generate_kwargs: Any) -> dict[int, Schedule]:
+                   exported: dict[int, ExportResult] | None = None, **generate_kwargs: Any) -> dict[int, Schedule]:
     """The schedules at the powers of two k below ``sched.k`` whose plans fit the executor's thread blocks
     (with any layout the exporter picks), largest k first; once one fits, every smaller k is tried too (fewer
-    trees need no more thread blocks, but a smaller k may still be faster: shallower trees, fewer pieces)."""
+    trees need no more thread blocks, but a smaller k may still be faster: shallower trees, fewer pieces).
+    ``exported`` (when given) receives each fitting k's export (``options`` without the self-check)."""
     from dataclasses import replace
 
     from forestcoll.generate import generate
@@ -305,12 +309,14 @@ def fitting_powers(topology: Topology, collective: str, sched: Schedule, options
     for kk in sorted((2**i for i in range(20) if 2**i < sched.k), reverse=True):
         cand = generate(topology, collective, k=kk, **generate_kwargs)
         try:
-            export_mscclpp(cand, topology, base)
+            result = export_mscclpp(cand, topology, base)
         except ExportError as exc:
             if "thread blocks per GPU" in str(exc):
                 continue
             raise
         found[kk] = cand
+        if exported is not None:
+            exported[kk] = result
     return found
 
 
@@ -337,20 +343,35 @@ def write_generated_plan(topology: Topology, collective: str, path: str, *, k: i
         if k is not None or "thread blocks per GPU" not in str(exc):
             raise
         first = exc
+    exported: dict[int, ExportResult] = {}  # each fitting k's plan, exported once (unchecked)
     if plan_rate is not None:  # the fitting k ranked by their plans, as the executor would run them
-        from dataclasses import replace
-
-        unchecked = replace(options or ExportOptions(), check=False)
-        rate = lambda s, size: plan_rate(export_mscclpp(s, topology, unchecked).plan, size)  # noqa: E731
-    found = fitting_schedule(topology, collective, sched, options, rate, "plans" if plan_rate else "trees", **kwargs)
+        rate = lambda s, size: plan_rate(exported[s.k].plan, size)  # noqa: E731
+    found = fitting_schedule(topology, collective, sched, options, rate, "plans" if plan_rate else "trees", exported,
+                             **kwargs)
     if found is None:
         raise first
     fallback, how = found
-    result = write_mscclpp(fallback, path, topology, options, progress=progress)
+    result = _write_exported(exported[fallback.k], path, options or ExportOptions(), progress)
     result.notes.insert(0, f"the optimal k={sched.k} does not fit: " + str(first).split(" (--max-threadblocks")[0]
                         + f"; exported k={fallback.k}, {how}; its trees reach "
                         + f"{float(fallback.algbw / sched.bound_algbw):.1%} of the bound")
     return fallback, result
+
+
+def _write_exported(result: ExportResult, path: str, opts: ExportOptions, progress: Progress | None) -> ExportResult:
+    """What :func:`write_mscclpp` does with ``opts``, given the unchecked export of the same schedule and options
+    (the self-check does not change the plan): self-check it (unless ``check=False``), write it whole."""
+    from forestcoll.fileio import atomic_write_text
+    from forestcoll.mscclpp.plan import write_plan
+
+    t0 = time.perf_counter()
+    if opts.check:
+        result.checks = self_check(result.plan, launches=max(opts.check_launches, 3 if result.plan.packet else 1),
+                                   progress=progress)
+    result.seconds += time.perf_counter() - t0
+    atomic_write_text(path, write_plan(result.plan))
+    result.output = str(path)
+    return result
 
 
 def _input_ref(low: Lowering, a: Act) -> Ref:
