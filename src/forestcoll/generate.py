@@ -188,7 +188,8 @@ def solve_phase(
             return Edge(names[y], names[x], tuple(map(name_of, p[::-1])))
         return Edge(names[x], names[y], tuple(map(name_of, p)))
 
-    routed = map_back(drain(), bundles, compute, edge)
+    bandwidth = {(u, v): bw for u, v, bw in fabric.arcs}
+    routed = map_back(drain(), bundles, compute, edge, bandwidth)
     trees = []
     for done, (root, mult, edges) in enumerate(routed):
         if not done % 64:
@@ -208,7 +209,6 @@ def solve_phase(
     stats["map_s"] = time.perf_counter() - t0
     report(progress, f"{name}: {STEPS[5]}", n_trees, n_trees)
     cut = tuple(fabric.nodes[i].name for i in rate.cut.nodes)
-    bandwidth = {(u, v): bw for u, v, bw in fabric.arcs}
     ratio = max(Fraction(amount) / bandwidth[hop] for hop, amount in load.items())  # max over links of chunks / bandwidth
     return PhaseResult(name, k, scale, rate.rate, total, trees, cut, stats, ratio)
 
