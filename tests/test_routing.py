@@ -118,9 +118,11 @@ def test_h100_dump_cpu_routes_leave_the_roots(collective):
     assert crossing > 0  # the optimum needs those ports: the test checks where they are, not that they are gone
 
 
-def test_h100_dump_cpu_routes_in_fat_trees():
+def test_h100_dump_cpu_routes_in_fat_trees_and_two_box_crossings():
     """H100 dump, 4 boxes, rail, allreduce: the CPUs' 6 GB/s PCIe ports carry fat trees only (at least 12 chunks;
-    1-chunk trees before, the last to end at 1 GiB: 203.8 -> 208.6 GB/s)."""
+    1-chunk trees before, the last to end at 1 GiB: 203.8 -> 208.6 GB/s), and no root-leaf chain crosses boxes
+    more than twice (two 1-chunk trees crossed three times, the last to end at 1 MiB and 16 MiB: 9.0 -> 11.6 and
+    94.2 -> 103.0 GB/s)."""
     from conftest import shared_file
 
     from forestcoll import generate, load_topology
@@ -129,8 +131,16 @@ def test_h100_dump_cpu_routes_in_fat_trees():
     topo = load_topology(str(path), {"nodes": "4", "fabric": "rail"})
     sched = generate(topo, "allreduce")
     assert sched.algbw == sched.bound_algbw
+    box = {n.name: n.box for n in topo.nodes}
     thinnest = min(t.chunks for t in sched.trees for e in t.edges if any(".cpu" in hop for hop in e.path))
     assert thinnest >= 12
+    for t in sched.trees:
+        if t.direction != "out":
+            continue
+        crossed = {t.root: 0}
+        for e in t.edges:
+            crossed[e.dst] = crossed[e.src] + (box[e.src] != box[e.dst])
+        assert max(crossed.values()) <= 2, (t.root, t.chunks)
 
 
 if __name__ == "__main__":
