@@ -67,18 +67,18 @@ def _below(shape: _Shape, v: int) -> list[int]:
 
 
 def _after(shape: _Shape, v: int, new_parent: int, under: Sequence[int], crosses: Callable[[int, int], bool],
-           ) -> tuple[int, int]:
+           whole: bool) -> tuple[int, int]:
     """(most crossings, height) of ``shape`` once v hangs from ``new_parent`` (``under``: v's subtree, which must
-    not hold new_parent)."""
+    not hold new_parent): over v's subtree only, or over the whole tree with ``whole`` (the rest keeps its own)."""
     old = shape.parent[v]
     dc = shape.crossed[new_parent] + crosses(new_parent, v) - shape.crossed[old] - crosses(old, v)
     dd = shape.depth[new_parent] - shape.depth[old]
-    inside = set(under)
-    most = max((c for u, c in shape.crossed.items() if u not in inside), default=0)
-    high = max((d for u, d in shape.depth.items() if u not in inside), default=0)
-    for u in under:
-        most = max(most, shape.crossed[u] + dc)
-        high = max(high, shape.depth[u] + dd)
+    most = max(shape.crossed[u] for u in under) + dc
+    high = max(shape.depth[u] for u in under) + dd
+    if whole:
+        inside = set(under)
+        most = max(most, max((c for u, c in shape.crossed.items() if u not in inside), default=0))
+        high = max(high, max((d for u, d in shape.depth.items() if u not in inside), default=0))
     return most, high
 
 
@@ -117,7 +117,7 @@ def fewer_crossings(trees: Sequence[Tree], crosses: Callable[[int, int], bool], 
                 break
             if most[a] < top:
                 continue
-            found = _swap_for(a, shapes, by_mult[trees[a].multiplicity], top, height, crosses, left)
+            found = _swap_for(a, shapes, most, by_mult[trees[a].multiplicity], top, height, crosses, left)
             if found is None:
                 continue
             b, v = found
@@ -135,13 +135,20 @@ def fewer_crossings(trees: Sequence[Tree], crosses: Callable[[int, int], bool], 
     return out, swaps
 
 
-def _swap_for(a: int, shapes: Sequence[_Shape], partners: Sequence[int], top: int, height: int,
+def _swap_for(a: int, shapes: Sequence[_Shape], most: Sequence[int], partners: Sequence[int], top: int, height: int,
               crosses: Callable[[int, int], bool], left: list[int]) -> tuple[int, int] | None:
     """(partner tree, node) of a swap after which tree ``a`` and the partner both cross fewer than ``top`` times on
     every chain and stay within ``height`` hops; None when there is none or ``left[0]`` (candidates still to look
     at, counted down here) runs out.  Nodes reached by a crossing, deepest crossings first; partners in order."""
     sa = shapes[a]
-    nodes = sorted((v for v, p in sa.parent.items() if crosses(p, v)), key=lambda v: (-sa.crossed[v], v))
+    common: set[int] | None = None  # the nodes with every node of ``top`` crossings below them: only they can help
+    for u in (u for u, c in sa.crossed.items() if c == top):
+        chain = set()
+        while u != sa.root:
+            chain.add(u)
+            u = sa.parent[u]
+        common = chain if common is None else common & chain
+    nodes = sorted((v for v in common or () if crosses(sa.parent[v], v)), key=lambda v: (-sa.crossed[v], v))
     for v in nodes:
         under_a = _below(sa, v)
         inside_a = set(under_a)
@@ -156,13 +163,17 @@ def _swap_for(a: int, shapes: Sequence[_Shape], partners: Sequence[int], top: in
             p = sa.parent[v]
             if q is None or q == p or q in inside_a:
                 continue
+            if sa.crossed[q] + crosses(q, v) >= sa.crossed[p] + crosses(p, v):  # v's subtree would not cross less
+                continue
             under_b = _below(sb, v)
             if p in set(under_b):
                 continue
-            most_a, high_a = _after(sa, v, q, under_a, crosses)
+            # outside v's subtree nothing moves: a's crossings there are below top (v holds all of a's top nodes),
+            # b's too unless b has top crossings itself; no height there exceeds the largest
+            most_a, high_a = _after(sa, v, q, under_a, crosses, False)
             if most_a >= top or high_a > height:
                 continue
-            most_b, high_b = _after(sb, v, p, under_b, crosses)
+            most_b, high_b = _after(sb, v, p, under_b, crosses, most[b] >= top)
             if most_b >= top or high_b > height:
                 continue
             return b, v
