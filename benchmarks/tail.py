@@ -1,10 +1,11 @@
 """Where an optimal-trees simulation loses against the bound: which trees end last, and on which slow links.
 
 Runs the simulator (default model) on ``forestcoll generate``'s optimal trees and prints, as markdown, the
-trees that finish last (phase, root, chunks, height, and the level of every hop over a slow link: an out-tree
-hop's depth below its root, an in-tree hop's subtree height, 0 at the leaves), the last finish of each phase
-with and without slow hops, and the slow links' busy time against what they must carry.  A link is slow
-when its capacity is at most ``--slow`` GB/s (default 6.5: the CPUs' PCIe root ports of the H100 dump).
+trees that finish last (phase, root, chunks, height, the most box crossings on one of its chains, and the level of
+every hop over a slow link: an out-tree hop's depth below its root, an in-tree hop's subtree height, 0 at the
+leaves), the last finish of each phase with and without slow hops, and the slow links' busy time against what
+they must carry.  A link is slow when its capacity is at most ``--slow`` GB/s (default 6.5: the CPUs' PCIe root
+ports of the H100 dump).
 
     python benchmarks/tail.py mi250:nodes=2 allreduce --size 16777216
 
@@ -80,15 +81,31 @@ def main() -> None:
         shape, tree = shapes[i], sched.trees[i]
         return [shape.level[index[e.src]] for e in tree.edges if slow.intersection(net.path_links(e.path)[0])]
 
+    box = {n.name: n.box for n in topo.nodes}
+    rank_box = [box[r] for r in sched.ranks]
+
+    def crossings(i: int) -> int:
+        """The most box crossings on one chain of tree i (what trees/crossings.py lowers)."""
+        shape, out = shapes[i], 0
+        for v in shape.parent:  # each rank up to the root (out-trees: parents; in-trees: next hops)
+            count, u = 0, v
+            while u != shape.root:
+                count += rank_box[u] != rank_box[shape.parent[u]]
+                u = shape.parent[u]
+            out = max(out, count)
+        return out
+
     ms = 1e3
     print(f"{args.collective} on {topo.name or args.topology}, {args.size} bytes: {args.size / res.time / 1e9:.1f} GB/s "
           f"(bound {float(sched.bound_algbw):.1f}), {res.time * ms:.4f} ms; bound time "
           f"{args.size / float(sched.bound_algbw) / 1e9 * ms:.4f} ms; simulated in {cpu:.0f} s CPU / {wall:.0f} s wall, "
           f"load {os.getloadavg()[0]:.1f}\n")
-    print("| finish ms | phase | root | chunks | height | slow hops (level) |\n|---:|---|---|---:|---:|---|")
+    print("| finish ms | phase | root | chunks | height | box crossings | slow hops (level) |\n"
+          "|---:|---|---|---:|---:|---:|---|")
     for i in sorted(range(len(shapes)), key=lambda i: -finish[i])[:args.top]:
         t = sched.trees[i]
-        print(f"| {finish[i] * ms:.4f} | {t.phase} | {t.root} | {t.chunks} | {t.height()} | {slow_levels(i)} |")
+        print(f"| {finish[i] * ms:.4f} | {t.phase} | {t.root} | {t.chunks} | {t.height()} | {crossings(i)} | "
+              f"{slow_levels(i)} |")
     print("\n| phase | trees | with slow hops: last ms | without: last ms |\n|---|---:|---:|---:|")
     for phase in dict.fromkeys(t.phase for t in sched.trees):
         ids = [i for i, t in enumerate(sched.trees) if t.phase == phase]

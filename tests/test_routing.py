@@ -76,6 +76,22 @@ def test_side_routes_are_not_chained():
     assert by_sides == {1: 3, 0: 7}  # three 1-unit trees with one side route each, the rest on the main routes
 
 
+def test_narrow_side_routes_go_to_fat_trees():
+    """A side route 25 x narrower than the main route goes to the fattest tree first when the bandwidths are given
+    (a thin tree's few slices leave a narrow link idle), to the thinnest without them; every unit used once."""
+    bundle = {(0, 5, 1): 10, (0, 6, 1): 4}
+    bandwidth = {(0, 5): 100, (5, 1): 100, (0, 6): 4, (6, 1): 4}
+    trees = [Tree(0, 1, ((0, 1),)), Tree(0, 3, ((0, 1),)), Tree(0, 10, ((0, 1),))]
+
+    def side_units(routed):
+        return sorted((mult, edges[0][2] == (0, 6, 1)) for _, mult, edges in routed)
+
+    fat = list(map_back(trees, {(0, 1): dict(bundle)}, [0, 1], bandwidth=bandwidth))
+    thin = list(map_back(trees, {(0, 1): dict(bundle)}, [0, 1]))
+    assert side_units(fat) == [(1, False), (3, False), (4, True), (6, False)]
+    assert side_units(thin) == [(1, True), (3, True), (10, False)]
+
+
 @pytest.mark.parametrize("collective", ["allgather", "allreduce"])
 def test_h100_dump_cpu_routes_leave_the_roots(collective):
     """On the imported H100 dump (4 boxes, rail) the optimal trees stay exact and within height 7, and every route
@@ -100,6 +116,31 @@ def test_h100_dump_cpu_routes_leave_the_roots(collective):
                 crossing += 1
                 assert (e.src if t.direction == "out" else e.dst) == t.root, (t.root, t.chunks, e.src, e.dst)
     assert crossing > 0  # the optimum needs those ports: the test checks where they are, not that they are gone
+
+
+def test_h100_dump_cpu_routes_in_fat_trees_and_two_box_crossings():
+    """H100 dump, 4 boxes, rail, allreduce: the CPUs' 6 GB/s PCIe ports carry fat trees only (at least 12 chunks;
+    1-chunk trees before, the last to end at 1 GiB: 203.8 -> 208.6 GB/s), and no root-leaf chain crosses boxes
+    more than twice (two 1-chunk trees crossed three times, the last to end at 1 MiB and 16 MiB: 9.0 -> 11.6 and
+    94.2 -> 103.0 GB/s)."""
+    from conftest import shared_file
+
+    from forestcoll import generate, load_topology
+
+    path = shared_file("data", "nccl-topo", "H100-topology.xml")
+    topo = load_topology(str(path), {"nodes": "4", "fabric": "rail"})
+    sched = generate(topo, "allreduce")
+    assert sched.algbw == sched.bound_algbw
+    box = {n.name: n.box for n in topo.nodes}
+    thinnest = min(t.chunks for t in sched.trees for e in t.edges if any(".cpu" in hop for hop in e.path))
+    assert thinnest >= 12
+    for t in sched.trees:
+        if t.direction != "out":
+            continue
+        crossed = {t.root: 0}
+        for e in t.edges:
+            crossed[e.dst] = crossed[e.src] + (box[e.src] != box[e.dst])
+        assert max(crossed.values()) <= 2, (t.root, t.chunks)
 
 
 if __name__ == "__main__":

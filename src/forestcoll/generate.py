@@ -31,6 +31,7 @@ from forestcoll.rational import format_rational
 from forestcoll.schedule import Edge, PhaseInfo, Schedule, ScheduleTree, TopologyRecord
 from forestcoll.topology.model import Topology, fingerprint
 from forestcoll.trees.capacities import DEFAULT_MAX_K, invariant_symmetries, phase_capacities
+from forestcoll.trees.crossings import fewer_crossings
 from forestcoll.trees.height import pack_height_limited
 from forestcoll.trees.packing import PackResult, pack_trees, pack_trees_symmetric
 from forestcoll.trees.routing import map_back
@@ -162,6 +163,10 @@ def solve_phase(
     lowered = lower_trees(len(compute), ccaps, packed.trees, target=max_height, budget=budget,
                           max_trees=len(packed.trees) + len(compute))
     packed.trees = lowered.trees
+    if len(compute) <= LOWERING_RANKS:  # fewer box crossings in a row (the search grows with ranks x trees)
+        box = [fabric.nodes[c].box for c in compute]
+        packed.trees, stats["crossing_swaps"] = fewer_crossings(
+            packed.trees, lambda u, v: box[u] is not None and box[u] != box[v])
     stats["lower_s"] = time.perf_counter() - t0
     for key, value in lowered.stats.items():
         stats[f"lower_{key}"] = value
@@ -188,7 +193,8 @@ def solve_phase(
             return Edge(names[y], names[x], tuple(map(name_of, p[::-1])))
         return Edge(names[x], names[y], tuple(map(name_of, p)))
 
-    routed = map_back(drain(), bundles, compute, edge)
+    bandwidth = {(u, v): bw for u, v, bw in fabric.arcs}
+    routed = map_back(drain(), bundles, compute, edge, bandwidth)
     trees = []
     for done, (root, mult, edges) in enumerate(routed):
         if not done % 64:
@@ -208,7 +214,6 @@ def solve_phase(
     stats["map_s"] = time.perf_counter() - t0
     report(progress, f"{name}: {STEPS[5]}", n_trees, n_trees)
     cut = tuple(fabric.nodes[i].name for i in rate.cut.nodes)
-    bandwidth = {(u, v): bw for u, v, bw in fabric.arcs}
     ratio = max(Fraction(amount) / bandwidth[hop] for hop, amount in load.items())  # max over links of chunks / bandwidth
     return PhaseResult(name, k, scale, rate.rate, total, trees, cut, stats, ratio)
 

@@ -11,22 +11,26 @@ Which tree takes which path is free, and it decides what the trees deliver.
 An arc's *main* route (its most units) serves as much as it can; the *side*
 routes (narrower detours, such as a GPU's path through the CPU's PCIe port)
 go to the trees in which the arc leaves the root, else the shallowest node no
-side route feeds yet (:func:`_assign`).  Inside a split tree the side routes of
-different arcs are placed on different units (:func:`_spread`), so no thin
-piece collects a chain of them.  An exact packing fills every link; a side
-route deep in a thin tree idles its link until the tree's pipeline reaches it.
+side route feeds yet (:func:`_assign`): the fattest trees first where the side
+route is much narrower than the main one, else the thinnest (:func:`narrow_sides`).
+Inside a split tree the side routes of different arcs are placed on different
+units (:func:`_spread`), so no thin piece collects a chain of them.  An exact
+packing fills every link; a side route deep in a thin tree idles its link until
+the tree's pipeline reaches it.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from fractions import Fraction
 from typing import Any
 
 from forestcoll.trees.packing import Tree
 from forestcoll.trees.splitting import Path
 
-__all__ = ["map_back"]
+__all__ = ["NARROW", "map_back", "narrow_sides"]
 
 
 SPREAD_LIMIT = 32  # side routes per tree placed apart; a tree with more keeps them in route order
@@ -101,27 +105,55 @@ def _first_gap(own: Sequence[tuple[int, int, Path]], a: int, m: int) -> int | No
     return acc if m - acc >= a else None
 
 
+NARROW = 4  # a side route whose narrowest hop has at most 1/NARROW of the main route's bandwidth is narrow
+
+
+def narrow_sides(bundles: Mapping[tuple[int, int], Mapping[Path, int]],
+                 bandwidth: Mapping[tuple[int, int], Fraction | int]) -> set[tuple[int, int]]:
+    """The arcs with a *narrow* side route: its narrowest hop has at most 1/:data:`NARROW` of the bandwidth of the
+    main route's narrowest hop (main: the most units, first in path order on ties).
+
+    Such a link carries few units, so few trees' streams, and an exact packing keeps it full all the call: with
+    thin trees on it (a 1-chunk tree has 3 slices at 1 GiB) it idles whenever their few slices wait for data
+    upstream, with fat trees a slice is nearly always ready.  H100 x 4 (rail): the CPUs' 6 GB/s PCIe ports
+    beside the NVSwitch's 371 GB/s, busy 5.14-5.26 ms for 4.97 ms of work with the thin trees on them (allreduce
+    1 GiB 203.8 GB/s), 4.98-5.10 ms with the fat ones (208.6, 0.965 of the bound).  The MI300 dump's detour through the CPUs
+    (22 GB/s beside a 48 GB/s xGMI link) is not narrow: fat trees there lost at 16 MiB (allreduce 100.7 -> 97.6
+    GB/s), where the thin trees' few slices are the last to end."""
+    out = set()
+    for arc, bundle in bundles.items():
+        if len(bundle) < 2:
+            continue
+        main = min(bundle, key=lambda p: (-bundle[p], p))
+        wide = min(bandwidth[hop] for hop in zip(main, main[1:]))
+        if any(NARROW * min(bandwidth[hop] for hop in zip(p, p[1:])) <= wide for p in bundle if p != main):
+            out.add(arc)
+    return out
+
+
 def _assign(trees: Sequence[Tree], bundles: dict[tuple[int, int], dict[Path, int]], compute: Sequence[int],
-            main: dict[tuple[int, int], Path]) -> list[list[list[tuple[Path, int]]]]:
+            main: dict[tuple[int, int], Path], fat_first: AbstractSet[tuple[int, int]] = frozenset(),
+            ) -> list[list[list[tuple[Path, int]]]]:
     """Every tree's routes on each of its arcs: [(path, units)], its largest part first.
 
     On an arc of several routes the main one (the most units) serves as much as it can; the units the trees need
     beyond it come from the side routes (widest first) and go, level by level from the roots down, to the trees
-    in which the arc leaves the shallowest node that no side route feeds yet (thinner trees first on a level);
-    whatever is still missing is taken after that, main route first.  A side route out of a root never waits for
-    data and two never chain in one tree where this can be helped: a side route deep in a thin tree waits for
-    the tree's pipeline to fill while its link, a bottleneck like every link an exact packing fills, idles
-    (H100 x 4: the CPUs' 6 GB/s PCIe ports)."""
+    in which the arc leaves the shallowest node, on units that no side route above it feeds yet; on a level the
+    thinner trees first, or the fatter first on the arcs in ``fat_first`` (:func:`narrow_sides`); whatever is
+    still missing is taken after that, main route first.  A side route out of a root never waits for data and
+    two never chain in one tree where this can be helped: a side route deep in a thin tree waits for the tree's
+    pipeline to fill while its link, a bottleneck like every link an exact packing fills, idles (H100 x 4: the
+    CPUs' 6 GB/s PCIe ports)."""
     out: list[list[list[tuple[Path, int]]]] = [[[] for _ in t.arcs] for t in trees]
     need = [[t.multiplicity] * len(t.arcs) for t in trees]
-    entries = []  # (depth of the arc's tail, multiplicity, tree, arc position)
+    entries = []  # (depth of the arc's tail, multiplicity (negated on the arcs in fat_first), tree, arc position)
     total: dict[tuple[int, int], int] = {}
     for i, tree in enumerate(trees):
         depth = {tree.root: 0}
         for j, (x, y) in enumerate(tree.arcs):
             depth[y] = depth[x] + 1
-            entries.append((depth[x], tree.multiplicity, i, j))
             arc = (compute[x], compute[y])
+            entries.append((depth[x], -tree.multiplicity if arc in fat_first else tree.multiplicity, i, j))
             total[arc] = total.get(arc, 0) + tree.multiplicity
     entries.sort()
 
@@ -135,20 +167,22 @@ def _assign(trees: Sequence[Tree], bundles: dict[tuple[int, int], dict[Path, int
         need[i][j] -= amount
 
     extra = {arc: max(0, t - bundles[arc].get(main[arc], 0)) for arc, t in total.items()}  # units beyond the main
-    fed = [set() for _ in trees]  # per tree: nodes below a side route
+    fed: list[dict[int, int]] = [{} for _ in trees]  # per tree: node -> units of the tree below a side route
     for _d, _m, i, j in entries:
         x, y = trees[i].arcs[j]
         arc = (compute[x], compute[y])
-        if x in fed[i]:
-            fed[i].add(y)
-            continue
+        below = fed[i].get(x, 0)
+        free = trees[i].multiplicity - below  # units no side route above x feeds yet
         for p in sorted((p for p in bundles[arc] if p != main[arc]), key=lambda p: (-bundles[arc][p], p)):
-            if not extra[arc] or not need[i][j]:
+            if not extra[arc] or not free:
                 break
-            a = min(bundles[arc][p], need[i][j], extra[arc])
+            a = min(bundles[arc][p], free, extra[arc])
             take(arc, p, a, i, j)
             extra[arc] -= a
-            fed[i].add(y)
+            free -= a
+            below += a
+        if below:
+            fed[i][y] = below
     for _d, _m, i, j in entries:
         if not need[i][j]:
             continue
@@ -169,13 +203,15 @@ def _assign(trees: Sequence[Tree], bundles: dict[tuple[int, int], dict[Path, int
 def map_back(
     packed: Iterable[Tree], bundles: dict[tuple[int, int], dict[Path, int]], compute: Sequence[int],
     make: Callable[[int, int, Path], Any] | None = None,
+    bandwidth: Mapping[tuple[int, int], Fraction | int] | None = None,
 ) -> Iterator[tuple[int, int, list[Any]]]:
     """Replace logical arcs by physical paths, splitting a tree where its units take different paths.
 
     Yields (root node, multiplicity, edges) in node indices, tree by tree (a caller that builds its own trees
     from them never holds all of them twice); an edge is ``make(src, dst, path)``, made once per distinct
     (src, dst, path) and shared (default: the triple).  ``bundles`` is used up by the time the last tree is
-    yielded.
+    yielded.  With ``bandwidth`` (hop -> bandwidth, the fabric's arcs) the narrow side routes go to the fatter
+    trees first (:func:`narrow_sides`), the others (and all without it) to the thinner first.
 
     A logical arc whose bundle has a single route gives that route to every tree (or runs out, a bug): a tree
     of such arcs only is routed by one lookup per arc, and its units are counted and taken from the bundles at
@@ -216,7 +252,8 @@ def map_back(
             yield compute[tree.root], m, routed
             continue
         pending.append(tree)
-    for tree, single in zip(pending, _assign(pending, bundles, compute, main)):
+    fat_first = narrow_sides(bundles, bandwidth) if bandwidth is not None and pending else set()
+    for tree, single in zip(pending, _assign(pending, bundles, compute, main, fat_first)):
         m = tree.multiplicity
         if all(len(a) == 1 for a in single):  # one route per arc, the tree stays whole
             yield compute[tree.root], m, [edge(compute[x], compute[y], a[0][0]) for (x, y), a in zip(tree.arcs, single)]
