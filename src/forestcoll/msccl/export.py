@@ -57,12 +57,12 @@ from forestcoll.msccl.ordering import (
     _assign,
     _bands,
     _channel_figures,
+    _channel_of,
     _even_pieces,
     _hop_levels,
-    _mix,
     _pieces_per_range,
+    _predicted_figures,
     _progress,
-    _stage,
     _tails,
     _units,
     edge_ports,
@@ -222,40 +222,10 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
     ops: list[_Op] = []
     scratch = [0] * n
     final_op: dict[tuple[int, int, int], _Op] = {}  # (instance, root, start) -> op that completes the reduction
-    n_stages, out_base = stages(pieces)
     frac = _progress(pieces) if order in ("progress", "latency", "tail") else {id(pc): Fraction(0) for pc in pieces}
     tails = _tails(pieces) if order == "tail" or (two_phase and order in ("progress", "latency")) else None
     lvl = (lambda t, x: levels[(id(t), x)]) if levels is not None else (lambda t, x: t.level[x])
-    starts = [sum(widths[:i]) for i in range(len(widths))] if widths is not None else []
-
-    def chan_of(t: TreeShape, m: int, x: int, y: int) -> int:
-        spread = (t.order + _mix(x * 65599 + y))
-        if layout == "tree":
-            # trees round robin on each edge, shifted by a hash of the edge so that a node's fan-out spreads too
-            return m * channels + spread % channels
-        st = _stage(t, x, y, out_base)
-        port = ports.get((id(t), x, y)) if ports else None
-        if widths is not None:  # uneven bands: a stage's width by its load (_bands)
-            lo, per = starts[st], widths[st]
-            c = lo + spread % per
-        elif channels >= n_stages:  # a band of channels per stage, trees round robin within it
-            lo, per = st * (channels // n_stages), channels // n_stages
-            c = lo + spread % per
-        else:
-            lo, per = 0, 0
-            c = st * channels // n_stages  # neighbouring stages share a channel
-        if port is not None and channels >= port[1]:
-            i, p = port  # a channel of the port's residue (the runtime picks the port by channel mod p): within
-            #              the stage's band when it is a multiple of p wide, else the nearest
-            if per and per % p == 0:
-                c = lo + (spread % (per // p)) * p + i
-            else:
-                c = c - c % p + i
-                if c >= channels:
-                    c -= p
-        elif not spread_band and channels >= n_stages:
-            c = lo  # the band is for the ports: one channel per stage otherwise
-        return m * channels + c
+    chan_of = _channel_of(pieces, channels, layout, ports, spread_band, widths)
 
     for m in range(instances):
         for pc in pieces:
@@ -408,12 +378,15 @@ def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOp
         candidates = [(c, True) for c in extra] + candidates
     chosen = None
     failure = ""
+    coll = collectives.get(sched.collective)
+    copy_first, two_phase = opts.outofplace and not coll.reduces, len(coll.phases) > 1
     for c, spread_band in candidates:
         if c * inst > limits.channels:
             raise ExportError(f"{c} channels x {inst} instances exceed the {limits.channels} channels {limits.name} allows")
-        ops, scratch = _build_ops(sched, pieces, k, n, inst, c, opts.outofplace, opts.layout, opts.order, ports,
-                                  spread_band, levels, uneven.get(c))
-        steps_per_tb, tbs_per_gpu, per_channel, recv_tbs = _channel_figures(ops, n)
+        # the figures of the operations, counted per tree edge: the operations are built for the chosen layout only
+        chan_of = _channel_of(pieces, c, opts.layout, ports, spread_band, uneven.get(c))
+        steps_per_tb, tbs_per_gpu, per_channel, recv_tbs = _predicted_figures(pieces, n, inst, chan_of, copy_first,
+                                                                              two_phase)
         if opts.layout == "stage" and not opts.channels and c > n_stages and tbs_per_gpu > RESIDENT_TBS:
             continue  # a wider band only while every thread block can stay resident
         if tbs_per_gpu > limits.tbs_per_gpu:
@@ -444,6 +417,8 @@ def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOp
             failure = (f"with {c} channel(s) a thread block needs {steps_per_tb} steps; {limits.name} allows "
                        f"{limits.steps_per_tb}: {hint}")
             continue
+        ops, scratch = _build_ops(sched, pieces, k, n, inst, c, opts.outofplace, opts.layout, opts.order, ports,
+                                  spread_band, levels, uneven.get(c))
         chosen = (c, ops, scratch)
         break
     if chosen is None:

@@ -178,6 +178,95 @@ def _stage(t: TreeShape, x: int, y: int, base: int) -> int:
     return t.level[x] if t.direction == "in" else base + t.level[y] - 1
 
 
+def _channel_of(pieces: list[Piece], channels: int, layout: str, ports: dict[tuple[int, int, int], tuple[int, int]] | None,
+                spread_band: bool, widths: list[int] | None) -> Callable[[TreeShape, int, int, int], int]:
+    """``chan_of(tree, instance, x, y)``: the channel of the edge x -> y of a tree with ``channels`` per instance (the
+    layouts of :mod:`forestcoll.msccl.export`); every piece of one tree takes one channel on each of its edges."""
+    n_stages, out_base = stages(pieces)
+    starts = [sum(widths[:i]) for i in range(len(widths))] if widths is not None else []
+
+    def chan_of(t: TreeShape, m: int, x: int, y: int) -> int:
+        spread = (t.order + _mix(x * 65599 + y))
+        if layout == "tree":
+            # trees round robin on each edge, shifted by a hash of the edge so that a node's fan-out spreads too
+            return m * channels + spread % channels
+        st = _stage(t, x, y, out_base)
+        port = ports.get((id(t), x, y)) if ports else None
+        if widths is not None:  # uneven bands: a stage's width by its load (_bands)
+            lo, per = starts[st], widths[st]
+            c = lo + spread % per
+        elif channels >= n_stages:  # a band of channels per stage, trees round robin within it
+            lo, per = st * (channels // n_stages), channels // n_stages
+            c = lo + spread % per
+        else:
+            lo, per = 0, 0
+            c = st * channels // n_stages  # neighbouring stages share a channel
+        if port is not None and channels >= port[1]:
+            i, p = port  # a channel of the port's residue (the runtime picks the port by channel mod p): within
+            #              the stage's band when it is a multiple of p wide, else the nearest
+            if per and per % p == 0:
+                c = lo + (spread % (per // p)) * p + i
+            else:
+                c = c - c % p + i
+                if c >= channels:
+                    c -= p
+        elif not spread_band and channels >= n_stages:
+            c = lo  # the band is for the ports: one channel per stage otherwise
+        return m * channels + c
+
+    return chan_of
+
+
+def _edges(t: TreeShape) -> list[tuple[int, int]]:
+    """The edges x -> y of a tree in the direction its data moves (children to parents in an in-tree)."""
+    if t.direction == "in":
+        return [(c, v) for v in t.level for c in t.children.get(v, [])]
+    return [(t.parent[v], v) for v in t.level if v != t.root]
+
+
+def _tree_loads(pieces: list[Piece]) -> tuple[dict[int, int], dict[int, TreeShape]]:
+    """(pieces each tree carries, the trees), by ``id``."""
+    load: dict[int, int] = defaultdict(int)
+    shapes: dict[int, TreeShape] = {}
+    for pc in pieces:
+        for t in pc.trees:
+            load[id(t)] += 1
+            shapes[id(t)] = t
+    return load, shapes
+
+
+def _predicted_figures(pieces: list[Piece], n: int, instances: int, chan_of: Callable[[TreeShape, int, int, int], int],
+                       copy_first: bool, two_phase: bool) -> tuple[int, int, int, int]:
+    """:func:`_channel_figures` of the operations :func:`forestcoll.msccl.export._build_ops` would build with
+    ``chan_of``, counted per tree edge (each of a tree's pieces is one send and one receive on every edge, on the
+    edge's one channel; an out-of-place root without reduction copies each piece once), without building them."""
+    per_tree, shapes = _tree_loads(pieces)
+    copies: dict[int, int] = defaultdict(int)
+    for pc in pieces:
+        for t in pc.trees:
+            if copy_first and not two_phase and t.direction == "out":
+                copies[pc.root] += instances
+    steps: dict[tuple, int] = defaultdict(int)
+    for tid, t in shapes.items():
+        cnt = per_tree[tid]
+        for m in range(instances):
+            for x, y in _edges(t):
+                ch = chan_of(t, m, x, y)
+                steps[(x, "send", y, ch)] += cnt
+                steps[(y, "recv", x, ch)] += cnt
+    for root, cnt in copies.items():
+        steps[(root, "local", -1, 0)] += cnt
+    tbs = [0] * n
+    targets = [0] * n
+    per_channel: dict[tuple, int] = defaultdict(int)
+    for g, kind, _peer, chan in steps:
+        tbs[g] += 1
+        targets[g] += kind != "send"
+        if kind != "local":
+            per_channel[(g, kind, chan)] += 1
+    return max(steps.values(), default=0), max(tbs), max(per_channel.values(), default=0), max(targets)
+
+
 def _assign(ops: list[Any], n: int) -> tuple[list[list[tuple[str, int, int]]], dict[tuple, list[Any]]]:
     """Group operations into thread blocks, number blocks and steps, and point dependencies at (tb, step)."""
     groups: dict[tuple, list[Any]] = defaultdict(list)
