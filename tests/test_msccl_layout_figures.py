@@ -5,11 +5,22 @@ fit builds none (the even-pieces attempts on the MI300 / H100 allreduce files co
 from __future__ import annotations
 
 import pytest
+from conftest import shared_file
 
 import forestcoll.msccl.export as export
 from forestcoll.generate import generate
 from forestcoll.msccl.export import ExportOptions, _build_ops, export_msccl
-from forestcoll.msccl.ordering import _channel_figures, _channel_of, _even_pieces, _predicted_figures, edge_ports
+from forestcoll.msccl.ordering import (
+    _channel_figures,
+    _channel_of,
+    _edges,
+    _even_pieces,
+    _heavy_offsets,
+    _predicted_figures,
+    _stage,
+    _tree_loads,
+    edge_ports,
+)
 from forestcoll.pieces import cut_pieces, shape_trees
 from forestcoll.topology import load_topology
 
@@ -68,3 +79,43 @@ def test_layouts_that_do_not_fit_build_no_operations(monkeypatch):
     monkeypatch.setattr(export, "_layout", layout)
     export_msccl(sched, ExportOptions(per_tree=None, runtime="rccl"))
     assert len(calls) == len(layouts)  # one build per layout that fits, none for the candidates that do not
+
+
+def test_heavy_offsets_spread_only_the_blocks_over_the_limit():
+    sched = generate(load_topology("hypercube:dim=3"), "allreduce", k=16)
+    trees = shape_trees(sched)
+    _k, pieces = _even_pieces(sched, trees, 4, 4)
+    stages = export.stages(pieces)[0]
+    load, shapes = _tree_loads(pieces)
+    limit = 24
+    offsets = _heavy_offsets(pieces, 4 * stages, None, limit)
+    assert offsets and max(offsets.values()) <= 3
+    groups: dict = {}
+    for tid, t in shapes.items():
+        for x, y in _edges(t):
+            groups.setdefault((x, y, _stage(t, x, y, export.stages(pieces)[1])), []).append(tid)
+    for (x, y, _st), tids in groups.items():
+        total = sum(load[tid] for tid in tids)
+        moved = [(tid, x, y) in offsets for tid in tids]
+        assert all(moved) if total > limit else not any(moved)
+        if total > limit:  # each channel of the pair's stage within the limit where the trees allow it
+            bins: dict[int, int] = {}
+            for tid in tids:
+                bins[offsets[(tid, x, y)]] = bins.get(offsets[(tid, x, y)], 0) + load[tid]
+            assert len(bins) == min(4, -(-total // limit))
+            assert max(bins.values()) <= max(limit, -(-total // 4) + max(load[tid] for tid in tids))
+
+
+def test_even_pieces_spread_heavy_blocks_when_nothing_else_fits():
+    """MI300 x4 rail allreduce k=8, every range in 4 pieces of 4 chunks: with one channel per stage a block holds 76
+    steps; a full band of 16 channels would need 164 thread blocks (over the 108 kept resident).  Spreading only
+    the blocks over 64 steps fits: 32 channels, 107 thread blocks, 64 steps (189.0 GB/s at 1 GiB, 0.954 of the
+    bound, where k=4's file written before reached 180.9)."""
+    topo = load_topology(str(shared_file("data", "nccl-topo", "topo_8p_940.xml")), {"nodes": "4", "fabric": "rail"})
+    sched = generate(topo, "allreduce", k=8)
+    result = export_msccl(sched, ExportOptions(split=4, per_tree=4))
+    assert (result.channels, result.tbs_per_gpu, result.steps_per_tb) == (32, 107, 64)
+    assert result.algo.nchunksperloop == 1024
+    # the classic pieces are untouched: the new layout is tried only for even pieces, after every other
+    plain = export_msccl(sched)
+    assert (plain.channels, plain.tbs_per_gpu, plain.steps_per_tb) == (16, 97, 33)

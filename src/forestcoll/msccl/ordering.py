@@ -179,9 +179,11 @@ def _stage(t: TreeShape, x: int, y: int, base: int) -> int:
 
 
 def _channel_of(pieces: list[Piece], channels: int, layout: str, ports: dict[tuple[int, int, int], tuple[int, int]] | None,
-                spread_band: bool, widths: list[int] | None) -> Callable[[TreeShape, int, int, int], int]:
+                spread_band: bool, widths: list[int] | None, heavy: dict[tuple[int, int, int], int] | None = None
+                ) -> Callable[[TreeShape, int, int, int], int]:
     """``chan_of(tree, instance, x, y)``: the channel of the edge x -> y of a tree with ``channels`` per instance (the
-    layouts of :mod:`forestcoll.msccl.export`); every piece of one tree takes one channel on each of its edges."""
+    layouts of :mod:`forestcoll.msccl.export`; ``heavy``, :func:`_heavy_offsets`, moves edges within their stage's
+    band when ``spread_band`` is off); every piece of one tree takes one channel on each of its edges."""
     n_stages, out_base = stages(pieces)
     starts = [sum(widths[:i]) for i in range(len(widths))] if widths is not None else []
 
@@ -211,7 +213,7 @@ def _channel_of(pieces: list[Piece], channels: int, layout: str, ports: dict[tup
                 if c >= channels:
                     c -= p
         elif not spread_band and channels >= n_stages:
-            c = lo  # the band is for the ports: one channel per stage otherwise
+            c = lo + (heavy.get((id(t), x, y), 0) if heavy else 0)  # the band is for the ports (and heavy edges)
         return m * channels + c
 
     return chan_of
@@ -233,6 +235,34 @@ def _tree_loads(pieces: list[Piece]) -> tuple[dict[int, int], dict[int, TreeShap
             load[id(t)] += 1
             shapes[id(t)] = t
     return load, shapes
+
+
+def _heavy_offsets(pieces: list[Piece], channels: int, ports: dict[tuple[int, int, int], tuple[int, int]] | None,
+                   limit: int) -> dict[tuple[int, int, int], int]:
+    """(id(tree), x, y) -> channel of its stage's band (an offset) for the edges of a pair of ranks whose trees would
+    put more than ``limit`` steps in one thread block with one channel per stage: that pair's trees of the stage go
+    on the fewest channels of the band (``channels`` // stages wide) that could keep each within ``limit``, the most
+    loaded tree first to the least loaded channel (ties to the lower).  Edges of multi-port pairs (``ports``) keep
+    their port's channel.  So a band opens only where a block needs it: the thread blocks per GPU grow by those."""
+    n_stages, out_base = stages(pieces)
+    per = channels // max(1, n_stages)
+    load, shapes = _tree_loads(pieces)
+    groups: dict[tuple[int, int, int], list[tuple[int, int, int]]] = defaultdict(list)
+    for tid, t in shapes.items():
+        for x, y in _edges(t):
+            if not ports or (tid, x, y) not in ports:
+                groups[(x, y, _stage(t, x, y, out_base))].append((load[tid], t.order, tid))
+    out: dict[tuple[int, int, int], int] = {}
+    for (x, y, _st), trees in sorted(groups.items()):
+        ways = min(per, -(-sum(q[0] for q in trees) // limit))
+        if ways < 2:
+            continue
+        bins = [0] * ways
+        for cnt, _order, tid in sorted(trees, key=lambda q: (-q[0], q[1])):
+            j = min(range(ways), key=lambda i: (bins[i], i))
+            bins[j] += cnt
+            out[(tid, x, y)] = j
+    return out
 
 
 def _predicted_figures(pieces: list[Piece], n: int, instances: int, chan_of: Callable[[TreeShape, int, int, int], int],
