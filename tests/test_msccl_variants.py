@@ -148,3 +148,19 @@ def test_delivered_per_size_column_is_what_generate_sizes_writes(tmp_path):
     for size, label in delivered.SIZES:
         name, rate = written[label]
         assert cells[size].startswith(f"{rate} (") and cells[size].endswith(f"; {name})"), (cells[size], name, rate)
+
+
+def test_delivered_single_file_is_what_generate_writes(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import delivered
+    finally:
+        sys.path.pop(0)
+    from forestcoll.msccl.ir import parse_algo
+
+    xml = tmp_path / "a.xml"
+    code, _out, err = cli("generate", TOPO, "-c", "allreduce", "--format", "msccl", "-o", str(xml), "--no-check")
+    assert code == 0, err
+    topo = load_topology(TOPO)
+    sched, algo, why = delivered.written_by_generate(topo, generate(topo, "allreduce"))
+    assert why == "" and algo.name == parse_algo(xml.read_text()).name == "forestcoll_allreduce_k3_s4"
