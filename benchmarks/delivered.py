@@ -117,6 +117,41 @@ def split_as_generate_does(topo, sched, algo):
     return written.algo
 
 
+def written_by_generate(topo, sched):
+    """(schedule, algo, why) of the file ``generate --format msccl`` writes, by its own code (msccl/generated.py:
+    the k, then the variant, the optimal k's variants competing when its plain file lost the race); algo None
+    with why when no file fits; None on checkouts without ``generated_msccl``."""
+    try:
+        from forestcoll.msccl.generated import generated_msccl
+        from forestcoll.simulate.msccl import file_rate
+    except ImportError:
+        return None
+    try:
+        chosen, result = generated_msccl(topo, sched, file_rate=file_rate(topo))
+    except ExportError as exc:
+        return sched, None, str(exc).split(":")[0]
+    for note in result.notes:
+        print(f"{sched.topology} {sched.collective}: {note}", flush=True)
+    return chosen, result.algo, ""
+
+
+def older_checkout(topo, net, collective: str, sched, label: str):
+    """(schedule, algo, why) as checkouts without ``generated_msccl`` chose the file ``generate --format msccl``
+    writes: the fastest fitting k (:func:`fitting`), then its variant (:func:`split_as_generate_does`)."""
+    xml_sched, why = sched, ""
+    try:
+        own = export_msccl(sched).algo
+    except ExportError as exc:  # the optimal k may not fit the runtime's limits
+        own, why = None, str(exc).split(":")[0]
+    found = fitting(topo, net, collective, sched, own)
+    algo = own
+    if found is not None:
+        algo, xml_sched = export_msccl(found).algo, found
+        print(f"{label} {collective}: the file generate --format msccl writes is k={found.k} (optimal "
+              f"k={sched.k}" + (f" does not fit MSCCL: {why}" if own is None else "") + ")", flush=True)
+    return xml_sched, split_as_generate_does(topo, xml_sched, algo), why
+
+
 def per_size_choice(topo, net, collective: str):
     """The per-size selection's pick at each size (name, algbw, range), and the MSCCL file ``generate --sizes ...
     --format msccl`` writes at each size (a cell), or (None, None) when this checkout has no selection."""
@@ -186,18 +221,11 @@ def main() -> None:
         net = build_network(topo)
         for collective in args.collectives.split(","):
             sched = generate(topo, collective)
-            xml_sched, why = sched, ""
-            try:
-                own = export_msccl(sched).algo
-            except ExportError as exc:  # the optimal k may not fit the runtime's limits
-                own, why = None, str(exc).split(":")[0]
-            found = fitting(topo, net, collective, sched, own)
-            algo = own
-            if found is not None:
-                algo, xml_sched = export_msccl(found).algo, found
-                print(f"{label} {collective}: the file generate --format msccl writes is k={found.k} (optimal "
-                      f"k={sched.k}" + (f" does not fit MSCCL: {why}" if own is None else "") + ")", flush=True)
-            algo = split_as_generate_does(topo, xml_sched, algo)
+            written = written_by_generate(topo, sched)
+            if written is not None:
+                xml_sched, algo, why = written
+            else:
+                xml_sched, algo, why = older_checkout(topo, net, collective, sched, label)
             bound = float(sched.bound_algbw)
             picks, files = per_size_choice(topo, net, collective) if args.choice else (None, None)
             for size, name in SIZES:

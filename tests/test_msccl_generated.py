@@ -125,3 +125,25 @@ def test_split_flag(tmp_path):
         code, out, err = cli(*args)
         assert code == 2 and message in err and err.count("\n") == 1, (args, err)
         assert not (tmp_path / "b.xml").exists() and not (tmp_path / "b.json").exists()
+
+
+@pytest.mark.parametrize("split_gib, split_mid, written", [
+    (210.0, 9.6, 96), (200.0, 9.6, 96),  # faster at both; tied at 1 GiB and faster at 16 MiB
+    (190.0, 9.6, 16),  # slower at 1 GiB than k=2's file
+    (210.0, 1.0, 16),  # slower at 16 MiB than k=2's file
+])
+def test_the_optimal_files_variant_competes_when_its_plain_file_lost_the_race(cube, split_gib, split_mid, written):
+    """k=2's plain file wins the race at 1 GiB (200 against the optimal k=3's 170); the optimal's split file (96 chunks)
+    then replaces k=2's file only when faster at one of 1 GiB / 16 MiB and slower at neither."""
+    topo, sched = cube
+    table = {(16, GIB): 200.0, (24, GIB): 170.0, (96, GIB): split_gib, (96, MID_SIZE): split_mid}
+    chosen, result = generated_msccl(topo, sched, file_rate=rates(table))
+    assert result.algo.nchunksperloop == written
+    assert (chosen is sched) == (written == 96) and chosen.k == (3 if written == 96 else 2)
+    if written == 96:
+        faster = "16MiB (9.6 against 1.6 GB/s)" + (" and 1GiB (210.0 against 200.0 GB/s)" if split_gib > 200 else "")
+        assert result.notes[0].startswith(f"the optimal k=3's split file (x4, nchunksperloop 96) replaces k=2's written "
+                                          f"file (faster at {faster}, slower at neither); k=2's: the optimal k=3 fits, "
+                                          "but its file is slower")
+    else:
+        assert result.notes[0].startswith("the optimal k=3 fits, but its file is slower; exported k=2")

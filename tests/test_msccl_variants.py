@@ -2,9 +2,9 @@
 pieces the per-size selection offers; the per-size column of benchmarks/delivered.py is what generate --sizes writes.
 
 hypercube:dim=3 at k=16 (128 chunks per loop, 8 MiB per MSCCL chunk at 1 GiB: a tree carrying one chunk crosses a
-stage in 8 units, under the 16 that make the exporter cut even pieces): the allreduce's even-pieces file (k16_s8,
-1024 chunks per loop) is faster at 1 GiB and at 16 MiB than the plain and split files, the allgather's is slower
-at 16 MiB (322.6 GB/s against the plain file's 327.8) and is not written."""
+stage in 8 units, under the 16 that make the exporter cut even pieces): the allreduce's even-pieces file (k16_s16,
+2048 chunks per loop, its heavy blocks spread: k16_s8 before) is faster at 1 GiB and at 16 MiB than the plain and split files, the allgather's is slower
+at 16 MiB (326.9 GB/s against the plain file's 327.8) and is not written."""
 
 from __future__ import annotations
 
@@ -43,13 +43,13 @@ def test_even_pieces_are_written_where_they_win(cube):
     sched = generate(cube, "allreduce", k=16)
     plain = export_msccl(sched)
     [(s, even)] = even_files(sched, None, plain)
-    assert (s, plain.algo.nchunksperloop, even.algo.nchunksperloop) == (8, 128, 1024)
-    assert even.algo.name == "forestcoll_allreduce_k16_s8_even" and even.steps_per_tb <= 64
+    assert (s, plain.algo.nchunksperloop, even.algo.nchunksperloop) == (16, 128, 2048)
+    assert even.algo.name == "forestcoll_allreduce_k16_s16_even" and even.steps_per_tb <= 64
     rate, asked = asked_rates(cube)
     written, note = written_variant(sched, plain, ExportOptions(), rate, GIB)
     assert written.algo == even.algo
-    assert note.startswith("variant written: even pieces per tree, every chunk cut into 8 MSCCL chunks")
-    assert "GB/s at 1GiB / 16MiB: plain 166.6 / 150.2, split x2 166.6 / 161.7, even pieces x8 167.5 / 163.9" in note
+    assert note.startswith("variant written: even pieces per tree, every chunk cut into 16 MSCCL chunks")
+    assert "GB/s at 1GiB / 16MiB: plain 166.6 / 150.2, split x2 166.6 / 161.7, even pieces x16 168.4 / 166.0" in note
     assert len(asked) == len(set(asked)) == 6  # each file once per size
     real = file_rate(cube)
     for size in (1 << 20, MID_SIZE, GIB):  # not slower than the plain file at any of the three sizes
@@ -64,7 +64,7 @@ def test_even_pieces_are_not_written_where_they_lose(cube):
     written, note = written_variant(sched, plain, ExportOptions(), rate, GIB)
     assert written is plain  # ... slower at 16 MiB: not written, and nothing simulated at 1 GiB
     assert note == ("variant written: plain (as exported); GB/s at 1GiB / 16MiB: plain - / 327.8, split x2 - / 326.0, "
-                    "even pieces x8 - / 322.6 (each replaces the one before it when faster at one size and slower at "
+                    "even pieces x16 - / 326.9 (each replaces the one before it when faster at one size and slower at "
                     "neither)")
     assert all(size == MID_SIZE for _name, size in asked)
 
@@ -109,17 +109,17 @@ def test_candidate_files_offer_even_pieces_in_the_progress_order(cube):
     cands = {"forestcoll-k16": generate(cube, "allreduce", k=16)}
     files, named, notes = candidate_files(cands)
     assert not notes
-    assert sorted(files) == ["forestcoll-k16", f"forestcoll-k16{EVEN}8", "forestcoll-k16" + LATENCY,
+    assert sorted(files) == ["forestcoll-k16", f"forestcoll-k16{EVEN}16", "forestcoll-k16" + LATENCY,
                              f"forestcoll-k16{SPLIT}2", f"forestcoll-k16{SPLIT}2{LATENCY}"]
     net = build_network(cube)
     sel = select_schedules(cube, net, "allreduce", [GIB], named, margin=0.0, exhaustive=True,
                            files={n: r.algo for n, r in files.items()})
-    assert sel.ranges[0].name == f"forestcoll-k16{EVEN}8"
+    assert sel.ranges[0].name == f"forestcoll-k16{EVEN}16"
     # generate --sizes lets even pieces (cut for 1 GiB) compete from 256 MiB up only: at 1 MiB the even file ties the
     # split one and would carry its range up through 16 MiB, where it is slower
     sel = select_schedules(cube, net, "allreduce", [1 << 20, GIB], named, exhaustive=True,
-                           files={n: r.algo for n, r in files.items()}, smallest={f"forestcoll-k16{EVEN}8": 256 << 20})
-    assert {r.algorithm for r in sel.table if r.size_bytes == 1 << 20} == set(files) - {f"forestcoll-k16{EVEN}8"}
+                           files={n: r.algo for n, r in files.items()}, smallest={f"forestcoll-k16{EVEN}16": 256 << 20})
+    assert {r.algorithm for r in sel.table if r.size_bytes == 1 << 20} == set(files) - {f"forestcoll-k16{EVEN}16"}
     assert {r.algorithm for r in sel.table if r.size_bytes == GIB} == set(files)
 
 
@@ -148,3 +148,19 @@ def test_delivered_per_size_column_is_what_generate_sizes_writes(tmp_path):
     for size, label in delivered.SIZES:
         name, rate = written[label]
         assert cells[size].startswith(f"{rate} (") and cells[size].endswith(f"; {name})"), (cells[size], name, rate)
+
+
+def test_delivered_single_file_is_what_generate_writes(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import delivered
+    finally:
+        sys.path.pop(0)
+    from forestcoll.msccl.ir import parse_algo
+
+    xml = tmp_path / "a.xml"
+    code, _out, err = cli("generate", TOPO, "-c", "allreduce", "--format", "msccl", "-o", str(xml), "--no-check")
+    assert code == 0, err
+    topo = load_topology(TOPO)
+    sched, algo, why = delivered.written_by_generate(topo, generate(topo, "allreduce"))
+    assert why == "" and algo.name == parse_algo(xml.read_text()).name == "forestcoll_allreduce_k3_s4"

@@ -57,12 +57,13 @@ from forestcoll.msccl.ordering import (
     _assign,
     _bands,
     _channel_figures,
+    _channel_of,
     _even_pieces,
+    _heavy_offsets,
     _hop_levels,
-    _mix,
     _pieces_per_range,
+    _predicted_figures,
     _progress,
-    _stage,
     _tails,
     _units,
     edge_ports,
@@ -212,7 +213,7 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
                channels: int, outofplace: bool, layout: str = "stage", order: str = "progress",
                ports: dict[tuple[int, int, int], tuple[int, int]] | None = None,
                spread_band: bool = True, levels: dict | None = None,
-               widths: list[int] | None = None) -> tuple[list[_Op], list[int]]:
+               widths: list[int] | None = None, heavy: dict | None = None) -> tuple[list[_Op], list[int]]:
     """All operations of every GPU (not yet in thread blocks) and each GPU's scratch chunk count; ``ports``
     (:func:`edge_ports`) moves an edge whose pair has several ports to a channel of its port's residue; ``levels``
     (:func:`_hop_levels`) replaces the tree levels in the step order."""
@@ -222,40 +223,10 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
     ops: list[_Op] = []
     scratch = [0] * n
     final_op: dict[tuple[int, int, int], _Op] = {}  # (instance, root, start) -> op that completes the reduction
-    n_stages, out_base = stages(pieces)
     frac = _progress(pieces) if order in ("progress", "latency", "tail") else {id(pc): Fraction(0) for pc in pieces}
     tails = _tails(pieces) if order == "tail" or (two_phase and order in ("progress", "latency")) else None
     lvl = (lambda t, x: levels[(id(t), x)]) if levels is not None else (lambda t, x: t.level[x])
-    starts = [sum(widths[:i]) for i in range(len(widths))] if widths is not None else []
-
-    def chan_of(t: TreeShape, m: int, x: int, y: int) -> int:
-        spread = (t.order + _mix(x * 65599 + y))
-        if layout == "tree":
-            # trees round robin on each edge, shifted by a hash of the edge so that a node's fan-out spreads too
-            return m * channels + spread % channels
-        st = _stage(t, x, y, out_base)
-        port = ports.get((id(t), x, y)) if ports else None
-        if widths is not None:  # uneven bands: a stage's width by its load (_bands)
-            lo, per = starts[st], widths[st]
-            c = lo + spread % per
-        elif channels >= n_stages:  # a band of channels per stage, trees round robin within it
-            lo, per = st * (channels // n_stages), channels // n_stages
-            c = lo + spread % per
-        else:
-            lo, per = 0, 0
-            c = st * channels // n_stages  # neighbouring stages share a channel
-        if port is not None and channels >= port[1]:
-            i, p = port  # a channel of the port's residue (the runtime picks the port by channel mod p): within
-            #              the stage's band when it is a multiple of p wide, else the nearest
-            if per and per % p == 0:
-                c = lo + (spread % (per // p)) * p + i
-            else:
-                c = c - c % p + i
-                if c >= channels:
-                    c -= p
-        elif not spread_band and channels >= n_stages:
-            c = lo  # the band is for the ports: one channel per stage otherwise
-        return m * channels + c
+    chan_of = _channel_of(pieces, channels, layout, ports, spread_band, widths, heavy)
 
     for m in range(instances):
         for pc in pieces:
@@ -341,7 +312,7 @@ def _fit(sched: Schedule, trees: list[TreeShape], opts: ExportOptions, split: in
 
     def attempt(cnt: int):
         k, pieces = (_even_pieces(sched, trees, cnt, split) if per_tree else cut_pieces(sched, trees, cnt, split))
-        return (k, pieces, *_layout(sched, pieces, k, n, opts, limits, ports, levels))
+        return (k, pieces, *_layout(sched, pieces, k, n, opts, limits, ports, levels, heavy=bool(per_tree)))
 
     # counts run finest to coarsest, and a coarser count fits wherever a finer one does (the same thread blocks on
     # the same channels, no block with more steps): the finest that fits by bisection, as a scan would find it (a
@@ -379,8 +350,10 @@ def _stage_loads(sched: Schedule, pieces: list[Piece], k: int, n: int, inst: int
 
 
 def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOptions, limits: RuntimeLimits,
-            ports: dict | None = None, levels: dict | None = None) -> tuple[int, list[_Op], list[int]]:
-    """Channels and operations within the runtime's limits (ExportError naming the limit otherwise)."""
+            ports: dict | None = None, levels: dict | None = None, heavy: bool = False) -> tuple[int, list[_Op], list[int]]:
+    """Channels and operations within the runtime's limits (ExportError naming the limit otherwise); with ``heavy``
+    (even pieces), when no other layout fits, one channel per stage with only the blocks over the step limit spread
+    over their stage's band (:func:`~forestcoll.msccl.ordering._heavy_offsets`)."""
     inst = opts.instances
     max_channels = limits.channels // inst
     # channels: "stage" gives every pipeline stage its own channels (a band of them when a thread block would
@@ -388,7 +361,7 @@ def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOp
     # "tree" takes the fewest channels that keep every thread block within the step limit
     n_stages = max(1, stages(pieces)[0])
     if opts.channels:
-        candidates: list[tuple[int, bool]] = [(opts.channels, True)]
+        candidates: list[tuple[int, bool | None]] = [(opts.channels, True)]
     elif opts.layout == "tree":
         candidates = [(c, True) for c in range(1, max_channels + 1)]
     else:
@@ -399,6 +372,9 @@ def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOp
         # a full band spreads every stage's trees over its channels; a port band only the edges of multi-port pairs
         candidates = ([(c, True) for c in bands[::-1] if c > first] + [(c, False) for c in port_bands]
                       + [(c, True) for c in range(first, 0, -1)])
+    widest = max_channels // n_stages * n_stages
+    if heavy and opts.layout == "stage" and not opts.channels and not opts.bands and widest >= 2 * n_stages:
+        candidates.append((widest, None))  # last: every file that fits without it stays as it was
     uneven: dict[int, list[int]] = {}
     if opts.layout == "stage" and opts.bands and n_stages < max_channels and len(candidates) > 0:
         loads = _stage_loads(sched, pieces, k, n, inst, n_stages, opts, levels)
@@ -408,12 +384,16 @@ def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOp
         candidates = [(c, True) for c in extra] + candidates
     chosen = None
     failure = ""
+    coll = collectives.get(sched.collective)
+    copy_first, two_phase = opts.outofplace and not coll.reduces, len(coll.phases) > 1
     for c, spread_band in candidates:
         if c * inst > limits.channels:
             raise ExportError(f"{c} channels x {inst} instances exceed the {limits.channels} channels {limits.name} allows")
-        ops, scratch = _build_ops(sched, pieces, k, n, inst, c, opts.outofplace, opts.layout, opts.order, ports,
-                                  spread_band, levels, uneven.get(c))
-        steps_per_tb, tbs_per_gpu, per_channel, recv_tbs = _channel_figures(ops, n)
+        # the figures of the operations, counted per tree edge: the operations are built for the chosen layout only
+        offsets = _heavy_offsets(pieces, c, ports, limits.steps_per_tb) if spread_band is None else None
+        chan_of = _channel_of(pieces, c, opts.layout, ports, bool(spread_band), uneven.get(c), offsets)
+        steps_per_tb, tbs_per_gpu, per_channel, recv_tbs = _predicted_figures(pieces, n, inst, chan_of, copy_first,
+                                                                              two_phase)
         if opts.layout == "stage" and not opts.channels and c > n_stages and tbs_per_gpu > RESIDENT_TBS:
             continue  # a wider band only while every thread block can stay resident
         if tbs_per_gpu > limits.tbs_per_gpu:
@@ -444,6 +424,8 @@ def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOp
             failure = (f"with {c} channel(s) a thread block needs {steps_per_tb} steps; {limits.name} allows "
                        f"{limits.steps_per_tb}: {hint}")
             continue
+        ops, scratch = _build_ops(sched, pieces, k, n, inst, c, opts.outofplace, opts.layout, opts.order, ports,
+                                  bool(spread_band), levels, uneven.get(c), offsets)
         chosen = (c, ops, scratch)
         break
     if chosen is None:

@@ -9,6 +9,9 @@ loop iteration, so an unsplit tree barely pipelines: docs/msccl.md, "Split chunk
 (:func:`even_files`: every tree's range in as many pieces as the others', so a tree carrying one chunk does not
 fill its pipeline in a few 1 MiB units at 1 GiB).  Rule (:func:`written_variant`): in that order, a variant
 replaces the file chosen so far when it is faster at the design size or at the mid size and slower at neither.
+When the optimal k's plain file fits but loses the choice of k, its split and even-pieces files then compete with
+the file chosen by the same rule (MI300 x4 rail allreduce: k=8 with even pieces, 189.0 GB/s at 1 GiB, replaces k=4's
+split file, 180.9).
 The rates come from the caller (``file_rate(algo, size)``): this layer does not simulate.
 """
 
@@ -69,7 +72,9 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
     exceeds the runtime's limits, :func:`~forestcoll.msccl.export.fitting_msccl`'s with a note saying so.  With
     ``file_rate`` the optimal file competes with the fitting powers of two below it (the fastest file at ``size``,
     ties to the optimal), and, with ``split`` (and ``options`` that set neither split nor pieces), the chosen file's
-    split or even-pieces version replaces it by :func:`written_variant`'s rule; a note says which and why."""
+    split or even-pieces version replaces it by :func:`written_variant`'s rule; when the optimal k's file fits but lost
+    the race, its split and even-pieces files, in that order, replace the file chosen so far by the same rule (even
+    pieces rescue a large k's file, whose small trees move in few units); notes say which and why."""
     if not collectives.get(sched.collective).tree_based:
         file_rate = None  # all-to-all: one lowering, no k to choose among
     if file_rate is not None:
@@ -101,8 +106,32 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
     if split and file_rate is not None and base.split == 1 and base.max_cnt is None:
         result, why = written_variant(chosen, result, base, file_rate, size)
         said += [why] if why else []
+        if first is None and chosen is not sched:  # the optimal k's plain file lost the race: its variants compete
+            mine = [("split", s, r) for s, r in split_files(sched, base, own)]
+            mine += [("even pieces", s, r) for s, r in even_files(sched, base, own)]
+            for kind, s, other in mine:
+                if faster := _beats(other.algo, result.algo, file_rate, size):
+                    said = [f"the optimal k={sched.k}'s {kind} file (x{s}, nchunksperloop {other.algo.nchunksperloop}) "
+                            f"replaces k={chosen.k}'s written file (faster at {faster}, slower at neither); k="
+                            f"{chosen.k}'s: " + "; ".join(said)]
+                    chosen, result = sched, other
     result.notes[:0] = said
     return chosen, result
+
+
+def _beats(algo: Algo, other: Algo, file_rate: Callable[[Algo, int], float], size: int) -> str | None:
+    """The sizes (:data:`MID_SIZE` and ``size``, as "16MiB (a against b)") at which ``algo`` is faster than ``other``
+    when it is faster at one and slower at neither (:func:`written_variant`'s rule); else None."""
+    from forestcoll.units import format_size
+
+    faster = []
+    for x in dict.fromkeys((min(MID_SIZE, size), size)):
+        mine, theirs = file_rate(algo, x), file_rate(other, x)
+        if mine < theirs:
+            return None
+        if mine > theirs:
+            faster.append(f"{format_size(x)} ({mine:.1f} against {theirs:.1f} GB/s)")
+    return " and ".join(faster) or None
 
 
 def even_files(sched: Schedule, options: ExportOptions | None, first: ExportResult) -> list[tuple[int, ExportResult]]:

@@ -178,6 +178,125 @@ def _stage(t: TreeShape, x: int, y: int, base: int) -> int:
     return t.level[x] if t.direction == "in" else base + t.level[y] - 1
 
 
+def _channel_of(pieces: list[Piece], channels: int, layout: str, ports: dict[tuple[int, int, int], tuple[int, int]] | None,
+                spread_band: bool, widths: list[int] | None, heavy: dict[tuple[int, int, int], int] | None = None
+                ) -> Callable[[TreeShape, int, int, int], int]:
+    """``chan_of(tree, instance, x, y)``: the channel of the edge x -> y of a tree with ``channels`` per instance (the
+    layouts of :mod:`forestcoll.msccl.export`; ``heavy``, :func:`_heavy_offsets`, moves edges within their stage's
+    band when ``spread_band`` is off); every piece of one tree takes one channel on each of its edges."""
+    n_stages, out_base = stages(pieces)
+    starts = [sum(widths[:i]) for i in range(len(widths))] if widths is not None else []
+
+    def chan_of(t: TreeShape, m: int, x: int, y: int) -> int:
+        spread = (t.order + _mix(x * 65599 + y))
+        if layout == "tree":
+            # trees round robin on each edge, shifted by a hash of the edge so that a node's fan-out spreads too
+            return m * channels + spread % channels
+        st = _stage(t, x, y, out_base)
+        port = ports.get((id(t), x, y)) if ports else None
+        if widths is not None:  # uneven bands: a stage's width by its load (_bands)
+            lo, per = starts[st], widths[st]
+            c = lo + spread % per
+        elif channels >= n_stages:  # a band of channels per stage, trees round robin within it
+            lo, per = st * (channels // n_stages), channels // n_stages
+            c = lo + spread % per
+        else:
+            lo, per = 0, 0
+            c = st * channels // n_stages  # neighbouring stages share a channel
+        if port is not None and channels >= port[1]:
+            i, p = port  # a channel of the port's residue (the runtime picks the port by channel mod p): within
+            #              the stage's band when it is a multiple of p wide, else the nearest
+            if per and per % p == 0:
+                c = lo + (spread % (per // p)) * p + i
+            else:
+                c = c - c % p + i
+                if c >= channels:
+                    c -= p
+        elif not spread_band and channels >= n_stages:
+            c = lo + (heavy.get((id(t), x, y), 0) if heavy else 0)  # the band is for the ports (and heavy edges)
+        return m * channels + c
+
+    return chan_of
+
+
+def _edges(t: TreeShape) -> list[tuple[int, int]]:
+    """The edges x -> y of a tree in the direction its data moves (children to parents in an in-tree)."""
+    if t.direction == "in":
+        return [(c, v) for v in t.level for c in t.children.get(v, [])]
+    return [(t.parent[v], v) for v in t.level if v != t.root]
+
+
+def _tree_loads(pieces: list[Piece]) -> tuple[dict[int, int], dict[int, TreeShape]]:
+    """(pieces each tree carries, the trees), by ``id``."""
+    load: dict[int, int] = defaultdict(int)
+    shapes: dict[int, TreeShape] = {}
+    for pc in pieces:
+        for t in pc.trees:
+            load[id(t)] += 1
+            shapes[id(t)] = t
+    return load, shapes
+
+
+def _heavy_offsets(pieces: list[Piece], channels: int, ports: dict[tuple[int, int, int], tuple[int, int]] | None,
+                   limit: int) -> dict[tuple[int, int, int], int]:
+    """(id(tree), x, y) -> channel of its stage's band (an offset) for the edges of a pair of ranks whose trees would
+    put more than ``limit`` steps in one thread block with one channel per stage: that pair's trees of the stage go
+    on the fewest channels of the band (``channels`` // stages wide) that could keep each within ``limit``, the most
+    loaded tree first to the least loaded channel (ties to the lower).  Edges of multi-port pairs (``ports``) keep
+    their port's channel.  So a band opens only where a block needs it: the thread blocks per GPU grow by those."""
+    n_stages, out_base = stages(pieces)
+    per = channels // max(1, n_stages)
+    load, shapes = _tree_loads(pieces)
+    groups: dict[tuple[int, int, int], list[tuple[int, int, int]]] = defaultdict(list)
+    for tid, t in shapes.items():
+        for x, y in _edges(t):
+            if not ports or (tid, x, y) not in ports:
+                groups[(x, y, _stage(t, x, y, out_base))].append((load[tid], t.order, tid))
+    out: dict[tuple[int, int, int], int] = {}
+    for (x, y, _st), trees in sorted(groups.items()):
+        ways = min(per, -(-sum(q[0] for q in trees) // limit))
+        if ways < 2:
+            continue
+        bins = [0] * ways
+        for cnt, _order, tid in sorted(trees, key=lambda q: (-q[0], q[1])):
+            j = min(range(ways), key=lambda i: (bins[i], i))
+            bins[j] += cnt
+            out[(tid, x, y)] = j
+    return out
+
+
+def _predicted_figures(pieces: list[Piece], n: int, instances: int, chan_of: Callable[[TreeShape, int, int, int], int],
+                       copy_first: bool, two_phase: bool) -> tuple[int, int, int, int]:
+    """:func:`_channel_figures` of the operations :func:`forestcoll.msccl.export._build_ops` would build with
+    ``chan_of``, counted per tree edge (each of a tree's pieces is one send and one receive on every edge, on the
+    edge's one channel; an out-of-place root without reduction copies each piece once), without building them."""
+    per_tree, shapes = _tree_loads(pieces)
+    copies: dict[int, int] = defaultdict(int)
+    for pc in pieces:
+        for t in pc.trees:
+            if copy_first and not two_phase and t.direction == "out":
+                copies[pc.root] += instances
+    steps: dict[tuple, int] = defaultdict(int)
+    for tid, t in shapes.items():
+        cnt = per_tree[tid]
+        for m in range(instances):
+            for x, y in _edges(t):
+                ch = chan_of(t, m, x, y)
+                steps[(x, "send", y, ch)] += cnt
+                steps[(y, "recv", x, ch)] += cnt
+    for root, cnt in copies.items():
+        steps[(root, "local", -1, 0)] += cnt
+    tbs = [0] * n
+    targets = [0] * n
+    per_channel: dict[tuple, int] = defaultdict(int)
+    for g, kind, _peer, chan in steps:
+        tbs[g] += 1
+        targets[g] += kind != "send"
+        if kind != "local":
+            per_channel[(g, kind, chan)] += 1
+    return max(steps.values(), default=0), max(tbs), max(per_channel.values(), default=0), max(targets)
+
+
 def _assign(ops: list[Any], n: int) -> tuple[list[list[tuple[str, int, int]]], dict[tuple, list[Any]]]:
     """Group operations into thread blocks, number blocks and steps, and point dependencies at (tb, step)."""
     groups: dict[tuple, list[Any]] = defaultdict(list)
