@@ -79,7 +79,7 @@ def test_choice_ranks_at_the_buffer(tmp_path):
         asked.append((slice_bytes, cost))
         inner = file_rate(topo, slice_bytes, cost)
         # a made-up preference for the 1 MiB buffer, so auto must keep it
-        return lambda algo, size: inner(algo, size) * (2 if slice_bytes == 256 << 10 else 1)
+        return lambda algo, size: inner(algo, size) * (2 if slice_bytes == 256 << 10 and size == 1 << 30 else 1)
 
     chosen, result = buffered_msccl(topo, sched, None, (4 << 20, 1 << 20), 3e-6, rate_at)
     assert asked[0] == (None, 0.0)  # the file written without --buffsize: the default model
@@ -87,6 +87,7 @@ def test_choice_ranks_at_the_buffer(tmp_path):
     notes = "\n".join(result.notes)
     assert "NCCL_BUFFSIZE=1048576 (1MiB; the runtime's slice 256KiB)" in notes and "3 us per slice" in notes
     assert "runtime buffer (auto): 4MiB: " in notes and "kept: the fastest at 1GiB" in notes
+    assert "this file is slower than the file written without --buffsize at 16MiB (" in notes  # 4x the slices at 3 us
     assert len(REPORT_SIZES) == 3
 
 

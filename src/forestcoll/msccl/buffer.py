@@ -174,6 +174,12 @@ def buffered_msccl(topology, sched: Schedule, options: ExportOptions | None, buf
     if best.buffsize != DEFAULT_BUFFSIZE and best.rates[size] <= default_rates[size]:
         said.append(f"runtime buffer: with {cost} per slice the file written without --buffsize is as fast or faster "
                     f"at {format_size(size)} at the default buffer: leave NCCL_BUFFSIZE unset and use that file")
+    slower = [x for x in REPORT_SIZES if best.rates[x] < default_rates[x]]
+    if best.buffsize != DEFAULT_BUFFSIZE and slower and slower[-1] != size:
+        at = ", ".join(f"{format_size(x)} ({best.rates[x]:.1f} against {default_rates[x]:.1f} GB/s)" for x in slower)
+        said.append(f"runtime buffer: this file is slower than the file written without --buffsize at {at}; "
+                    "NCCL_BUFFSIZE applies to every call of the communicator, so where those sizes matter keep this "
+                    "file to the large calls (--min-bytes) or leave the buffer as it is")
     if len(choices) > 1:
         said.append("runtime buffer (auto): " + "; ".join(f"{format_size(c.buffsize)}: {named(c)} {figures(c.rates)}"
                                                           for c in choices) + f" (GB/s at {sizes}; kept: the fastest "
