@@ -171,11 +171,13 @@ def buffered_msccl(topology, sched: Schedule, options: ExportOptions | None, buf
             f"runtime buffer: GB/s at {sizes} with {cost} per slice: this file {figures(best.rates)} at "
             f"{format_size(best.buffsize)}; the file written without --buffsize, {named(plain)}, "
             f"{figures(default_rates)} at the default {format_size(DEFAULT_BUFFSIZE)}"]
-    if best.buffsize != DEFAULT_BUFFSIZE and best.rates[size] <= default_rates[size]:
+    gains = best.rates[size] > default_rates[size]
+    if best.buffsize != DEFAULT_BUFFSIZE and not gains:
         said.append(f"runtime buffer: with {cost} per slice the file written without --buffsize is as fast or faster "
-                    f"at {format_size(size)} at the default buffer: leave NCCL_BUFFSIZE unset and use that file")
-    slower = [x for x in REPORT_SIZES if best.rates[x] < default_rates[x]]
-    if best.buffsize != DEFAULT_BUFFSIZE and slower and slower[-1] != size:
+                    f"at {format_size(size)} at the default buffer: leave NCCL_BUFFSIZE unset and use that file "
+                    "(generate it without --buffsize)")
+    slower = [x for x in REPORT_SIZES if x != size and best.rates[x] < default_rates[x]]
+    if best.buffsize != DEFAULT_BUFFSIZE and gains and slower:
         at = ", ".join(f"{format_size(x)} ({best.rates[x]:.1f} against {default_rates[x]:.1f} GB/s)" for x in slower)
         said.append(f"runtime buffer: this file is slower than the file written without --buffsize at {at}; "
                     "NCCL_BUFFSIZE applies to every call of the communicator, so where those sizes matter keep this "
