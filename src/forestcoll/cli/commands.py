@@ -308,13 +308,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     sched = with_source(sched, args)
     if args.format == "msccl":
         if args.k is None and args.max_height is None:  # over the runtime's limits: the fastest k that fits, said
-            from forestcoll.msccl.export import write_generated_msccl
+            from forestcoll.msccl.buffer import generated_writer
             from forestcoll.simulate.msccl import file_rate
             # ranked by the files' simulated rate at 1 GiB (the layout decides: H100 x4 rail k=4 209 GB/s, k=256 144)
-            with progress_for(args) as progress:
-                sched, result = write_generated_msccl(topo, sched, args.output, options, check=not args.no_check,
-                                                      progress=progress, file_rate=file_rate(topo), root=args.root,
-                                                      symmetry=not args.no_symmetry, max_k=args.max_k, split=args.split is None)
+            with progress_for(args) as progress:  # --buffsize: ranked with that runtime buffer (msccl/buffer.py)
+                sched, result = generated_writer(args.buffsize, args.slice_cost, file_rate)(
+                    topo, sched, args.output, options, check=not args.no_check, progress=progress, file_rate=file_rate(topo),
+                    root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k, split=args.split is None)
             sched = with_source(sched, args)
             render.print_schedule_line(sched, topo)
             if getattr(args, "json", False):

@@ -81,7 +81,7 @@ def _runtimes() -> _Runtimes:
     return _Runtimes()
 
 
-def _export_flags(p: argparse.ArgumentParser) -> None:
+def _export_flags(p: argparse.ArgumentParser, buffer: bool = False) -> None:
     g = p.add_argument_group("export (MSCCL++ plans and MSCCL XML)")
     g.add_argument("--proto", "--protocol", dest="proto", default="Simple", choices=("Simple", "LL", "LL128"),
                    help="protocol (default Simple; LL: packets, for small calls; LL128: MSCCL only)")
@@ -110,6 +110,20 @@ def _export_flags(p: argparse.ArgumentParser) -> None:
                    help="whose limits to keep to: %(choices)s (default msccl-executor-nccl)")
     g.add_argument("--split", type=int, metavar="S", help="cut every chunk into S MSCCL chunks, 1..64 (generate "
                    "without --k: plain, split or even pieces, each where faster at 1GiB or 16MiB and slower at neither; export: 1)")
+    if buffer:
+        g.add_argument("--buffsize", metavar="B", help="choose the file for the runtime buffer NCCL_BUFFSIZE=B (a power "
+                       "of two, 64KiB..64MiB; the default is 4MiB) or auto (4MiB, 1MiB or 512KiB, the fastest at "
+                       "1GiB): files ranked by their simulated rate with that buffer; the note says what to set")
+        g.add_argument("--slice-cost", metavar="US", help="with --buffsize: what each slice a thread block sends costs "
+                       "the ranking, in microseconds (default 1us: the Simple protocol's fence and flag; a what-if)")
+
+
+def _generate(args: argparse.Namespace) -> int:
+    """``forestcoll generate``: the runtime-buffer flags checked against the others first, then the command."""
+    from forestcoll.msccl.buffer import check_buffer_flags
+
+    check_buffer_flags(args)
+    return commands.cmd_generate(args)
 
 
 class _Unused:
@@ -176,8 +190,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                         "the optimal k that the runtime can use, one height-limited schedule and the ring; all: also "
                         "every other power of two up to 64 (slow on big fabrics)")
     p.add_argument("--fairness", default="max-min", choices=("max-min", "link"), help=argparse.SUPPRESS)
-    _export_flags(p)
-    p.set_defaults(func=commands.cmd_generate)
+    _export_flags(p, buffer=True)
+    p.set_defaults(func=_generate)
 
     p = sub.add_parser("simulate", help="simulated time, algbw and busbw of a schedule, an MSCCL++ plan, an MSCCL file "
                                         "or a baseline")

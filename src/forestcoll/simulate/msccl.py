@@ -48,13 +48,15 @@ def msccl_collective(algo: Algo, source: str = "algo.xml") -> tuple[str, Fractio
 
 
 def simulate_msccl(algo: Algo, net: Network, size: int, *, slice_bytes: int | None = None, max_slices: int | None = None,
-                   fairness: str = "max-min", source: str = "algo.xml"):
-    """Simulate one call of ``size`` bytes (nccl-tests size) of an MSCCL algorithm on ``net``."""
+                   fairness: str = "max-min", source: str = "algo.xml", slice_cost_s: float = 0.0):
+    """Simulate one call of ``size`` bytes (nccl-tests size) of an MSCCL algorithm on ``net``; ``slice_cost_s``
+    (default 0: the default model) charges every slice a block sends that many seconds more (a what-if, see
+    :func:`msccl_program`)."""
     from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE, simulate_program
 
     name, bus = msccl_collective(algo, source)
     slice_bytes, max_slices = slice_bytes or DEFAULT_SLICE, max_slices or DEFAULT_MAX_SLICES
-    prog = msccl_program(algo, net, float(size), float(slice_bytes), max_slices, source)
+    prog = msccl_program(algo, net, float(size), float(slice_bytes), max_slices, source, slice_cost_s)
     res = simulate_program(prog, net, algo.name or "msccl", name, size, None, "weighted", fairness, bus_factor=bus)
     iterations = slices_for(size / algo.nchunksperloop, slice_bytes, max_slices, rule="ring")
     res.extra["notes"] = size_notes(algo, size) + serialisation_notes(algo, res.time_s, prog.link_time(net.capacity),
@@ -62,13 +64,15 @@ def simulate_msccl(algo: Algo, net: Network, size: int, *, slice_bytes: int | No
     return res
 
 
-def file_rate(topology):
+def file_rate(topology, slice_bytes: int | None = None, slice_cost_s: float = 0.0):
     """``rate(algo, size)``: the algbw (GB/s) of an MSCCL algorithm simulated at ``size`` on ``topology`` (default
-    model); what the fallback of ``generate --format msccl`` ranks the files that fit by."""
+    model, or the runtime buffer's ``slice_bytes`` and a per-slice cost, see :func:`simulate_msccl`); what
+    ``generate --format msccl`` ranks the files that fit by."""
     from forestcoll.simulate.network import build_network
 
     net = build_network(topology)
-    return lambda algo, size: simulate_msccl(algo, net, size).algbw_gbps
+    return lambda algo, size: simulate_msccl(algo, net, size, slice_bytes=slice_bytes,
+                                             slice_cost_s=slice_cost_s).algbw_gbps
 
 
 def msccl_lowering(algo: Algo, net: Network, size: float, slice_bytes: float, max_slices: int):
@@ -97,8 +101,11 @@ def serialisation_notes(algo: Algo, time_s: float, link_s: float, size: int, ite
 
 
 def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max_slices: int | None,
-                  source: str = "algo.xml") -> ProgramBuilder:
-    """The transfers of ``algo`` for a call of ``size`` bytes (nccl-tests size)."""
+                  source: str = "algo.xml", slice_cost_s: float = 0.0) -> ProgramBuilder:
+    """The transfers of ``algo`` for a call of ``size`` bytes (nccl-tests size).  ``slice_cost_s`` > 0 (a what-if;
+    the default model charges nothing beyond each transfer's latency): after each slice it sends, a block spends that
+    long before its next step, and the receiver sees the data that much later (the Simple protocol's fence and
+    flag store after every slice, ``postPeer`` in NCCL's ``prims_simple.h``; docs/msccl.md "Runtime buffer")."""
     algo = by_rank(algo, source)
     if algo.ngpus != len(net.ranks):
         raise UsageError(f"{source} is for {algo.ngpus} GPUs but the topology has {len(net.ranks)} compute nodes")
@@ -161,12 +168,13 @@ def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max
                     spread = channel_routes(net, routes, g, tb.send, tb.chan)
                     conn = (g, tb.send, tb.chan)
                     after = before + ([incoming] if incoming is not None else [])
-                    ids = [prog.transfer(links, t.cnt * piece / len(spread), lat, after_delivered=after,
+                    ids = [prog.transfer(links, t.cnt * piece / len(spread), lat + slice_cost_s, after_delivered=after,
                                          stream=(conn, i) if len(spread) > 1 else conn)
                            for i, (links, lat) in enumerate(spread)]
                     out = ids[0] if len(ids) == 1 else prog.marker(after_delivered=ids)
                     sends.setdefault((g, tb.send, tb.chan, it), []).append(out)
-                    marker = prog.marker(after_sent=ids)
+                    marker = (prog.transfer((), 0.0, slice_cost_s, after_sent=ids) if slice_cost_s > 0
+                              else prog.marker(after_sent=ids))
                 elif incoming is not None:
                     marker = prog.marker(after_delivered=[*before, incoming])
                 else:
