@@ -286,15 +286,7 @@ def _predicted_figures(pieces: list[Piece], n: int, instances: int, chan_of: Cal
                 steps[(y, "recv", x, ch)] += cnt
     for root, cnt in copies.items():
         steps[(root, "local", -1, 0)] += cnt
-    tbs = [0] * n
-    targets = [0] * n
-    per_channel: dict[tuple, int] = defaultdict(int)
-    for g, kind, _peer, chan in steps:
-        tbs[g] += 1
-        targets[g] += kind != "send"
-        if kind != "local":
-            per_channel[(g, kind, chan)] += 1
-    return max(steps.values(), default=0), max(tbs), max(per_channel.values(), default=0), max(targets)
+    return _figures_of(steps, n)
 
 
 def _assign(ops: list[Any], n: int) -> tuple[list[list[tuple[str, int, int]]], dict[tuple, list[Any]]]:
@@ -323,6 +315,11 @@ def _channel_figures(ops: list[Any], n: int) -> tuple[int, int, int, int]:
     steps: dict[tuple, int] = defaultdict(int)
     for op in ops:
         steps[(op.gpu, op.kind, op.peer, op.chan)] += 1
+    return _figures_of(steps, n)
+
+
+def _figures_of(steps: dict[tuple, int], n: int) -> tuple[int, int, int, int]:
+    """:func:`_channel_figures` from the step count of each (gpu, kind, peer, channel) thread block."""
     tbs = [0] * n
     targets = [0] * n
     per_channel: dict[tuple, int] = defaultdict(int)
