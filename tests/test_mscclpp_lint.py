@@ -168,6 +168,14 @@ def test_size_dependent_rules():
     assert any("iterations at" in m and "16 bits" in m for _p, m in errors(d, size=(1 << 22)))
 
 
+def test_smallest_size_of_many_chunks():
+    d = allgather_put()
+    for g in d["gpus"]:  # 2 x 2083 output chunks: past the scan of 4096 alignment units
+        g["input_chunks"], g["output_chunks"] = 2083, 4166
+    assert smallest_size(parsed(d)) == 16 * 4166
+    assert not [m for _p, m in errors(d) if "no message size splits" in m]
+
+
 def test_chunk_counts():
     d = allgather_put()
     d["gpus"][0]["output_chunks"] = 3

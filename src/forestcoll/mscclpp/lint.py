@@ -40,6 +40,7 @@ from forestcoll.mscclpp.semantics import (
     buffer_sizes,
     check_message_size,
     geometry,
+    smallest_size,
     tb_path,
     walk_ops,
     wire,
@@ -107,34 +108,6 @@ class _Linter:
 
     def warn(self, path: str, msg: str) -> None:
         self.report.findings.append(Finding("warning", path, msg))
-
-
-def smallest_size(plan: Plan) -> int | None:
-    """The smallest size (executor-checked: input, or output for allgather) in the plan's range every GPU accepts,
-    or None.  Accepted sizes are the multiples of the smallest one that splits into every GPU's chunks."""
-    a = plan.alignment
-    if not a or not plan.gpus:
-        return None
-
-    def fits(size: int, in_range: bool) -> bool:
-        ins, outs = buffer_sizes(plan, size)
-        for g in plan.gpus:
-            why = check_message_size(plan, g, ins, outs)
-            if why and (in_range or "outside the plan's range" not in why):
-                return False
-        return True
-
-    base = None
-    for mult in range(1, 4097):
-        if fits(a * mult, False):
-            base = a * mult
-            break
-        if mult > 64 and all(g.input_chunks == 0 or g.output_chunks == 0 for g in plan.gpus):
-            return None
-    if base is None:
-        return None
-    size = max(base, -(-plan.setting("min_message_size") // base) * base)
-    return size if fits(size, True) else None
 
 
 def lint_plan(plan: Plan, source: str = "plan", size: int | None = None,

@@ -9,6 +9,8 @@ docs/mscclpp.md says the same in prose.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from forestcoll.mscclpp.plan import GpuPlan, Op, Plan, PlanError, ThreadBlock
@@ -286,3 +288,54 @@ def walk_ops(tb: ThreadBlock) -> list[tuple[str, Op, Op | None]]:
 
 def tb_path(gpu: int, tb: int) -> str:
     return f"gpus[{gpu}].threadblocks[{tb}]"
+
+
+def smallest_size(plan: Plan) -> int | None:
+    """The smallest size (executor-checked: input, or output for allgather) in the plan's range every GPU accepts,
+    or None.  Accepted sizes are the multiples of the smallest one that splits into every GPU's chunks."""
+    a = plan.alignment
+    if not a or not plan.gpus:
+        return None
+
+    def fits(size: int, in_range: bool) -> bool:
+        ins, outs = buffer_sizes(plan, size)
+        for g in plan.gpus:
+            why = check_message_size(plan, g, ins, outs)
+            if why and (in_range or "outside the plan's range" not in why):
+                return False
+        return True
+
+    base = None
+    for mult in range(1, 4097):
+        if fits(a * mult, False):
+            base = a * mult
+            break
+        if mult > 64 and all(g.input_chunks == 0 or g.output_chunks == 0 for g in plan.gpus):
+            return None
+    if base is None:
+        base = _divisor_base(plan, fits)
+    if base is None:
+        return None
+    size = max(base, -(-plan.setting("min_message_size") // base) * base)
+    return size if fits(size, True) else None
+
+
+def _divisor_base(plan: Plan, fits: Callable[[int, bool], bool]) -> int | None:
+    """The smallest accepted size when it is above 4096 alignment units (many chunks per GPU): ``a x m`` with
+    ``m = n x lcm(every GPU's chunk counts)`` splits into every GPU's chunks whatever the collective's buffer rule,
+    so the smallest accepted size is ``a`` times the least divisor of ``m`` that fits (accepted sizes are the
+    multiples of the smallest one)."""
+    a = plan.alignment
+    m = len(plan.gpus)
+    for g in plan.gpus:
+        for c in (g.input_chunks, g.output_chunks):
+            if c:
+                m = math.lcm(m, c) if m % c else m
+    m *= len(plan.gpus)
+    if m > 10 ** 12:  # trial division up to 10^6
+        return None
+    small = [d for d in range(1, math.isqrt(m) + 1) if m % d == 0]
+    for d in sorted(set(small) | {m // d for d in small}):
+        if fits(a * d, False):
+            return a * d
+    return None
