@@ -119,19 +119,34 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
     return chosen, result
 
 
+def _replaces(file_rate: Callable[[Algo, int], float], new: Algo, old: Algo, sizes: list[int],
+              new_rates: dict[int, float], old_rates: dict[int, float]) -> bool:
+    """The variants' rule: ``new`` replaces ``old`` when it is faster at one of ``sizes`` and slower at none.  Sizes
+    are asked in order and a loss ends the comparison (the mid size first: cheaper, and a loss there settles it);
+    the rates asked are kept in ``new_rates`` / ``old_rates`` (``old``'s only where not there already)."""
+    gains = False
+    for x in sizes:
+        if x not in old_rates:
+            old_rates[x] = file_rate(old, x)
+        new_rates[x] = file_rate(new, x)
+        if new_rates[x] < old_rates[x]:
+            return False
+        gains = gains or new_rates[x] > old_rates[x]
+    return gains
+
+
 def _beats(algo: Algo, other: Algo, file_rate: Callable[[Algo, int], float], size: int) -> str | None:
     """The sizes (:data:`MID_SIZE` and ``size``, as "16MiB (a against b)") at which ``algo`` is faster than ``other``
-    when it is faster at one and slower at neither (:func:`written_variant`'s rule); else None."""
+    when it replaces it by :func:`_replaces`' rule; else None."""
     from forestcoll.units import format_size
 
-    faster = []
-    for x in dict.fromkeys((min(MID_SIZE, size), size)):
-        mine, theirs = file_rate(algo, x), file_rate(other, x)
-        if mine < theirs:
-            return None
-        if mine > theirs:
-            faster.append(f"{format_size(x)} ({mine:.1f} against {theirs:.1f} GB/s)")
-    return " and ".join(faster) or None
+    sizes = list(dict.fromkeys((min(MID_SIZE, size), size)))
+    mine: dict[int, float] = {}
+    theirs: dict[int, float] = {}
+    if not _replaces(file_rate, algo, other, sizes, mine, theirs):
+        return None
+    return " and ".join(f"{format_size(x)} ({mine[x]:.1f} against {theirs[x]:.1f} GB/s)"
+                        for x in sizes if mine[x] > theirs[x])
 
 
 def even_files(sched: Schedule, options: ExportOptions | None, first: ExportResult) -> list[tuple[int, ExportResult]]:
@@ -181,16 +196,8 @@ def written_variant(sched: Schedule, result: ExportResult, options: ExportOption
     rates: list[dict[int, float]] = [{} for _ in found]
     chosen = 0
     for i in range(1, len(found)):
-        gains = False
-        for x in sizes:
-            if x not in rates[chosen]:
-                rates[chosen][x] = file_rate(found[chosen][2].algo, x)
-            rates[i][x] = file_rate(found[i][2].algo, x)
-            if rates[i][x] < rates[chosen][x]:
-                break
-            gains = gains or rates[i][x] > rates[chosen][x]
-        else:
-            chosen = i if gains else chosen
+        if _replaces(file_rate, found[i][2].algo, found[chosen][2].algo, sizes, rates[i], rates[chosen]):
+            chosen = i
     kind, s, written = found[chosen]
     what = {"plain": "plain (as exported)", "split": f"split, every chunk cut into {s} MSCCL chunks, one per step",
             "even": f"even pieces per tree, every chunk cut into {s} MSCCL chunks and every tree's range into as "
