@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -64,6 +63,7 @@ from forestcoll.msccl.ordering import (
     _pieces_per_range,
     _predicted_figures,
     _progress,
+    _step_counts,
     _tails,
     _units,
     edge_ports,
@@ -335,14 +335,12 @@ def _fit(sched: Schedule, trees: list[TreeShape], opts: ExportOptions, split: in
     return found
 
 
-def _stage_loads(sched: Schedule, pieces: list[Piece], k: int, n: int, inst: int, n_stages: int, opts: ExportOptions,
-                 levels: dict | None) -> list[int]:
-    """The most steps one thread block holds in each pipeline stage with one channel per stage."""
-    ops, _scratch = _build_ops(sched, pieces, k, n, inst, n_stages, opts.outofplace, "stage", opts.order, None, True,
-                               levels, [1] * n_stages)
-    steps: dict[tuple, int] = defaultdict(int)
-    for op in ops:
-        steps[(op.gpu, op.kind, op.peer, op.chan)] += 1
+def _stage_loads(sched: Schedule, pieces: list[Piece], inst: int, n_stages: int, opts: ExportOptions) -> list[int]:
+    """The most steps one thread block holds in each pipeline stage with one channel per stage (counted per tree
+    edge, :func:`~forestcoll.msccl.ordering._step_counts`, as :func:`_build_ops` would place them)."""
+    coll = collectives.get(sched.collective)
+    chan_of = _channel_of(pieces, n_stages, "stage", None, True, [1] * n_stages)
+    steps = _step_counts(pieces, inst, chan_of, opts.outofplace and not coll.reduces, len(coll.phases) > 1)
     loads = [0] * n_stages
     for (_g, _kind, _peer, chan), cnt in steps.items():
         loads[chan % n_stages] = max(loads[chan % n_stages], cnt)
@@ -377,7 +375,7 @@ def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOp
         candidates.append((widest, None))  # last: every file that fits without it stays as it was
     uneven: dict[int, list[int]] = {}
     if opts.layout == "stage" and opts.bands and n_stages < max_channels and len(candidates) > 0:
-        loads = _stage_loads(sched, pieces, k, n, inst, n_stages, opts, levels)
+        loads = _stage_loads(sched, pieces, inst, n_stages, opts)
         extra = [c for c in range(max_channels, n_stages, -1) if not any(b >= c for b, _s in candidates)]
         for c in extra:
             uneven[c] = _bands(loads, c)

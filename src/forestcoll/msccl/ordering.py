@@ -268,8 +268,16 @@ def _heavy_offsets(pieces: list[Piece], channels: int, ports: dict[tuple[int, in
 def _predicted_figures(pieces: list[Piece], n: int, instances: int, chan_of: Callable[[TreeShape, int, int, int], int],
                        copy_first: bool, two_phase: bool) -> tuple[int, int, int, int]:
     """:func:`_channel_figures` of the operations :func:`forestcoll.msccl.export._build_ops` would build with
-    ``chan_of``, counted per tree edge (each of a tree's pieces is one send and one receive on every edge, on the
-    edge's one channel; an out-of-place root without reduction copies each piece once), without building them."""
+    ``chan_of``, without building them (:func:`_step_counts`)."""
+    return _figures_of(_step_counts(pieces, instances, chan_of, copy_first, two_phase), n)
+
+
+def _step_counts(pieces: list[Piece], instances: int, chan_of: Callable[[TreeShape, int, int, int], int],
+                 copy_first: bool, two_phase: bool) -> dict[tuple, int]:
+    """Steps of each (gpu, kind, peer, channel) thread block of the operations
+    :func:`forestcoll.msccl.export._build_ops` would build with ``chan_of``, counted per tree edge (each of a tree's
+    pieces is one send and one receive on every edge, on the edge's one channel; an out-of-place root without
+    reduction copies each piece once, on channel 0)."""
     per_tree, shapes = _tree_loads(pieces)
     copies: dict[int, int] = defaultdict(int)
     for pc in pieces:
@@ -286,7 +294,7 @@ def _predicted_figures(pieces: list[Piece], n: int, instances: int, chan_of: Cal
                 steps[(y, "recv", x, ch)] += cnt
     for root, cnt in copies.items():
         steps[(root, "local", -1, 0)] += cnt
-    return _figures_of(steps, n)
+    return steps
 
 
 def _assign(ops: list[Any], n: int) -> tuple[list[list[tuple[str, int, int]]], dict[tuple, list[Any]]]:
