@@ -81,7 +81,10 @@ def test_choice_ranks_at_the_buffer(tmp_path):
         # a made-up preference for the 1 MiB buffer, so auto must keep it
         return lambda algo, size: inner(algo, size) * (2 if slice_bytes == 256 << 10 and size == 1 << 30 else 1)
 
-    chosen, result = buffered_msccl(topo, sched, None, (4 << 20, 1 << 20), 3e-6, rate_at)
+    stages = []
+    chosen, result = buffered_msccl(topo, sched, None, (4 << 20, 1 << 20), 3e-6, rate_at,
+                                    progress=lambda stage, done, total: stages.append((done, total)))
+    assert stages == [(0, 3), (1, 3), (2, 3)]  # the default file, then each buffer, largest first
     assert asked[0] == (None, 0.0)  # the file written without --buffsize: the default model
     assert {(1 << 20, 3e-6), (256 << 10, 3e-6)} == set(asked[1:])
     notes = "\n".join(result.notes)

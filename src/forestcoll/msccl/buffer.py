@@ -27,6 +27,7 @@ from forestcoll.errors import UsageError
 if TYPE_CHECKING:  # the CLI checks the flags with this module: it loads no exporter until it runs one
     from forestcoll.msccl.export import ExportOptions, ExportResult
     from forestcoll.msccl.ir import Algo
+    from forestcoll.progress import Progress
     from forestcoll.schedule import Schedule
 
 __all__ = ["AUTO_BUFFSIZES", "DEFAULT_BUFFSIZE", "REPORT_SIZES", "SLICE_COST_US", "BufferChoice", "buffer_slice",
@@ -116,14 +117,17 @@ class BufferChoice:
 
 def buffered_msccl(topology, sched: Schedule, options: ExportOptions | None, buffers: tuple[int, ...],
                    slice_cost_s: float, rate_at: Callable[[int | None, float], Callable[[Algo, int], float]],
-                   split: bool = True, size: int = 1 << 30, **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
+                   split: bool = True, size: int = 1 << 30, progress: Progress | None = None,
+                   **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
     """The schedule and file (not yet written) for a runtime buffer of one of ``buffers``: for each, the file
     :func:`~forestcoll.msccl.generated.generated_msccl` chooses when the files are ranked by ``rate_at(slice bytes,
     slice_cost_s)`` (a ``file_rate``), the default buffer's file being the one chosen without a buffer (the default
     model's ranking); the fastest at ``size`` kept (ties to the larger buffer).  Its notes say which
     ``NCCL_BUFFSIZE`` to set and compare its rates at :data:`REPORT_SIZES` with the default file's at the default
-    buffer, both with the per-slice cost.  ``rate_at(None, 0.0)`` must be the default model's rate."""
+    buffer, both with the per-slice cost.  ``rate_at(None, 0.0)`` must be the default model's rate.  ``progress``
+    gets a stage per buffer (each choice simulates files at 1 GiB: minutes on large fabrics)."""
     from forestcoll.msccl.generated import generated_msccl
+    from forestcoll.progress import report
     from forestcoll.units import format_size
 
     kept: list[Algo] = []  # keeps every rated file alive, so an id is never reused for another file
@@ -140,10 +144,14 @@ def buffered_msccl(topology, sched: Schedule, options: ExportOptions | None, buf
             return memo[key]
         return rate
 
+    order = sorted(set(buffers), reverse=True)
+    stage = "choosing the file for each NCCL_BUFFSIZE (the default one first)"
+    report(progress, stage, 0, len(order) + 1)
     base_sched, base = generated_msccl(topology, sched, options, None, rate_at(None, 0.0), size, split,
                                        **generate_kwargs)
     choices = []
-    for buffsize in sorted(set(buffers), reverse=True):
+    for done, buffsize in enumerate(order, 1):
+        report(progress, stage, done, len(order) + 1)
         if buffsize == DEFAULT_BUFFSIZE:
             chosen, result = base_sched, base
         else:
@@ -191,7 +199,7 @@ def buffered_msccl(topology, sched: Schedule, options: ExportOptions | None, buf
 
 
 def write_buffered_msccl(topology, sched: Schedule, path: str, options: ExportOptions | None = None,
-                         check: bool = True, progress=None, split: bool = True, *, buffers: tuple[int, ...],
+                         check: bool = True, progress: Progress | None = None, split: bool = True, *, buffers: tuple[int, ...],
                          slice_cost_s: float, rates: Callable[..., Callable[[Algo, int], float]],
                          **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
     """Write :func:`buffered_msccl`'s file (``generate --format msccl --buffsize``), self-checked; ``rates(topology,
@@ -200,7 +208,8 @@ def write_buffered_msccl(topology, sched: Schedule, path: str, options: ExportOp
 
     generate_kwargs.pop("file_rate", None)  # ranked at each buffer instead
     chosen, result = buffered_msccl(topology, sched, options, buffers, slice_cost_s,
-                                    lambda sl, cost: rates(topology, sl, cost), split, **generate_kwargs)
+                                    lambda sl, cost: rates(topology, sl, cost), split, progress=progress,
+                                    **generate_kwargs)
     return chosen, write_checked(result, path, check, progress)
 
 

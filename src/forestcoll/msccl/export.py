@@ -639,6 +639,8 @@ def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportO
     """Write :func:`forestcoll.msccl.generated.generated_msccl`'s file (what ``forestcoll generate --format msccl``
     does without ``--k``): ``sched``'s, or the fastest that fits, split or with even pieces where faster; notes say which."""
     from forestcoll.msccl.generated import generated_msccl
+    from forestcoll.progress import report
 
+    report(progress, "choosing the file (k, variant) by simulated rate", 0)
     sched, result = generated_msccl(topology, sched, options, rate, file_rate, size, split, **generate_kwargs)
     return sched, write_checked(result, path, check, progress)
