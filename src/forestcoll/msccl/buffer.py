@@ -142,6 +142,7 @@ def buffered_msccl(topology, sched: Schedule, options: ExportOptions | None, buf
                 kept.append(algo)
                 memo[key] = inner(algo, at)
             return memo[key]
+        rate.bound = getattr(inner, "bound", None)  # type: ignore[attr-defined]  # the busiest link's: any buffer
         return rate
 
     order = sorted(set(buffers), reverse=True)

@@ -590,7 +590,8 @@ def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOpt
 
 def _fitting(topology, collective: str, sched: Schedule, options: ExportOptions | None, rate: Callable | None,
              size: int, file_rate: Callable | None, incumbent: ExportResult | Algo | None, **generate_kwargs: Any):
-    """:func:`fitting_msccl` and the chosen file as exported (None for an :class:`Algo` ``incumbent``)."""
+    """:func:`fitting_msccl`, the chosen file as exported (None for an :class:`Algo` ``incumbent``) and every file
+    that fits, ``{k: (schedule, export result)}`` (an :class:`Algo` ``incumbent`` left out)."""
     from forestcoll.generate import generate
     from forestcoll.units import format_size
 
@@ -610,10 +611,11 @@ def _fitting(topology, collective: str, sched: Schedule, options: ExportOptions 
     if not fitting:
         return None
     exported = lambda kk: files[kk] if isinstance(files[kk], ExportResult) else None  # noqa: E731
+    every = lambda: {kk: (fitting[kk], files[kk]) for kk in fitting if exported(kk)}  # noqa: E731
     if rate is None and file_rate is None:
         top = max(fitting, key=lambda kk: (fitting[kk].algbw, kk))
         return fitting[top], (f"the power of two below it whose file fits with the highest exact rate "
-                              f"({float(fitting[top].algbw):.1f} GB/s)"), exported(top)
+                              f"({float(fitting[top].algbw):.1f} GB/s)"), exported(top), every()
     if file_rate is not None:
         if incumbent is not None:
             fitting[sched.k], files[sched.k] = sched, incumbent
@@ -629,7 +631,7 @@ def _fitting(topology, collective: str, sched: Schedule, options: ExportOptions 
              else "the powers of two below it whose files fit")
     return fitting[chosen], (f"the fastest of {among}, {what} simulated at "
                              f"{format_size(size)} ({rates[chosen]:.1f} GB/s" + (f"; {others}" if others else "") + ")"
-                             ), exported(chosen)
+                             ), exported(chosen), every()
 
 
 def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportOptions | None = None,

@@ -77,6 +77,7 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
     pieces rescue a large k's file, whose small trees move in few units); notes say which and why."""
     if not collectives.get(sched.collective).tree_based:
         file_rate = None  # all-to-all: one lowering, no k to choose among
+    most = getattr(file_rate, "bound", None)  # the simulator's upper bound on the rate (simulate.msccl.FileRate)
     if file_rate is not None:
         file_rate = _remembered(file_rate)
     first: ExportError | None = None
@@ -97,7 +98,7 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
         assert first is not None
         raise first
     else:
-        chosen, how, result = found  # the file that was ranked (every file _fitting exports is kept whole)
+        chosen, how, result, _every = found  # the file that was ranked (every file _fitting exports is kept whole)
         bound = sched.bound_algbw
         reach = f"; its trees reach {float(chosen.algbw / bound):.1%} of the bound" if bound else ""
         why = f"does not fit: {first}" if first is not None else "fits, but its file is slower"
@@ -106,17 +107,51 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
     if split and file_rate is not None and base.split == 1 and base.max_cnt is None:
         result, why = written_variant(chosen, result, base, file_rate, size)
         said += [why] if why else []
-        if first is None and chosen is not sched:  # the optimal k's plain file lost the race: its variants compete
-            mine = [("split", s, r) for s, r in split_files(sched, base, own)]
-            mine += [("even pieces", s, r) for s, r in even_files(sched, base, own)]
-            for kind, s, other in mine:
-                if faster := _beats(other.algo, result.algo, file_rate, size):
-                    said = [f"the optimal k={sched.k}'s {kind} file (x{s}, nchunksperloop {other.algo.nchunksperloop}) "
-                            f"replaces k={chosen.k}'s written file (faster at {faster}, slower at neither); k="
-                            f"{chosen.k}'s: " + "; ".join(said)]
-                    chosen, result = sched, other
+        if found is not None:  # every other k whose file fits: its variants compete with the file chosen so far
+            chosen, result, said = _other_ks(sched, found[3], chosen, result, said, base, file_rate, most, size)
     result.notes[:0] = said
     return chosen, result
+
+
+SLACK = 1e-6  # a bound this much (relative) below a rate still counts as reaching it: float rounding, not a loss
+
+
+def _other_ks(optimal: Schedule, files: dict[int, tuple[Schedule, ExportResult]], chosen: Schedule,
+              result: ExportResult, said: list[str], options: ExportOptions, file_rate: Callable[[Algo, int], float],
+              bound: Callable[[Algo, int], float] | None, size: int) -> tuple[Schedule, ExportResult, list[str]]:
+    """The schedule, file and notes written once the variants (plain, split, even pieces) of every k in ``files``
+    (the files that fit, k -> (schedule, plain file)) other than ``chosen``'s have competed with ``result`` (the
+    file chosen so far) by :func:`_replaces`' rule, k by k in the race's order (the faster plain file at ``size``
+    first, ties to the larger k), each variant replacing the file chosen so far.
+
+    Pruned, soundly: a file whose ``bound(algo, size)`` (an upper bound on ``file_rate``: the busiest link's) or,
+    for a plain file, whose rate at ``size`` (asked in the race already) is below the rate at ``size`` of the file
+    chosen so far is slower there, so it cannot replace it: it is not simulated."""
+    from forestcoll.units import format_size
+
+    skipped = tried = 0
+    rest = sorted((kk for kk in files if kk != chosen.k), key=lambda kk: (-file_rate(files[kk][1].algo, size), -kk))
+    for kk in rest:
+        sched, plain = files[kk]
+        mine = [("plain", 1, plain)] + [("split", s, r) for s, r in split_files(sched, options, plain)]
+        mine += [("even pieces", s, r) for s, r in even_files(sched, options, plain)]
+        for kind, s, other in mine:
+            ceiling = file_rate(other.algo, size) if kind == "plain" else bound(other.algo, size) if bound else None
+            if ceiling is not None and ceiling < file_rate(result.algo, size) * (1 - SLACK):
+                skipped += 1
+                continue
+            tried += 1
+            if faster := _beats(other.algo, result.algo, file_rate, size):
+                who = f"the optimal k={kk}" if kk == optimal.k else f"k={kk}"
+                what = "plain file" if kind == "plain" else f"{kind} file (x{s}, nchunksperloop {other.algo.nchunksperloop})"
+                said = [f"{who}'s {what} replaces k={chosen.k}'s written file (faster at {faster}, slower at neither); "
+                        f"k={chosen.k}'s: " + "; ".join(said)]
+                chosen, result = sched, other
+    if skipped + tried:
+        said.append(f"the other files that fit (k={', '.join(map(str, rest))}: plain, split, even pieces) competed by "
+                    f"the same rule: {tried} simulated, {skipped} not (their busiest link, or their rate in the race, "
+                    f"is below the file's chosen so far at {format_size(size)})")
+    return chosen, result, said
 
 
 def _replaces(file_rate: Callable[[Algo, int], float], new: Algo, old: Algo, sizes: list[int],

@@ -35,7 +35,7 @@ from forestcoll.pieces import slices_for
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
 
-__all__ = ["channel_routes", "file_rate", "msccl_collective", "msccl_lowering", "msccl_program", "serialisation_notes",
+__all__ = ["FileRate", "channel_routes", "file_rate", "link_seconds", "msccl_collective", "msccl_lowering", "msccl_program", "serialisation_notes",
            "simulate_msccl", "size_notes"]
 
 
@@ -64,15 +64,57 @@ def simulate_msccl(algo: Algo, net: Network, size: int, *, slice_bytes: int | No
     return res
 
 
-def file_rate(topology, slice_bytes: int | None = None, slice_cost_s: float = 0.0):
+def file_rate(topology, slice_bytes: int | None = None, slice_cost_s: float = 0.0) -> FileRate:
     """``rate(algo, size)``: the algbw (GB/s) of an MSCCL algorithm simulated at ``size`` on ``topology`` (default
     model, or the runtime buffer's ``slice_bytes`` and a per-slice cost, see :func:`simulate_msccl`); what
-    ``generate --format msccl`` ranks the files that fit by."""
-    from forestcoll.simulate.network import build_network
+    ``generate --format msccl`` ranks the files that fit by.  Its ``bound(algo, size)`` is an upper bound on that
+    rate, found without simulating (:func:`link_seconds`), with which the choice skips files that cannot win."""
+    return FileRate(topology, slice_bytes, slice_cost_s)
 
-    net = build_network(topology)
-    return lambda algo, size: simulate_msccl(algo, net, size, slice_bytes=slice_bytes,
-                                             slice_cost_s=slice_cost_s).algbw_gbps
+
+class FileRate:
+    """:func:`file_rate`'s rate (call it) and upper bound (:meth:`bound`) on one topology's network."""
+
+    def __init__(self, topology, slice_bytes: int | None, slice_cost_s: float) -> None:
+        from forestcoll.simulate.network import build_network
+
+        self.net = build_network(topology)
+        self.slice_bytes, self.slice_cost_s = slice_bytes, slice_cost_s
+        self.routes: dict = {}
+
+    def __call__(self, algo: Algo, size: int) -> float:
+        """The algbw (GB/s) simulated."""
+        return simulate_msccl(algo, self.net, size, slice_bytes=self.slice_bytes,
+                              slice_cost_s=self.slice_cost_s).algbw_gbps
+
+    def bound(self, algo: Algo, size: int) -> float:
+        """The algbw (GB/s) the busiest link allows (inf without sends): no simulation of ``algo`` is faster, with
+        any slice size or per-slice cost."""
+        seconds = link_seconds(algo, self.net, size, self.routes)
+        return size / seconds / 1e9 if seconds > 0 else float("inf")
+
+
+def link_seconds(algo: Algo, net: Network, size: int, cache: dict | None = None) -> float:
+    """Seconds the busiest link of ``net`` needs for the bytes ``algo``'s sends put on it in one call of ``size``
+    bytes, routed as :func:`msccl_program` routes them (:func:`channel_routes`): a lower bound on the simulated time,
+    whatever the order of the transfers, their slices, latencies or sharing (a link moves at most its capacity);
+    ``cache``: the pairs' routes, kept between calls on the same ``net``.  The load of a send is its count of
+    chunks of ``size / nchunksperloop`` bytes, spread evenly over its connection's routes."""
+    cache = {} if cache is None else cache
+    counts: dict[tuple[int, int, int], int] = {}
+    for g in by_rank(algo, algo.name or "algo.xml").gpus:
+        for tb in g.tbs:
+            sent = sum(st.cnt for st in tb.steps if st.type in SENDS)
+            if sent:
+                counts[(g.id, tb.send, tb.chan)] = counts.get((g.id, tb.send, tb.chan), 0) + sent
+    load = [0.0] * len(net.capacity)
+    chunk = size / algo.nchunksperloop
+    for (src, dst, chan), cnt in sorted(counts.items()):
+        spread = channel_routes(net, cache, src, dst, chan)
+        for links, _lat in spread:
+            for i in links:
+                load[i] += cnt * chunk / len(spread)
+    return max((b / c for b, c in zip(load, net.capacity) if c > 0), default=0.0)
 
 
 def msccl_lowering(algo: Algo, net: Network, size: float, slice_bytes: float, max_slices: int):
