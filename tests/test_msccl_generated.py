@@ -151,3 +151,70 @@ def test_the_optimal_files_variant_competes_when_its_plain_file_lost_the_race(cu
                                           "but its file is slower")
     else:
         assert result.notes[0].startswith("the optimal k=3 fits, but its file is slower; exported k=2")
+
+
+def test_every_fitting_ks_variants_compete(cube):
+    """The optimal k=3's file wins the race (9.6 and 2.4 GB/s at 1 GiB and 16 MiB in ``rates``); k=1's even
+    files do not exist here, and k=2's split file (x8, 128 chunks per loop) replaces it when faster at one size
+    and slower at neither; a file whose bound is below the written file's rate at 1 GiB is not simulated."""
+    topo, sched = cube
+    table = {(24, GIB): 9.6, (24, MID_SIZE): 9.6, (96, GIB): 9.6, (96, MID_SIZE): 9.6, (128, GIB): 9.7,
+             (128, MID_SIZE): 9.6}
+    chosen, result = generated_msccl(topo, sched, file_rate=rates(table))
+    assert (chosen.k, result.algo.name) == (2, "forestcoll_allreduce_k2_s8")
+    assert result.notes[0].startswith("k=2's split file (x8, nchunksperloop 128) replaces k=3's written file (faster at "
+                                      "1GiB (9.7 against 9.6 GB/s), slower at neither); k=3's: the optimal k=3's file")
+    [other] = [n for n in result.notes if n.startswith("the other files that fit")]
+    assert other.startswith("the other files that fit (k=2, 1: plain, split, even pieces) competed by the same rule: "
+                            "2 simulated, 2 not")
+    asked = []
+
+    def rate(algo, size):
+        asked.append((algo.name, size))
+        return rates(table)(algo, size)
+    rate.bound = lambda algo, size: 9.5 if algo.nchunksperloop == 128 else 1e9  # k=2's split file cannot win
+    chosen, result = generated_msccl(topo, sched, file_rate=rate)
+    assert (chosen.k, result.algo.name) == (3, "forestcoll_allreduce_k3")  # ties at both sizes: the fewer steps
+    assert not any(name.startswith("forestcoll_allreduce_k2_s") for name, _size in asked)
+    [other] = [n for n in result.notes if n.startswith("the other files that fit")]
+    assert other.endswith("1 simulated, 3 not (their busiest link, or their rate in the race, is below the "
+                                     "file's chosen so far at 1GiB)")
+
+
+def _dgx1_allgather(path) -> str:
+    code, out, err = cli("generate", "dgx-1", "-c", "allgather", "--format", "msccl", "--no-check", "-o", str(path))
+    assert code == 0, err
+    return out
+
+
+def test_a_smaller_ks_even_file_is_written_on_dgx1_allgather(tmp_path):
+    """dgx-1 allgather (optimal k=162): k=32's plain file wins the race of k (147.7 GB/s at 1 GiB) and stays plain
+    (its even file loses at 16 MiB, 137.8 against 144.9), which main at 3be3787 wrote; k=64's even file (148.3 /
+    145.4 GB/s at 1 GiB / 16 MiB) now replaces it."""
+    out = _dgx1_allgather(tmp_path / "a.xml")
+    assert "algorithm  forestcoll_allgather_k64_s8_even: allgather, 8 gpus, 4096 chunks per loop" in out
+    assert ("note       k=64's even pieces file (x8, nchunksperloop 4096) replaces k=32's written file (faster at 16MiB "
+            "(145.4 against 144.9 GB/s) and 1GiB (148.3 against 147.7 GB/s), slower at neither)") in out
+
+
+@pytest.mark.slow
+def test_the_file_written_after_every_ks_variants_competed_is_deterministic(tmp_path):
+    """Two runs of dgx-1 allgather (the race of every k's variants) write the same bytes."""
+    paths = [tmp_path / "a.xml", tmp_path / "b.xml"]
+    outs = [_dgx1_allgather(path) for path in paths]
+    assert paths[0].read_bytes() == paths[1].read_bytes() and outs[1].replace("b.xml", "a.xml") == outs[0]
+
+
+@pytest.mark.parametrize("spec, collective, k", [("hypercube:dim=3", "allreduce", 3), ("dgx-1", "allgather", 64),
+                                                  ("ring:n=6", "reduce_scatter", 2), ("torus:dims=3x3", "allreduce", 1)])
+def test_the_bound_is_never_below_the_simulated_rate(spec, collective, k):
+    """FileRate.bound (the busiest link's bytes) is an upper bound on the simulated rate at every size, so the race
+    may skip a file whose bound is below the rate to beat; and it is reached where the links limit (1 GiB)."""
+    from forestcoll.simulate.msccl import file_rate
+
+    topo = load_topology(spec)
+    plain = export_msccl(generate(topo, collective, k=k))
+    rate = file_rate(topo)
+    for size in (1 << 20, MID_SIZE, GIB):
+        assert rate(plain.algo, size) <= rate.bound(plain.algo, size) * (1 + 1e-9)
+    assert rate(plain.algo, GIB) >= 0.9 * rate.bound(plain.algo, GIB)
