@@ -9,10 +9,13 @@ loop iteration, so an unsplit tree barely pipelines: docs/msccl.md, "Split chunk
 (:func:`even_files`: every tree's range in as many pieces as the others', so a tree carrying one chunk does not
 fill its pipeline in a few 1 MiB units at 1 GiB).  Rule (:func:`written_variant`): in that order, a variant
 replaces the file chosen so far when it is faster at the design size or at the mid size and slower at neither.
-When the optimal k's plain file fits but loses the choice of k, its split and even-pieces files then compete with
-the file chosen by the same rule (MI300 x4 rail allreduce: k=8 with even pieces, 189.0 GB/s at 1 GiB, replaces k=4's
-split file, 180.9).
-The rates come from the caller (``file_rate(algo, size)``): this layer does not simulate.
+Then the files (plain, split, even pieces) of every other k that fits compete with the file chosen by the same rule,
+k by k (:func:`_other_ks`; MI300 x4 rail allreduce: the optimal k=8 with even pieces, 189.0 GB/s at 1 GiB, replaces
+k=4's split file, 180.9; dgx-1 allgather: k=64 with even pieces replaces k=32's plain file), and, when the optimal
+trees join GPUs of one box through a CPU and the same optimum packs without the CPUs, that schedule's files
+(:func:`_off_cpus`, :mod:`forestcoll.msccl.detours`; MI300 x4 rail allgather: 361.3 -> 382.5 GB/s at 1 GiB).
+The rates come from the caller (``file_rate(algo, size)``, with an optional ``file_rate.bound(algo, size)``, an
+upper bound on the rate that lets files that cannot win go unsimulated): this layer does not simulate.
 """
 
 from __future__ import annotations
@@ -74,7 +77,8 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
     ties to the optimal), and, with ``split`` (and ``options`` that set neither split nor pieces), the chosen file's
     split or even-pieces version replaces it by :func:`written_variant`'s rule; when the optimal k's file fits but lost
     the race, its split and even-pieces files, in that order, replace the file chosen so far by the same rule (even
-    pieces rescue a large k's file, whose small trees move in few units); notes say which and why."""
+    pieces rescue a large k's file, whose small trees move in few units), as do every other fitting k's files and
+    those of the optimum packed without the CPUs (:func:`_off_cpus`); notes say which and why."""
     if not collectives.get(sched.collective).tree_based:
         file_rate = None  # all-to-all: one lowering, no k to choose among
     most = getattr(file_rate, "bound", None)  # the simulator's upper bound on the rate (simulate.msccl.FileRate)
@@ -109,6 +113,8 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
         said += [why] if why else []
         if found is not None:  # every other k whose file fits: its variants compete with the file chosen so far
             chosen, result, said = _other_ks(sched, found[3], chosen, result, said, base, file_rate, most, size)
+        chosen, result, said = _off_cpus(topology, sched, chosen, result, said, base, file_rate, most, size,
+                                         **generate_kwargs)
     result.notes[:0] = said
     return chosen, result
 
@@ -121,36 +127,80 @@ def _other_ks(optimal: Schedule, files: dict[int, tuple[Schedule, ExportResult]]
               bound: Callable[[Algo, int], float] | None, size: int) -> tuple[Schedule, ExportResult, list[str]]:
     """The schedule, file and notes written once the variants (plain, split, even pieces) of every k in ``files``
     (the files that fit, k -> (schedule, plain file)) other than ``chosen``'s have competed with ``result`` (the
-    file chosen so far) by :func:`_replaces`' rule, k by k in the race's order (the faster plain file at ``size``
-    first, ties to the larger k), each variant replacing the file chosen so far.
-
-    Pruned, soundly: a file whose ``bound(algo, size)`` (an upper bound on ``file_rate``: the busiest link's) or,
-    for a plain file, whose rate at ``size`` (asked in the race already) is below the rate at ``size`` of the file
-    chosen so far is slower there, so it cannot replace it: it is not simulated."""
+    file chosen so far) by :func:`_challenge`, k by k in the race's order (the faster plain file at ``size`` first,
+    ties to the larger k)."""
     from forestcoll.units import format_size
 
-    skipped = tried = 0
+    tally = [0, 0]
     rest = sorted((kk for kk in files if kk != chosen.k), key=lambda kk: (-file_rate(files[kk][1].algo, size), -kk))
     for kk in rest:
         sched, plain = files[kk]
-        mine = [("plain", 1, plain)] + [("split", s, r) for s, r in split_files(sched, options, plain)]
-        mine += [("even pieces", s, r) for s, r in even_files(sched, options, plain)]
-        for kind, s, other in mine:
-            ceiling = file_rate(other.algo, size) if kind == "plain" else bound(other.algo, size) if bound else None
-            if ceiling is not None and ceiling < file_rate(result.algo, size) * (1 - SLACK):
-                skipped += 1
-                continue
-            tried += 1
-            if faster := _beats(other.algo, result.algo, file_rate, size):
-                who = f"the optimal k={kk}" if kk == optimal.k else f"k={kk}"
-                what = "plain file" if kind == "plain" else f"{kind} file (x{s}, nchunksperloop {other.algo.nchunksperloop})"
-                said = [f"{who}'s {what} replaces k={chosen.k}'s written file (faster at {faster}, slower at neither); "
-                        f"k={chosen.k}'s: " + "; ".join(said)]
-                chosen, result = sched, other
-    if skipped + tried:
+        who = f"the optimal k={kk}'s" if kk == optimal.k else f"k={kk}'s"
+        chosen, result, said = _challenge(who, sched, _variants(sched, options, plain), chosen, result, said,
+                                          file_rate, bound, size, tally)
+    if sum(tally):
         said.append(f"the other files that fit (k={', '.join(map(str, rest))}: plain, split, even pieces) competed by "
-                    f"the same rule: {tried} simulated, {skipped} not (their busiest link, or their rate in the race, "
-                    f"is below the file's chosen so far at {format_size(size)})")
+                    f"the same rule: {tally[0]} simulated, {tally[1]} not (their busiest link, or their rate in the "
+                    f"race, is below the file's chosen so far at {format_size(size)})")
+    return chosen, result, said
+
+
+def _off_cpus(topology, optimal: Schedule, chosen: Schedule, result: ExportResult, said: list[str],
+              options: ExportOptions, file_rate: Callable[[Algo, int], float], bound: Callable[[Algo, int], float] | None,
+              size: int, **generate_kwargs: Any) -> tuple[Schedule, ExportResult, list[str]]:
+    """When ``optimal``'s trees join GPUs of one box through a CPU and the same optimum packs without the CPUs
+    (:func:`forestcoll.msccl.detours.off_cpu_schedule`), that schedule's files (plain, split, even pieces) compete
+    with ``result`` by :func:`_challenge`, with a note; else nothing changes."""
+    from forestcoll.msccl.detours import cpu_detours, off_cpu_schedule
+
+    bare = off_cpu_schedule(topology, optimal, **generate_kwargs)
+    if bare is None:
+        return chosen, result, said
+    try:
+        plain = export_msccl(bare, options)
+    except ExportError as exc:
+        if not _over_limits(exc):
+            raise
+        return chosen, result, said
+    tally = [0, 0]
+    chosen, result, said = _challenge(f"the optimal k={bare.k}'s trees packed without the CPUs: their", bare,
+                                      _variants(bare, options, plain), chosen, result, said, file_rate, bound, size,
+                                      tally, raced=False)
+    said.append(f"the optimal k={optimal.k}'s trees join GPUs of one box through a CPU ({cpu_detours(topology, optimal)}"
+                f" edges), which a runtime sends over their direct link: the optimum packed without the CPUs "
+                f"(k={bare.k}, the same exact rate) competed by the same rule ({tally[0]} files simulated, {tally[1]} "
+                "not)")
+    return chosen, result, said
+
+
+def _variants(sched: Schedule, options: ExportOptions, plain: ExportResult) -> list[tuple[str, int, ExportResult]]:
+    """[(kind, s, file)]: ``plain`` (``sched``'s file), then its split and even-pieces files, as they compete."""
+    return ([("plain", 1, plain)] + [("split", s, r) for s, r in split_files(sched, options, plain)]
+            + [("even pieces", s, r) for s, r in even_files(sched, options, plain)])
+
+
+def _challenge(who: str, sched: Schedule, mine: list[tuple[str, int, ExportResult]], chosen: Schedule,
+               result: ExportResult, said: list[str], file_rate: Callable[[Algo, int], float],
+               bound: Callable[[Algo, int], float] | None, size: int, tally: list[int], raced: bool = True
+               ) -> tuple[Schedule, ExportResult, list[str]]:
+    """``sched``'s files ``mine`` (kind, s, file), in order, each replacing ``result`` (``chosen``'s file, the one
+    chosen so far) when it beats it by :func:`_replaces`' rule (:func:`_beats`); a note, naming ``sched``'s files by
+    ``who`` (a possessive: "k=4's"), says which.  ``tally``: [files simulated, files not] grows.
+
+    Pruned, soundly: a file whose ``bound(algo, size)`` (an upper bound on ``file_rate``: the busiest link's) or,
+    for a plain file that was ``raced`` (its k in the race of k), whose rate at ``size`` (asked in the race already) is below the rate at ``size``
+    of the file chosen so far is slower there, so it cannot replace it: it is not simulated."""
+    for kind, s, other in mine:
+        ceiling = file_rate(other.algo, size) if raced and kind == "plain" else bound(other.algo, size) if bound else None
+        if ceiling is not None and ceiling < file_rate(result.algo, size) * (1 - SLACK):
+            tally[1] += 1
+            continue
+        tally[0] += 1
+        if faster := _beats(other.algo, result.algo, file_rate, size):
+            what = "plain file" if kind == "plain" else f"{kind} file (x{s}, nchunksperloop {other.algo.nchunksperloop})"
+            said = [f"{who} {what} replaces k={chosen.k}'s written file (faster at {faster}, slower at neither); "
+                    f"k={chosen.k}'s: " + "; ".join(said)]
+            chosen, result = sched, other
     return chosen, result, said
 
 

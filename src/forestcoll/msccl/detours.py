@@ -1,0 +1,71 @@
+"""Tree edges a runtime cannot send as routed: two GPUs of one box joined through the CPUs.
+
+A schedule's tree edge carries its physical route (``Edge.path``).  Between two GPUs of one box the packer may route
+an edge over the PCIe / CPU path (``gpu -> pci ... -> cpu0 -> cpu1 -> ... -> gpu``) when that keeps the optimum,
+but a runtime's point-to-point sends it over the pair's shortest route (the direct xGMI / NVLink link, as the
+simulator's ``channel_routes`` does), which then carries more than the trees assumed: the MI300 dump's
+(topo_8p_940.xml x4 rail) allgather trees have 96 such edges of 4,154 and their files are capped at their
+busiest xGMI link's 361.4 GB/s (0.91 of the bound 396.4).  :func:`off_cpu_schedule` packs the trees again on the
+topology without its CPUs (:func:`without_cpus`), kept only when that changes nothing in the optimum (the same
+exact algbw): every edge then goes where the runtime sends it (docs/msccl.md, "Trees routed off the CPUs").
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from forestcoll.schedule import Schedule
+from forestcoll.topology.model import Topology, TopologyError, make_topology
+
+__all__ = ["cpu_detours", "off_cpu_schedule", "without_cpus"]
+
+CPU = re.compile(r"cpu\d*(\.\d+)?")  # the switches an NCCL / RCCL topology's <cpu> elements become (topology/nccl_xml.py)
+
+
+def _cpus(topology: Topology) -> set[str]:
+    """The names of ``topology``'s CPU switches (local name ``cpu``, ``cpu<numa>`` or ``cpu<numa>.<i>``)."""
+    return {n.name for n in topology.nodes if n.kind != "compute" and CPU.fullmatch(n.local_name)}
+
+
+def cpu_detours(topology: Topology, sched: Schedule) -> int:
+    """How many of ``sched``'s tree edges join two compute nodes of one box through one of its CPUs."""
+    cpus = _cpus(topology)
+    if not cpus:
+        return 0
+    box = {n.name: n.box for n in topology.nodes}
+    return sum(1 for tree in sched.trees for e in tree.edges
+               if box.get(e.src) is not None and box.get(e.src) == box.get(e.dst) and cpus.intersection(e.path))
+
+
+def without_cpus(topology: Topology) -> Topology | None:
+    """``topology`` without its CPU switches and their links, under the same name; None when it has none or
+    is no longer connected without them (a NIC or a GPU reached only through a CPU)."""
+    cpus = _cpus(topology)
+    if not cpus:
+        return None
+    try:
+        return make_topology([n for n in topology.nodes if n.name not in cpus],
+                             [link for link in topology.links if link.src not in cpus and link.dst not in cpus],
+                             topology.name)
+    except TopologyError:
+        return None
+
+
+def off_cpu_schedule(topology: Topology, sched: Schedule, **generate_kwargs: Any) -> Schedule | None:
+    """The optimal schedule of ``sched``'s collective packed on :func:`without_cpus` (``generate_kwargs``: root,
+    symmetry, max_k as for ``sched``), when ``sched`` has CPU detours (:func:`cpu_detours`) and it reaches
+    ``sched``'s exact algbw (so it is as optimal on ``topology``, its links a subset); else None."""
+    from forestcoll.bound.optimal import optimal_bound
+    from forestcoll.generate import generate
+
+    if not sched.trees or not cpu_detours(topology, sched):
+        return None
+    bare = without_cpus(topology)
+    if bare is None:
+        return None
+    root = generate_kwargs.get("root")
+    if optimal_bound(bare, sched.collective, root).algbw != sched.algbw:
+        return None
+    found = generate(bare, sched.collective, **generate_kwargs)
+    return found if found.algbw == sched.algbw else None
