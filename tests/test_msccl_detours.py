@@ -1,0 +1,63 @@
+"""Trees routed off the CPUs (msccl/detours.py): the MI300 dump's optimal trees join GPUs of one box through the
+CPUs, which a runtime sends over the direct xGMI link; the same optimum packed without the CPUs competes for the file."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import cli, shared_file
+
+from forestcoll.generate import generate
+from forestcoll.msccl.detours import cpu_detours, off_cpu_schedule, without_cpus
+from forestcoll.msccl.generated import generated_msccl
+from forestcoll.topology import load_topology
+
+
+def _mi300(nodes: int | None):
+    path = shared_file("data", "nccl-topo", "topo_8p_940.xml")
+    return load_topology(str(path), {"nodes": str(nodes), "fabric": "rail"} if nodes else {})
+
+
+@pytest.mark.parametrize("collective, detours", [("allgather", 32), ("allreduce", 64)])
+def test_the_optimum_packs_without_the_cpus_on_two_mi300_boxes(collective, detours):
+    topo = _mi300(2)
+    sched = generate(topo, collective)
+    assert cpu_detours(topo, sched) == detours
+    bare = off_cpu_schedule(topo, sched)
+    assert bare is not None and bare.algbw == sched.algbw == sched.bound_algbw and cpu_detours(topo, bare) == 0
+    assert not any(".cpu" in node for tree in bare.trees for e in tree.edges for node in e.path)
+
+
+def test_nothing_without_detours_or_when_the_optimum_needs_the_cpus():
+    one = _mi300(None)  # one box: the CPUs' PCIe links feed the GPUs, the optimum without them is lower
+    sched = generate(one, "allgather")
+    assert cpu_detours(one, sched) > 0 and without_cpus(one) is not None and off_cpu_schedule(one, sched) is None
+    cube = load_topology("hypercube:dim=3")  # no CPUs at all
+    assert without_cpus(cube) is None and off_cpu_schedule(cube, generate(cube, "allgather")) is None
+
+
+def test_the_off_cpu_file_is_written_where_it_is_faster():
+    """Files rated by their busiest link (FileRate.bound, no simulation): the k=8 files of the trees through the CPUs
+    are capped by their xGMI links, the off-CPU packing's are not, so its file replaces the file chosen by the race."""
+    from forestcoll.simulate.msccl import file_rate
+
+    topo = _mi300(2)
+    sched = generate(topo, "allgather")
+    links = file_rate(topo).bound
+    chosen, result = generated_msccl(topo, sched, file_rate=links)
+    assert chosen is not sched and chosen.algbw == sched.algbw and cpu_detours(topo, chosen) == 0
+    assert result.notes[0].startswith("the optimal k=8's trees packed without the CPUs: their ")
+    assert any(n.startswith("the optimal k=8's trees join GPUs of one box through a CPU (32 edges)") for n in result.notes)
+    assert links(result.algo, 1 << 30) > 1.02 * links(generated_msccl(topo, sched, file_rate=links, split=False)[1].algo, 1 << 30)
+
+
+@pytest.mark.slow
+def test_generate_writes_the_off_cpu_file_on_the_mi300_dump(tmp_path):
+    """The whole command on four MI300 boxes (allgather, bound 396.4 GB/s): 361.3 -> 382.5 GB/s at 1 GiB."""
+    out_path = tmp_path / "a.xml"
+    dump = shared_file("data", "nccl-topo", "topo_8p_940.xml")
+    code, out, err = cli("generate", str(dump), "--nodes", "4", "--fabric", "rail", "-c", "allgather", "--format", "msccl",
+                         "--no-check", "-o", str(out_path))
+    assert code == 0, err
+    assert ("note       the optimal k=8's trees packed without the CPUs: their even pieces file (x8, nchunksperloop 2048) "
+            "replaces k=8's written file (faster at 16MiB (228.5 against 197.5 GB/s) and 1GiB (382.5 against 361.3 GB/s)")\
+        in out
