@@ -1,4 +1,4 @@
-"""Tree edges a runtime cannot send as routed: two GPUs of one box joined through the CPUs.
+"""Tree edges a runtime cannot send as routed: two GPUs of one box with a direct link joined through the CPUs.
 
 A schedule's tree edge carries its physical route (``Edge.path``).  Between two GPUs of one box the packer may route
 an edge over the PCIe / CPU path (``gpu -> pci ... -> cpu0 -> cpu1 -> ... -> gpu``) when that keeps the optimum,
@@ -29,13 +29,16 @@ def _cpus(topology: Topology) -> set[str]:
 
 
 def cpu_detours(topology: Topology, sched: Schedule) -> int:
-    """How many of ``sched``'s tree edges join two compute nodes of one box through one of its CPUs."""
+    """How many of ``sched``'s tree edges join two compute nodes of one box that have a direct link through one of
+    its CPUs (a runtime sends them over the direct link)."""
     cpus = _cpus(topology)
     if not cpus:
         return 0
     box = {n.name: n.box for n in topology.nodes}
+    direct = {(link.src, link.dst) for link in topology.links}
     return sum(1 for tree in sched.trees for e in tree.edges
-               if box.get(e.src) is not None and box.get(e.src) == box.get(e.dst) and cpus.intersection(e.path))
+               if (e.src, e.dst) in direct and box.get(e.src) is not None and box.get(e.src) == box.get(e.dst)
+               and cpus.intersection(e.path))
 
 
 def without_cpus(topology: Topology) -> Topology | None:
