@@ -591,7 +591,7 @@ def fitting_msccl(topology, collective: str, sched: Schedule, options: ExportOpt
 def _fitting(topology, collective: str, sched: Schedule, options: ExportOptions | None, rate: Callable | None,
              size: int, file_rate: Callable | None, incumbent: ExportResult | Algo | None, **generate_kwargs: Any):
     """:func:`fitting_msccl` and the chosen file as exported (None for an :class:`Algo` ``incumbent``)."""
-    from forestcoll.generate import generate
+    from forestcoll.msccl.reuse import exported, generated
     from forestcoll.units import format_size
 
     base = options or ExportOptions()
@@ -599,9 +599,9 @@ def _fitting(topology, collective: str, sched: Schedule, options: ExportOptions 
     files: dict[int, ExportResult | Algo] = {}
     # smallest k first, up to the first that does not fit (more trees never need fewer steps or blocks)
     for kk in sorted(2**i for i in range(20) if 2**i < sched.k):
-        cand = generate(topology, collective, k=kk, **generate_kwargs)
+        cand = generated(topology, collective, kk, **generate_kwargs)  # once per run (msccl/reuse.py)
         try:
-            files[kk] = export_msccl(cand, base)
+            files[kk] = exported(cand, base)
         except ExportError as exc:
             if _over_limits(exc):
                 break

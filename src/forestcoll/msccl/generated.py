@@ -22,8 +22,9 @@ from dataclasses import replace
 from typing import Any
 
 from forestcoll import collectives
-from forestcoll.msccl.export import ExportError, ExportOptions, ExportResult, _fitting, _over_limits, export_msccl
+from forestcoll.msccl.export import ExportError, ExportOptions, ExportResult, _fitting, _over_limits
 from forestcoll.msccl.ir import Algo
+from forestcoll.msccl.reuse import exported, once
 from forestcoll.schedule import Schedule
 
 __all__ = ["MID_SIZE", "SPLIT_STEPS", "even_files", "generated_msccl", "split_files", "written_variant"]
@@ -56,7 +57,7 @@ def split_files(sched: Schedule, options: ExportOptions | None, first: ExportRes
         split //= 2
     while split > 1:
         try:
-            result = export_msccl(sched, replace(options or ExportOptions(), split=split, max_cnt=1))
+            result = exported(sched, replace(options or ExportOptions(), split=split, max_cnt=1))
         except ExportError:
             split //= 2
             continue
@@ -81,7 +82,7 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
         file_rate = _remembered(file_rate)
     first: ExportError | None = None
     try:
-        own = export_msccl(sched, options)
+        own = exported(sched, options)
     except ExportError as exc:
         if not _over_limits(exc):
             raise
@@ -162,14 +163,15 @@ def even_files(sched: Schedule, options: ExportOptions | None, first: ExportResu
     if base.per_tree != 0 or base.split != 1 or base.max_cnt is not None:
         return []
     try:
-        result = export_msccl(sched, replace(base, per_tree=None))
+        result = exported(sched, replace(base, per_tree=None))
     except ExportError:
         return []
     s = result.algo.nchunksperloop // first.algo.nchunksperloop
     if s <= 1:
         return []
     if base.name is None:  # the split file of the same s is named _s<s>: say which pieces this one has
-        result = replace(result, algo=replace(result.algo, name=f"{result.algo.name}_even"))
+        algo = result.algo  # renamed once per run, so a rate remembered by the file's identity serves every choice
+        result = replace(result, algo=once(("even", id(algo)), lambda: replace(algo, name=f"{algo.name}_even"), algo))
     return [(s, result)]
 
 

@@ -64,15 +64,30 @@ def simulate_msccl(algo: Algo, net: Network, size: int, *, slice_bytes: int | No
     return res
 
 
-def file_rate(topology, slice_bytes: int | None = None, slice_cost_s: float = 0.0):
+def file_rate(topology, slice_bytes: int | None = None, slice_cost_s: float = 0.0, shared: dict | None = None):
     """``rate(algo, size)``: the algbw (GB/s) of an MSCCL algorithm simulated at ``size`` on ``topology`` (default
     model, or the runtime buffer's ``slice_bytes`` and a per-slice cost, see :func:`simulate_msccl`); what
-    ``generate --format msccl`` ranks the files that fit by."""
+    ``generate --format msccl`` ranks the files that fit by.  ``shared``: a dict the caller keeps across the rates
+    of one topology (``generate --buffsize``): the network is built once, and a file is simulated once per (size,
+    loop iterations per chunk, cost): the slice enters the program only through those iterations
+    (:func:`msccl_program`), so where every buffer cuts the chunks alike (small sizes, many chunks) one simulation
+    serves every buffer, exactly."""
+    from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE
     from forestcoll.simulate.network import build_network
 
-    net = build_network(topology)
-    return lambda algo, size: simulate_msccl(algo, net, size, slice_bytes=slice_bytes,
-                                             slice_cost_s=slice_cost_s).algbw_gbps
+    shared = {} if shared is None else shared
+    if "network" not in shared:
+        shared["network"] = build_network(topology)
+    net = shared["network"]
+
+    def rate(algo: Algo, size: int) -> float:
+        units = slices_for(size / algo.nchunksperloop, slice_bytes or DEFAULT_SLICE, DEFAULT_MAX_SLICES, rule="ring")
+        key = (id(algo), size, units, slice_cost_s)
+        if key not in shared:  # the file is kept with its rate: its id stays unique
+            shared[key] = (algo, simulate_msccl(algo, net, size, slice_bytes=slice_bytes,
+                                                slice_cost_s=slice_cost_s).algbw_gbps)
+        return shared[key][1]
+    return rate
 
 
 def msccl_lowering(algo: Algo, net: Network, size: float, slice_bytes: float, max_slices: int):
