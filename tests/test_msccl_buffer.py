@@ -176,15 +176,45 @@ def test_file_rate_shares_a_simulation_between_buffers(monkeypatch):
     sim = importlib.import_module("forestcoll.simulate.msccl")
     topo = load_topology("ring:n=4")
     algo = export_msccl(generate(topo, "allgather")).algo
-    alone = {(sl, size): file_rate(topo, sl, 1e-6)(algo, size) for sl in (1 << 20, 64 << 10) for size in (1 << 20, 1 << 30)}
+    alone = {(sl, size): file_rate(topo, sl, 1e-6)(algo, size) for sl in (1 << 20, 128 << 10) for size in (1 << 20, 64 << 20)}
     calls = []
     real = sim.simulate_msccl
     monkeypatch.setattr(sim, "simulate_msccl", lambda *a, **kw: calls.append(a[2]) or real(*a, **kw))
     shared: dict = {}
-    for sl in (1 << 20, 64 << 10):
+    for sl in (1 << 20, 128 << 10):
         rate = file_rate(topo, sl, 1e-6, shared)
-        for size in (1 << 20, 1 << 30):
+        for size in (1 << 20, 64 << 20):
             assert rate(algo, size) == alone[(sl, size)]
-    assert sorted(calls) == [1 << 20, 1 << 30, 1 << 30]  # 1 MiB: one loop iteration per chunk with either slice
-    file_rate(topo, 64 << 10, 0.0, shared)(algo, 1 << 20)
+    assert sorted(calls) == [1 << 20, 64 << 20, 64 << 20]  # 1 MiB: one loop iteration per chunk with either slice
+    file_rate(topo, 128 << 10, 0.0, shared)(algo, 1 << 20)
     assert len(calls) == 4  # another cost: another program
+
+
+def test_race_cuts_losers_short_and_keeps_the_winner():
+    """rate.race (a shared store): the exact rate when the file can reach ``best``, else a rate below ``best`` that
+    the file does not reach; the choice of k with it is the same file, the losers' rates shown as "<r"."""
+    from forestcoll.generate import generate
+    from forestcoll.msccl.generated import Below, generated_msccl
+    from forestcoll.msccl.ir import write_algo
+    from forestcoll.simulate.msccl import file_rate
+    from forestcoll.topology import load_topology
+
+    topo = load_topology("mi250")
+    sched = generate(topo, "allgather")
+    slice_bytes, cost, size = 1 << 20, 1e-6, 256 << 20
+    plain = file_rate(topo, slice_bytes, cost)
+    assert not hasattr(plain, "race")  # without a store: the default choice, every file simulated
+    _s, alone = generated_msccl(topo, sched, None, None, plain, size, False)
+    raced = file_rate(topo, slice_bytes, cost, {})
+    _s, result = generated_msccl(topo, sched, None, None, raced, size, False)
+    assert write_algo(result.algo) == write_algo(alone.algo)
+    ranked = next(n for n in result.notes if "files simulated at 256MiB" in n)
+    assert "k=2 <" in ranked and "k=1 <" in ranked, ranked  # the optimal k=3 is rated first and wins
+    assert ranked.split(" GB/s;")[0] == next(n for n in alone.notes if "files simulated" in n).split(" GB/s;")[0]
+    k1 = generated_msccl(topo, generate(topo, "allgather", k=1), None)[1].algo
+    real = plain(k1, size)
+    assert raced.race(k1, size, real * 0.9) == (real, True)  # it can reach 0.9 x its rate: simulated, exact
+    fresh = file_rate(topo, slice_bytes, cost, {})
+    got, exact = fresh.race(k1, size, real * 1.0001)  # just above its rate: cut short, bound between
+    assert not exact and real <= got < real * 1.0001
+    assert isinstance(Below(got), float) and f"{Below(2.25):.1f}" == "<2.2"

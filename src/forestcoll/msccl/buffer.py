@@ -143,6 +143,8 @@ def buffered_msccl(topology, sched: Schedule, options: ExportOptions | None, buf
                 kept.append(algo)
                 memo[key] = inner(algo, at)
             return memo[key]
+        if hasattr(inner, "race"):  # the choice of k cuts its losers short (simulate/msccl.py file_rate)
+            rate.race = inner.race  # type: ignore[attr-defined]
         return rate
 
     order = sorted(set(buffers), reverse=True)

@@ -27,7 +27,7 @@ from forestcoll.msccl.ir import Algo
 from forestcoll.msccl.reuse import exported, once
 from forestcoll.schedule import Schedule
 
-__all__ = ["MID_SIZE", "SPLIT_STEPS", "even_files", "generated_msccl", "split_files", "written_variant"]
+__all__ = ["MID_SIZE", "SPLIT_STEPS", "Below", "even_files", "generated_msccl", "split_files", "written_variant"]
 
 SPLIT_STEPS = 8  # a split file moves each tree's largest range of chunks in at least this many steps
 MID_SIZE = 16 << 20  # a variant is written when faster here or at the design size and slower at neither
@@ -78,6 +78,7 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
     pieces rescue a large k's file, whose small trees move in few units); notes say which and why."""
     if not collectives.get(sched.collective).tree_based:
         file_rate = None  # all-to-all: one lowering, no k to choose among
+    race = getattr(file_rate, "race", None)  # --buffsize's rates: the losers of the choice of k are cut short
     if file_rate is not None:
         file_rate = _remembered(file_rate)
     first: ExportError | None = None
@@ -89,7 +90,7 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
         first = exc
     if first is None and file_rate is None:
         return sched, own
-    found = _fitting(topology, sched.collective, sched, options, rate, size, file_rate,
+    found = _fitting(topology, sched.collective, sched, options, rate, size, _racing(file_rate, race),
                      own if first is None else None, **generate_kwargs)
     if first is None and (found is None or found[0] is sched):
         chosen, result = sched, own
@@ -224,4 +225,33 @@ def _remembered(file_rate: Callable[[Algo, int], float]) -> Callable[[Algo, int]
         if key not in seen:
             seen[key] = (algo, file_rate(algo, size))  # the algo is kept: its id stays unique
         return seen[key][1]
+    return rate
+
+
+class Below(float):
+    """A rate a file provably does not reach (it loses the choice of k; its simulation was cut short): "<r"."""
+
+    def __format__(self, spec: str) -> str:
+        return "<" + float.__format__(self, spec)
+
+
+def _racing(file_rate: Callable[[Algo, int], float] | None, race: Callable | None) -> Callable[[Algo, int], float] | None:
+    """``file_rate`` for one choice of the fastest file (the choice of k): with ``race`` (``race(algo, size, best)``
+    -> (rate, exact), :func:`forestcoll.simulate.msccl.file_rate`'s with a shared store), a file that provably loses
+    against the fastest one rated so far at that size is not simulated to the end and gets a :class:`Below` rate,
+    lower than that fastest one's: the same choice, fewer simulations."""
+    if file_rate is None or race is None:
+        return file_rate
+    best: dict[int, float] = {}
+
+    def rate(algo: Algo, size: int) -> float:
+        if size not in best:
+            got, exact = file_rate(algo, size), True
+        else:
+            got, exact = race(algo, size, best[size])
+        if not exact:
+            assert got < best[size]
+            return Below(got)
+        best[size] = max(best.get(size, got), got)
+        return got
     return rate

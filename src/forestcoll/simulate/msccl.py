@@ -25,6 +25,7 @@ with one port, behaves as before: one route per connection.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 from forestcoll import collectives
@@ -64,6 +65,10 @@ def simulate_msccl(algo: Algo, net: Network, size: int, *, slice_bytes: int | No
     return res
 
 
+_PROBE = float(1 << 20)  # the size at which a file's link bound per byte is measured (it scales with the size)
+_EPS = 1e-6  # the engine merges events within a relative 1e-9: a file is called slower only clearly so
+
+
 def file_rate(topology, slice_bytes: int | None = None, slice_cost_s: float = 0.0, shared: dict | None = None):
     """``rate(algo, size)``: the algbw (GB/s) of an MSCCL algorithm simulated at ``size`` on ``topology`` (default
     model, or the runtime buffer's ``slice_bytes`` and a per-slice cost, see :func:`simulate_msccl`); what
@@ -71,22 +76,58 @@ def file_rate(topology, slice_bytes: int | None = None, slice_cost_s: float = 0.
     of one topology (``generate --buffsize``): the network is built once, and a file is simulated once per (size,
     loop iterations per chunk, cost): the slice enters the program only through those iterations
     (:func:`msccl_program`), so where every buffer cuts the chunks alike (small sizes, many chunks) one simulation
-    serves every buffer, exactly."""
+    serves every buffer, exactly.  With ``shared``, ``rate.race(algo, size, best)`` also rates a file only as far as
+    it takes to tell that it is slower than ``best`` GB/s (the choice of k with ``--buffsize``)."""
     from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE
     from forestcoll.simulate.network import build_network
 
-    shared = {} if shared is None else shared
+    share, shared = shared is not None, {} if shared is None else shared
     if "network" not in shared:
         shared["network"] = build_network(topology)
     net = shared["network"]
 
+    slicing = (float(slice_bytes or DEFAULT_SLICE), DEFAULT_MAX_SLICES)
+
+    def key(algo: Algo, size: int) -> tuple:
+        return id(algo), size, slices_for(size / algo.nchunksperloop, *slicing, rule="ring"), slice_cost_s
+
     def rate(algo: Algo, size: int) -> float:
-        units = slices_for(size / algo.nchunksperloop, slice_bytes or DEFAULT_SLICE, DEFAULT_MAX_SLICES, rule="ring")
-        key = (id(algo), size, units, slice_cost_s)
-        if key not in shared:  # the file is kept with its rate: its id stays unique
-            shared[key] = (algo, simulate_msccl(algo, net, size, slice_bytes=slice_bytes,
-                                                slice_cost_s=slice_cost_s).algbw_gbps)
-        return shared[key][1]
+        if key(algo, size) not in shared:  # the file is kept with its rate: its id stays unique
+            shared[key(algo, size)] = (algo, simulate_msccl(algo, net, size, slice_bytes=slice_bytes,
+                                                            slice_cost_s=slice_cost_s).algbw_gbps)
+        return shared[key(algo, size)][1]
+
+    def race(algo: Algo, size: int, best: float) -> tuple[float, bool]:
+        """(rate, True), or (a rate below ``best`` GB/s that the file cannot reach, False) when its lower bound on
+        time (the busiest link's bytes, then the longest chain of steps at full speed plus latencies) or its
+        simulation stopped at that time says it is slower than ``best``: for choosing the fastest of several
+        files with fewer simulations (:mod:`forestcoll.simulate.race`'s rule: the same winner)."""
+        from forestcoll.simulate.core import simulate_program
+        from forestcoll.simulate.engine import link_bound, path_bound
+
+        if key(algo, size) in shared or not best > 0:
+            return rate(algo, size), True
+        limit = size / (best * 1e9) * (1 + _EPS)  # a time above it is a rate below best
+        probe = ("link bytes", id(algo))  # the busiest link's seconds per byte: any size, any slice gives the same
+        if probe not in shared:
+            small = msccl_program(algo, net, _PROBE, *slicing, slice_cost_s=slice_cost_s).build("weighted")
+            shared[probe] = (algo, link_bound(small, net.capacity) / _PROBE)
+        bound = shared[probe][1] * size
+        if bound <= limit:
+            program = msccl_program(algo, net, float(size), *slicing, slice_cost_s=slice_cost_s).build("weighted")
+            bound = max(bound, path_bound(program, net.capacity))
+            if bound <= limit:
+                name, bus = msccl_collective(algo)
+                res = simulate_program(program, net, algo.name or "msccl", name, size, None, "weighted",
+                                       bus_factor=bus, stop_at=limit)
+                if res is not None:
+                    shared[key(algo, size)] = (algo, res.algbw_gbps)
+                    return res.algbw_gbps, True
+                bound = limit
+        return min(size / bound / 1e9, math.nextafter(best, 0.0)), False
+
+    if share:
+        rate.race = race  # type: ignore[attr-defined]
     return rate
 
 
