@@ -13,6 +13,13 @@ slice; docs/msccl.md "Runtime buffer" gives the public figures), against the fil
 flag (the default buffer, default model), rated with the same cost.  ``auto`` chooses for each of
 :data:`AUTO_BUFFSIZES` and keeps the buffer whose file is fastest at the design size (1 GiB).  A note says which
 ``NCCL_BUFFSIZE`` to set and the rates at 1 MiB / 16 MiB / 1 GiB.
+
+Cost: only the rates differ between buffers, so every candidate schedule is generated and every file exported once
+per run (:mod:`forestcoll.msccl.reuse`), a simulation serves every buffer that cuts the file's chunks alike (the
+simulator's ``file_rate`` with a shared store), and the choice of k cuts short the files that provably lose (its
+``race``; their rates are shown as ``<r``).  What remains is the 1 GiB simulations of the close contenders at the
+small slices (512 KiB: 8x the default buffer's transfers): mi250:nodes=2 allreduce ``auto`` 162 s CPU against 20 s
+without the flag (docs/msccl.md "Runtime buffer").
 """
 
 from __future__ import annotations
