@@ -114,3 +114,107 @@ def test_slice_cost_in_the_simulation():
     fine = simulate_msccl(algo, net, size, slice_bytes=128 << 10)
     assert plain.time_s + cost <= big.time_s
     assert big.time_s - plain.time_s < small.time_s - fine.time_s  # 8x the slices pay 8x the cost
+
+
+def _made_up_rate(slice_bytes, cost):
+    """A rate that simulates nothing: depends on the file, the size and the buffer, so each buffer picks its own."""
+    sl = slice_bytes or (1 << 20)
+    return lambda algo, size: float((algo.nchunksperloop * 7 + len(algo.name) + sl // 4096 + size // (1 << 20)) % 97)
+
+
+def test_auto_generates_and_exports_each_candidate_once(monkeypatch):
+    """--buffsize auto makes the choice once per buffer, but every candidate schedule (the powers of two k) is
+    generated once and every file (schedule, options) exported once; the files are those each choice makes alone."""
+    import importlib
+
+    from forestcoll.generate import generate
+    from forestcoll.msccl.export import export_msccl
+    from forestcoll.msccl.generated import generated_msccl
+    from forestcoll.msccl.ir import write_algo
+    from forestcoll.topology import load_topology
+
+    gen_mod, exp_mod = importlib.import_module("forestcoll.generate"), importlib.import_module("forestcoll.msccl.export")
+    topo = load_topology("mi250")
+    sched = generate(topo, "allgather")
+    assert sched.k == 3  # the choice ranks k=3 (the optimal) against k=1 and k=2
+    alone = {}
+    for buffsize in AUTO_BUFFSIZES[1:]:  # each buffer's choice made alone, nothing reused
+        rate = _made_up_rate(buffsize // 4, 1e-6)
+        alone[buffsize] = write_algo(generated_msccl(topo, sched, None, None, rate, 1 << 30, True)[1].algo)
+    generated, exported = [], []
+
+    def gen_spy(topology, collective, **kwargs):
+        generated.append(kwargs.get("k"))
+        return generate(topology, collective, **kwargs)
+
+    def export_spy(s, options=None, **kwargs):
+        exported.append((s.k, options))
+        return export_msccl(s, options, **kwargs)
+
+    monkeypatch.setattr(gen_mod, "generate", gen_spy)
+    monkeypatch.setattr(exp_mod, "export_msccl", export_spy)
+    for buffsize in AUTO_BUFFSIZES[1:]:
+        _s, result = buffered_msccl(topo, sched, None, (buffsize,), 1e-6, _made_up_rate)
+        assert write_algo(result.algo) == alone[buffsize]
+    generated.clear()
+    exported.clear()
+    buffered_msccl(topo, sched, None, AUTO_BUFFSIZES, 1e-6, _made_up_rate)
+    assert sorted(generated) == [1, 2]  # once each, for three choices (the default buffer's and two more)
+    assert len(exported) == len(set(exported)) and {k for k, _o in exported} == {1, 2, 3}, exported
+
+
+def test_file_rate_shares_a_simulation_between_buffers(monkeypatch):
+    """With a shared store, a file is simulated once per (size, loop iterations, cost): two buffers that cut its
+    chunks alike share the simulation (the same rate), two that do not each simulate."""
+    import importlib
+
+    from forestcoll.generate import generate
+    from forestcoll.msccl.export import export_msccl
+    from forestcoll.simulate.msccl import file_rate
+    from forestcoll.topology import load_topology
+
+    sim = importlib.import_module("forestcoll.simulate.msccl")
+    topo = load_topology("ring:n=4")
+    algo = export_msccl(generate(topo, "allgather")).algo
+    alone = {(sl, size): file_rate(topo, sl, 1e-6)(algo, size) for sl in (1 << 20, 128 << 10) for size in (1 << 20, 64 << 20)}
+    calls = []
+    real = sim.simulate_msccl
+    monkeypatch.setattr(sim, "simulate_msccl", lambda *a, **kw: calls.append(a[2]) or real(*a, **kw))
+    shared: dict = {}
+    for sl in (1 << 20, 128 << 10):
+        rate = file_rate(topo, sl, 1e-6, shared)
+        for size in (1 << 20, 64 << 20):
+            assert rate(algo, size) == alone[(sl, size)]
+    assert sorted(calls) == [1 << 20, 64 << 20, 64 << 20]  # 1 MiB: one loop iteration per chunk with either slice
+    file_rate(topo, 128 << 10, 0.0, shared)(algo, 1 << 20)
+    assert len(calls) == 4  # another cost: another program
+
+
+def test_race_cuts_losers_short_and_keeps_the_winner():
+    """rate.race (a shared store): the exact rate when the file can reach ``best``, else a rate below ``best`` that
+    the file does not reach; the choice of k with it is the same file, the losers' rates shown as "<r"."""
+    from forestcoll.generate import generate
+    from forestcoll.msccl.generated import Below, generated_msccl
+    from forestcoll.msccl.ir import write_algo
+    from forestcoll.simulate.msccl import file_rate
+    from forestcoll.topology import load_topology
+
+    topo = load_topology("mi250")
+    sched = generate(topo, "allgather")
+    slice_bytes, cost, size = 1 << 20, 1e-6, 256 << 20
+    plain = file_rate(topo, slice_bytes, cost)
+    assert not hasattr(plain, "race")  # without a store: the default choice, every file simulated
+    _s, alone = generated_msccl(topo, sched, None, None, plain, size, False)
+    raced = file_rate(topo, slice_bytes, cost, {})
+    _s, result = generated_msccl(topo, sched, None, None, raced, size, False)
+    assert write_algo(result.algo) == write_algo(alone.algo)
+    ranked = next(n for n in result.notes if "files simulated at 256MiB" in n)
+    assert "k=2 <" in ranked and "k=1 <" in ranked, ranked  # the optimal k=3 is rated first and wins
+    assert ranked.split(" GB/s;")[0] == next(n for n in alone.notes if "files simulated" in n).split(" GB/s;")[0]
+    k1 = generated_msccl(topo, generate(topo, "allgather", k=1), None)[1].algo
+    real = plain(k1, size)
+    assert raced.race(k1, size, real * 0.9) == (real, True)  # it can reach 0.9 x its rate: simulated, exact
+    fresh = file_rate(topo, slice_bytes, cost, {})
+    got, exact = fresh.race(k1, size, real * 1.0001)  # just above its rate: cut short, bound between
+    assert not exact and real <= got < real * 1.0001
+    assert isinstance(Below(got), float) and f"{Below(2.25):.1f}" == "<2.2"

@@ -592,7 +592,7 @@ def _fitting(topology, collective: str, sched: Schedule, options: ExportOptions 
              size: int, file_rate: Callable | None, incumbent: ExportResult | Algo | None, **generate_kwargs: Any):
     """:func:`fitting_msccl`, the chosen file as exported (None for an :class:`Algo` ``incumbent``) and every file
     that fits, ``{k: (schedule, export result)}`` (an :class:`Algo` ``incumbent`` left out)."""
-    from forestcoll.generate import generate
+    from forestcoll.msccl.reuse import exported, generated
     from forestcoll.units import format_size
 
     base = options or ExportOptions()
@@ -600,9 +600,9 @@ def _fitting(topology, collective: str, sched: Schedule, options: ExportOptions 
     files: dict[int, ExportResult | Algo] = {}
     # smallest k first, up to the first that does not fit (more trees never need fewer steps or blocks)
     for kk in sorted(2**i for i in range(20) if 2**i < sched.k):
-        cand = generate(topology, collective, k=kk, **generate_kwargs)
+        cand = generated(topology, collective, kk, **generate_kwargs)  # once per run (msccl/reuse.py)
         try:
-            files[kk] = export_msccl(cand, base)
+            files[kk] = exported(cand, base)
         except ExportError as exc:
             if _over_limits(exc):
                 break
@@ -610,12 +610,12 @@ def _fitting(topology, collective: str, sched: Schedule, options: ExportOptions 
         fitting[kk] = cand
     if not fitting:
         return None
-    exported = lambda kk: files[kk] if isinstance(files[kk], ExportResult) else None  # noqa: E731
-    every = lambda: {kk: (fitting[kk], files[kk]) for kk in fitting if exported(kk)}  # noqa: E731
+    as_result = lambda kk: files[kk] if isinstance(files[kk], ExportResult) else None  # noqa: E731
+    every = lambda: {kk: (fitting[kk], files[kk]) for kk in fitting if as_result(kk)}  # noqa: E731
     if rate is None and file_rate is None:
         top = max(fitting, key=lambda kk: (fitting[kk].algbw, kk))
         return fitting[top], (f"the power of two below it whose file fits with the highest exact rate "
-                              f"({float(fitting[top].algbw):.1f} GB/s)"), exported(top), every()
+                              f"({float(fitting[top].algbw):.1f} GB/s)"), as_result(top), every()
     if file_rate is not None:
         if incumbent is not None:
             fitting[sched.k], files[sched.k] = sched, incumbent
@@ -631,7 +631,7 @@ def _fitting(topology, collective: str, sched: Schedule, options: ExportOptions 
              else "the powers of two below it whose files fit")
     return fitting[chosen], (f"the fastest of {among}, {what} simulated at "
                              f"{format_size(size)} ({rates[chosen]:.1f} GB/s" + (f"; {others}" if others else "") + ")"
-                             ), exported(chosen), every()
+                             ), as_result(chosen), every()
 
 
 def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportOptions | None = None,

@@ -25,11 +25,12 @@ from dataclasses import replace
 from typing import Any
 
 from forestcoll import collectives
-from forestcoll.msccl.export import ExportError, ExportOptions, ExportResult, _fitting, _over_limits, export_msccl
+from forestcoll.msccl.export import ExportError, ExportOptions, ExportResult, _fitting, _over_limits
 from forestcoll.msccl.ir import Algo
+from forestcoll.msccl.reuse import exported, once
 from forestcoll.schedule import Schedule
 
-__all__ = ["MID_SIZE", "SPLIT_STEPS", "even_files", "generated_msccl", "split_files", "written_variant"]
+__all__ = ["MID_SIZE", "SPLIT_STEPS", "Below", "even_files", "generated_msccl", "split_files", "written_variant"]
 
 SPLIT_STEPS = 8  # a split file moves each tree's largest range of chunks in at least this many steps
 MID_SIZE = 16 << 20  # a variant is written when faster here or at the design size and slower at neither
@@ -59,7 +60,7 @@ def split_files(sched: Schedule, options: ExportOptions | None, first: ExportRes
         split //= 2
     while split > 1:
         try:
-            result = export_msccl(sched, replace(options or ExportOptions(), split=split, max_cnt=1))
+            result = exported(sched, replace(options or ExportOptions(), split=split, max_cnt=1))
         except ExportError:
             split //= 2
             continue
@@ -82,18 +83,19 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
     if not collectives.get(sched.collective).tree_based:
         file_rate = None  # all-to-all: one lowering, no k to choose among
     most = getattr(file_rate, "bound", None)  # the simulator's upper bound on the rate (simulate.msccl.FileRate)
+    race = getattr(file_rate, "race", None)  # --buffsize's rates: the losers of the choice of k are cut short
     if file_rate is not None:
         file_rate = _remembered(file_rate)
     first: ExportError | None = None
     try:
-        own = export_msccl(sched, options)
+        own = exported(sched, options)
     except ExportError as exc:
         if not _over_limits(exc):
             raise
         first = exc
     if first is None and file_rate is None:
         return sched, own
-    found = _fitting(topology, sched.collective, sched, options, rate, size, file_rate,
+    found = _fitting(topology, sched.collective, sched, options, rate, size, _racing(file_rate, race),
                      own if first is None else None, **generate_kwargs)
     if first is None and (found is None or found[0] is sched):
         chosen, result = sched, own
@@ -247,14 +249,15 @@ def even_files(sched: Schedule, options: ExportOptions | None, first: ExportResu
     if base.per_tree != 0 or base.split != 1 or base.max_cnt is not None:
         return []
     try:
-        result = export_msccl(sched, replace(base, per_tree=None))
+        result = exported(sched, replace(base, per_tree=None))
     except ExportError:
         return []
     s = result.algo.nchunksperloop // first.algo.nchunksperloop
     if s <= 1:
         return []
     if base.name is None:  # the split file of the same s is named _s<s>: say which pieces this one has
-        result = replace(result, algo=replace(result.algo, name=f"{result.algo.name}_even"))
+        algo = result.algo  # renamed once per run, so a rate remembered by the file's identity serves every choice
+        result = replace(result, algo=once(("even", id(algo)), lambda: replace(algo, name=f"{algo.name}_even"), algo))
     return [(s, result)]
 
 
@@ -307,4 +310,33 @@ def _remembered(file_rate: Callable[[Algo, int], float]) -> Callable[[Algo, int]
         if key not in seen:
             seen[key] = (algo, file_rate(algo, size))  # the algo is kept: its id stays unique
         return seen[key][1]
+    return rate
+
+
+class Below(float):
+    """A rate a file provably does not reach (it loses the choice of k; its simulation was cut short): "<r"."""
+
+    def __format__(self, spec: str) -> str:
+        return "<" + float.__format__(self, spec)
+
+
+def _racing(file_rate: Callable[[Algo, int], float] | None, race: Callable | None) -> Callable[[Algo, int], float] | None:
+    """``file_rate`` for one choice of the fastest file (the choice of k): with ``race`` (``race(algo, size, best)``
+    -> (rate, exact), :func:`forestcoll.simulate.msccl.file_rate`'s with a shared store), a file that provably loses
+    against the fastest one rated so far at that size is not simulated to the end and gets a :class:`Below` rate,
+    lower than that fastest one's: the same choice, fewer simulations."""
+    if file_rate is None or race is None:
+        return file_rate
+    best: dict[int, float] = {}
+
+    def rate(algo: Algo, size: int) -> float:
+        if size not in best:
+            got, exact = file_rate(algo, size), True
+        else:
+            got, exact = race(algo, size, best[size])
+        if not exact:
+            assert got < best[size]
+            return Below(got)
+        best[size] = max(best.get(size, got), got)
+        return got
     return rate

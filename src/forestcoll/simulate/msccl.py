@@ -25,6 +25,7 @@ with one port, behaves as before: one route per connection.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 from forestcoll import collectives
@@ -64,34 +65,82 @@ def simulate_msccl(algo: Algo, net: Network, size: int, *, slice_bytes: int | No
     return res
 
 
-def file_rate(topology, slice_bytes: int | None = None, slice_cost_s: float = 0.0) -> FileRate:
+_EPS = 1e-6  # the engine merges events within a relative 1e-9: a file is called slower only clearly so
+
+
+def file_rate(topology, slice_bytes: int | None = None, slice_cost_s: float = 0.0,
+              shared: dict | None = None) -> FileRate:
     """``rate(algo, size)``: the algbw (GB/s) of an MSCCL algorithm simulated at ``size`` on ``topology`` (default
     model, or the runtime buffer's ``slice_bytes`` and a per-slice cost, see :func:`simulate_msccl`); what
     ``generate --format msccl`` ranks the files that fit by.  Its ``bound(algo, size)`` is an upper bound on that
-    rate, found without simulating (:func:`link_seconds`), with which the choice skips files that cannot win."""
-    return FileRate(topology, slice_bytes, slice_cost_s)
+    rate, found without simulating (:func:`link_seconds`), with which the choice skips files that cannot win.
+    ``shared``: a dict the caller keeps across the rates of one topology (``generate --buffsize``): the network is
+    built once, and a file is simulated once per (size, loop iterations per chunk, cost): the slice enters the
+    program only through those iterations (:func:`msccl_program`), so where every buffer cuts the chunks alike one
+    simulation serves every buffer, exactly; with it, ``race(algo, size, best)`` also rates a file only as far as it
+    takes to tell that it is slower than ``best`` GB/s (``race`` is None without ``shared``)."""
+    return FileRate(topology, slice_bytes, slice_cost_s, shared)
 
 
 class FileRate:
-    """:func:`file_rate`'s rate (call it) and upper bound (:meth:`bound`) on one topology's network."""
+    """:func:`file_rate`'s rate (call it), upper bound (:meth:`bound`) and, with a shared store, cut-short rate
+    (``race``) on one topology's network."""
 
-    def __init__(self, topology, slice_bytes: int | None, slice_cost_s: float) -> None:
+    def __init__(self, topology, slice_bytes: int | None, slice_cost_s: float, shared: dict | None = None) -> None:
+        from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE
         from forestcoll.simulate.network import build_network
 
-        self.net = build_network(topology)
+        self.race = self._race if shared is not None else None
+        self.shared = {} if shared is None else shared
+        if "network" not in self.shared:
+            self.shared["network"] = build_network(topology)
+        self.net = self.shared["network"]
+        self.routes: dict = self.shared.setdefault("routes", {})
         self.slice_bytes, self.slice_cost_s = slice_bytes, slice_cost_s
-        self.routes: dict = {}
+        self.slicing = (float(slice_bytes or DEFAULT_SLICE), DEFAULT_MAX_SLICES)
+
+    def _key(self, algo: Algo, size: int) -> tuple:
+        return id(algo), size, slices_for(size / algo.nchunksperloop, *self.slicing, rule="ring"), self.slice_cost_s
 
     def __call__(self, algo: Algo, size: int) -> float:
-        """The algbw (GB/s) simulated."""
-        return simulate_msccl(algo, self.net, size, slice_bytes=self.slice_bytes,
-                              slice_cost_s=self.slice_cost_s).algbw_gbps
+        """The algbw (GB/s) simulated (once per file, size, iterations and cost in the store)."""
+        key = self._key(algo, size)
+        if key not in self.shared:  # the file is kept with its rate: its id stays unique
+            self.shared[key] = (algo, simulate_msccl(algo, self.net, size, slice_bytes=self.slice_bytes,
+                                                     slice_cost_s=self.slice_cost_s).algbw_gbps)
+        return self.shared[key][1]
 
     def bound(self, algo: Algo, size: int) -> float:
         """The algbw (GB/s) the busiest link allows (inf without sends): no simulation of ``algo`` is faster, with
         any slice size or per-slice cost."""
         seconds = link_seconds(algo, self.net, size, self.routes)
         return size / seconds / 1e9 if seconds > 0 else float("inf")
+
+    def _race(self, algo: Algo, size: int, best: float) -> tuple[float, bool]:
+        """(rate, True), or (a rate below ``best`` GB/s that the file cannot reach, False) when its lower bound on
+        time (the busiest link's bytes, :func:`link_seconds`, then the longest chain of steps at full speed plus
+        latencies) or its simulation stopped at that time says it is slower than ``best``: for choosing the fastest
+        of several files with fewer simulations (:mod:`forestcoll.simulate.race`'s rule: the same winner)."""
+        from forestcoll.simulate.core import simulate_program
+        from forestcoll.simulate.engine import path_bound
+
+        if self._key(algo, size) in self.shared or not best > 0:
+            return self(algo, size), True
+        limit = size / (best * 1e9) * (1 + _EPS)  # a time above it is a rate below best
+        bound = link_seconds(algo, self.net, size, self.routes)
+        if bound <= limit:
+            program = msccl_program(algo, self.net, float(size), *self.slicing,
+                                    slice_cost_s=self.slice_cost_s).build("weighted")
+            bound = max(bound, path_bound(program, self.net.capacity))
+            if bound <= limit:
+                name, bus = msccl_collective(algo)
+                res = simulate_program(program, self.net, algo.name or "msccl", name, size, None, "weighted",
+                                       bus_factor=bus, stop_at=limit)
+                if res is not None:
+                    self.shared[self._key(algo, size)] = (algo, res.algbw_gbps)
+                    return res.algbw_gbps, True
+                bound = limit
+        return min(size / bound / 1e9, math.nextafter(best, 0.0)), False
 
 
 def link_seconds(algo: Algo, net: Network, size: int, cache: dict | None = None) -> float:
