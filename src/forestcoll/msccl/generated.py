@@ -159,7 +159,7 @@ def _off_cpus(topology, optimal: Schedule, chosen: Schedule, result: ExportResul
     if bare is None:
         return chosen, result, said
     try:
-        plain = export_msccl(bare, options)
+        plain = exported(bare, options)
     except ExportError as exc:
         if not _over_limits(exc):
             raise
