@@ -203,7 +203,7 @@ def test_race_cuts_losers_short_and_keeps_the_winner():
     sched = generate(topo, "allgather")
     slice_bytes, cost, size = 1 << 20, 1e-6, 256 << 20
     plain = file_rate(topo, slice_bytes, cost)
-    assert not hasattr(plain, "race")  # without a store: the default choice, every file simulated
+    assert plain.race is None  # without a store: the default choice, every file simulated
     _s, alone = generated_msccl(topo, sched, None, None, plain, size, False)
     raced = file_rate(topo, slice_bytes, cost, {})
     _s, result = generated_msccl(topo, sched, None, None, raced, size, False)
