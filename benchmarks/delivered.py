@@ -7,8 +7,10 @@ allreduce and allgather it prints the exact bound and the simulated algbw, at
 1 MiB, 16 MiB and 1 GiB, of
 
 * the optimal trees (``forestcoll generate``), with their height;
-* the MSCCL file ``generate --format msccl`` writes, simulated as the runtime
-  executes it: the fastest at 1 GiB of the optimal k's file (``forestcoll
+* the MSCCL file ``generate --format msccl`` writes, for the runtime the
+  fabric's GPUs imply (rccl on mi250 and the MI300 dump, msccl-executor-nccl
+  on dgx-a100 and the H100 dump; msccl/fabric.py; older checkouts:
+  msccl-executor-nccl), simulated as the runtime executes it: the fastest at 1 GiB of the optimal k's file (``forestcoll
   export --format msccl``, when it fits the runtime's limits) and the fitting
   powers of two below it; when it is not the optimal k, its k is named and it
   is also held against its own trees;
@@ -117,17 +119,28 @@ def split_as_generate_does(topo, sched, algo):
     return written.algo
 
 
+def fabric_runtime(topo):
+    """The export options ``generate --format msccl`` takes for ``topo`` (its GPU's runtime and resident blocks), and
+    the runtime's name; (None, msccl-executor-nccl) on checkouts that do not record the GPU."""
+    try:
+        from forestcoll.msccl.fabric import for_gpu
+    except ImportError:
+        return None, "msccl-executor-nccl"
+    options = for_gpu(None, topo.gpu)
+    return options, options.runtime
+
+
 def written_by_generate(topo, sched):
     """(schedule, algo, why) of the file ``generate --format msccl`` writes, by its own code (msccl/generated.py:
-    the k, then the variant, the optimal k's variants competing when its plain file lost the race); algo None
-    with why when no file fits; None on checkouts without ``generated_msccl``."""
+    the k, then the variant, the optimal k's variants competing when its plain file lost the race), for the runtime
+    the fabric implies; algo None with why when no file fits; None on checkouts without ``generated_msccl``."""
     try:
         from forestcoll.msccl.generated import generated_msccl
         from forestcoll.simulate.msccl import file_rate
     except ImportError:
         return None
     try:
-        chosen, result = generated_msccl(topo, sched, file_rate=file_rate(topo))
+        chosen, result = generated_msccl(topo, sched, fabric_runtime(topo)[0], file_rate=file_rate(topo))
     except ExportError as exc:
         return sched, None, str(exc).split(":")[0]
     for note in result.notes:
@@ -175,13 +188,13 @@ def per_size_choice(topo, net, collective: str):
 
 def size_files(topo, net, collective: str, sizes) -> dict[int, str]:
     """A cell per size: the file ``generate --sizes ... --format msccl -o dir/`` writes for that size (its own
-    export_by_size, files not self-checked), simulated at that size, against its own trees."""
+    export_by_size for the fabric's runtime, files not self-checked), simulated at that size, against its own trees."""
     import tempfile
 
     from forestcoll.simulate.select import export_by_size
 
-    with tempfile.TemporaryDirectory() as outdir:
-        written = export_by_size(topo, collective, sizes, outdir, check=False, workers=1)
+    with tempfile.TemporaryDirectory() as outdir:  # for the fabric's runtime, as generate --sizes writes them
+        written = export_by_size(topo, collective, sizes, outdir, check=False, workers=1, options=fabric_runtime(topo)[0])
     cells = {}
     for rng in written.selection.ranges:
         for size, algbw in rng.measured.items():
@@ -210,6 +223,7 @@ def main() -> None:
     ap.add_argument("--collectives", default="allreduce,allgather", help="comma-separated (default allreduce,allgather)")
     args = ap.parse_args()
     rows = []
+    runtimes: dict[str, str] = {}
     t_start = time.perf_counter()
     for label, spec, extra in FABRICS:
         if args.only and label not in args.only and spec not in args.only:
@@ -218,6 +232,8 @@ def main() -> None:
             print(f"skipping {label}: {spec} is not here")
             continue
         topo = load_topology(spec, extra)
+        runtimes[label] = fabric_runtime(topo)[1]
+        print(f"{label}: MSCCL files for {runtimes[label]}", flush=True)
         net = build_network(topo)
         for collective in args.collectives.split(","):
             sched = generate(topo, collective)
@@ -249,7 +265,9 @@ def main() -> None:
                 print(" | ".join(row), flush=True)  # progress: a long run keeps what it measured
     columns = ["fabric", "collective", "bound GB/s", "size", "trees GB/s (of bound)", "MSCCL file GB/s",
                "best baseline GB/s", "tree height"] + (["per-size choice GB/s", "its MSCCL file GB/s"] if args.choice else [])
-    show(Console(), "Delivered: simulated algbw (default model) against the exact bound", columns, rows, args.markdown, 4)
+    used = "; ".join(f"{label} {rt}" for label, rt in runtimes.items())
+    show(Console(), f"Delivered: simulated algbw (default model) against the exact bound; MSCCL files for the runtime "
+         f"the fabric implies ({used})", columns, rows, args.markdown, 4)
     print(f"\n({time.perf_counter() - t_start:.0f} s)")
 
 

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from conftest import cli
 
 from forestcoll.generate import generate
 from forestcoll.msccl.export import ExportOptions, export_msccl
-from forestcoll.msccl.generated import MID_SIZE, generated_msccl, split_files
+from forestcoll.msccl.generated import MID_SIZE, generated_msccl, latency_files, split_files
 from forestcoll.topology import load_topology
 
 GIB = 1 << 30
@@ -218,3 +220,23 @@ def test_the_bound_is_never_below_the_simulated_rate(spec, collective, k):
     for size in (1 << 20, MID_SIZE, GIB):
         assert rate(plain.algo, size) <= rate.bound(plain.algo, size) * (1 + 1e-9)
     assert rate(plain.algo, GIB) >= 0.9 * rate.bound(plain.algo, GIB)
+
+
+def test_rccl_files_race_their_latency_order_too(cube):
+    topo, sched = cube
+    rccl = ExportOptions(runtime="rccl")
+    first = export_msccl(sched, rccl)
+    [(kind, s, late)] = latency_files(sched, rccl, [("plain", 1, first)])
+    assert (kind, s, late.algo.name) == ("plain latency", 1, "forestcoll_allreduce_k3_latency")
+    assert late.algo.nchunksperloop == first.algo.nchunksperloop and late.tbs_per_gpu == first.tbs_per_gpu
+    assert latency_files(sched, None, [("plain", 1, export_msccl(sched))]) == []  # msccl-executor-nccl: as before
+    assert latency_files(sched, replace(rccl, order="tree"), [("plain", 1, first)]) == []  # the user's order stays
+
+    def file_rate(algo, size):  # the latency files are faster at 16 MiB, equal at 1 GiB
+        return 10.0 + (size == MID_SIZE and algo.name.endswith("_latency")) + algo.nchunksperloop / 1000
+    _chosen, result = generated_msccl(topo, sched, rccl, file_rate=file_rate)
+    assert result.algo.name == "forestcoll_allreduce_k3_s4_latency"
+    assert any(n.startswith("variant written: split, every chunk cut into 4 MSCCL chunks, one per step, steps in the "
+                            "latency order") for n in result.notes)
+    _chosen, result = generated_msccl(topo, sched, file_rate=file_rate)
+    assert not result.algo.name.endswith("_latency")

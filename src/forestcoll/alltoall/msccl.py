@@ -123,6 +123,7 @@ def export_alltoall_msccl(sched: AlltoallSchedule, options: ExportOptions | None
                           f"between a GPU pair); {limits.name} allows {limits.channels}: use fewer chunks per pair (--k)")
     merged = False
     layout = None
+    resident = opts.resident or RESIDENT_TBS
     for sub in range(want, most + 1):
         _assign_channels(per_route, n, base, routes, sub)
         for merge in (False, True):
@@ -131,7 +132,7 @@ def export_alltoall_msccl(sched: AlltoallSchedule, options: ExportOptions | None
             most_steps = max(len(steps) for t in tbs for _, _, _, steps in t)
             if most_steps > limits.steps_per_tb:
                 break  # more channels (sub) spread the steps
-            if most_tbs <= min(limits.tbs_per_gpu, RESIDENT_TBS) or (merge and most_tbs <= limits.tbs_per_gpu):
+            if most_tbs <= min(limits.tbs_per_gpu, resident) or (merge and most_tbs <= limits.tbs_per_gpu):
                 layout, merged = tbs, merge
                 break
         if layout is not None or most_steps <= limits.steps_per_tb:
@@ -163,16 +164,17 @@ def export_alltoall_msccl(sched: AlltoallSchedule, options: ExportOptions | None
     most_tbs = max(len(g.tbs) for g in gpus)
     most_steps = max(len(tb.steps) for g in gpus for tb in g.tbs)
     total = sum(len(tb.steps) for g in gpus for tb in g.tbs)
-    notes = []
+    notes = list(opts.notes)
     if opts.inplace:
         notes.append("out-of-place only: an all-to-all cannot run in place")
     if merged:
         notes.append("sends and receives share thread blocks (one peer each way per block) to keep within "
-                     f"{min(limits.tbs_per_gpu, RESIDENT_TBS)} thread blocks per GPU ({limits.name}'s limit, or the "
-                     "blocks an A100 keeps resident)")
-    if most_tbs > RESIDENT_TBS:
-        notes.append(f"{most_tbs} thread blocks per GPU even with sends and receives sharing blocks: more than an A100 "
-                     f"has SMs ({RESIDENT_TBS}), and all must be resident at once (fine on GPUs with more SMs)")
+                     f"{min(limits.tbs_per_gpu, resident)} thread blocks per GPU ({limits.name}'s limit, or the "
+                     f"blocks {'the GPU' if opts.resident else 'an A100'} keeps resident)")
+    if most_tbs > resident:
+        notes.append(f"{most_tbs} thread blocks per GPU even with sends and receives sharing blocks: more than "
+                     f"{'the GPU' if opts.resident else 'an A100'} has SMs / CUs ({resident}), and all must be "
+                     "resident at once (fine on GPUs with more)")
     return ExportResult(algo, channels, most_tbs, most_steps, total, limits, notes)
 
 

@@ -14,6 +14,7 @@ import os
 import sys
 
 from forestcoll.cli import render
+from forestcoll.cli.fabric import fabric_options
 from forestcoll.cli.progress import progress_for
 from forestcoll.collectives import ALLTOALL
 from forestcoll.errors import ForestCollError, UsageError
@@ -112,10 +113,9 @@ def export_options(args: argparse.Namespace):
         outofplace=mode in ("both", "out-of-place"),
         min_bytes=_size_flag(args.min_bytes, "--min-bytes", zero=True),
         max_bytes=_size_flag(args.max_bytes, "--max-bytes", zero=True) or 0,
-        runtime=args.runtime or "msccl-executor-nccl",
+        runtime=args.runtime or "msccl-executor-nccl",  # or the fabric's GPU's (msccl/fabric.py)
         channels=args.channels, split=1 if args.split is None else args.split,
-        layout=args.layout or "stage",
-        name=args.name,
+        layout=args.layout or "stage", name=args.name,
     )
     opts.check()
     return opts
@@ -140,10 +140,8 @@ def mscclpp_options(args: argparse.Namespace):
         min_message_size=_size_flag(args.min_bytes, "--min-bytes", zero=True),
         max_message_size=_size_flag(args.max_bytes, "--max-bytes"),
         design_size=_size_flag(args.design_size, "--design-size"),
-        name=args.name,
-        check=not args.no_check,
-        layout=args.layout or "auto",
-        max_threadblocks=args.max_threadblocks or 104,
+        name=args.name, check=not args.no_check,
+        layout=args.layout or "auto", max_threadblocks=args.max_threadblocks or 104,  # or the fabric's GPU's
     )
     opts.validate()
     return opts
@@ -288,6 +286,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             raise UsageError(f"--format {args.format} needs -o FILE.{'xml' if args.format == 'msccl' else 'json'}")
         options = export_options(args) if args.format == "msccl" else mscclpp_options(args)
     topo = topology(args)
+    options = fabric_options(options, topo, args) if args.format in ("msccl", "mscclpp") else None
     if args.format == "mscclpp":
         from forestcoll.mscclpp.export import write_generated_plan
         from forestcoll.simulate.mscclpp import plan_rate
@@ -353,6 +352,7 @@ def generate_alltoall(args: argparse.Namespace) -> int:
         args.mode = args.mode or "out-of-place"
         options = mscclpp_options(args)
     topo = topology(args)
+    options = fabric_options(options, topo, args) if args.format in ("msccl", "mscclpp") else None
     made = generate(topo, chunks=args.k if args.k is not None else "auto", symmetry=not args.no_symmetry)
     if not made.ok or made.schedule is None:
         raise UsageError(made.message)
@@ -395,7 +395,7 @@ def generate_by_size(args: argparse.Namespace) -> int:
             raise UsageError("--sizes cuts every plan for the sizes of its range; leave out --design-size")
         if args.proto != "Simple":
             raise UsageError("--sizes picks Simple or LL per size range; leave out --proto")
-    options = export_options(args) if args.format == "msccl" else mscclpp_options(args)
+    options = fabric_options(export_options(args) if args.format == "msccl" else mscclpp_options(args), None, args)
     with progress_for(args) as progress:
         out = export_by_size(args.topology, args.collective, sizes, args.output, extra=cluster_options(args),
                              root=args.root, options=options, fairness=args.fairness, check=not args.no_check,

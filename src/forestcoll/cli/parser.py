@@ -102,12 +102,14 @@ def _export_flags(p: argparse.ArgumentParser, buffer: bool = False) -> None:
     g = p.add_argument_group("MSCCL++ plans only")
     g.add_argument("--design-size", help="call size the pipelines are cut for (default: the max size, at most 1GiB)")
     g.add_argument("--max-threadblocks", type=int,
-                   help="thread blocks a GPU runs at once (default 104: an MI250 GCD's CUs; A100 108, H100 132)")
+                   help="thread blocks a GPU runs at once (generate's default: the SMs / CUs of the fabric's GPU, "
+                   "A100 108, H100 132, MI250 GCD 104, MI300X 304; else 104)")
     g = p.add_argument_group("MSCCL XML only")
     g.add_argument("--instances", type=int, help="copies of the algorithm on separate channels (default 1)")
     g.add_argument("--channels", type=int, help="channels per instance (default: one per pipeline stage, within the limits)")
     g.add_argument("--runtime", choices=_runtimes(), metavar="RUNTIME",
-                   help="whose limits to keep to: %(choices)s (default msccl-executor-nccl)")
+                   help="whose limits to keep to: %(choices)s (generate's default: the runtime of the fabric's GPUs, "
+                   "rccl on AMD; else msccl-executor-nccl)")
     g.add_argument("--split", type=int, metavar="S", help="cut every chunk into S MSCCL chunks, 1..64 (generate "
                    "without --k: plain, split or even pieces, each where faster at 1GiB or 16MiB and slower at neither; export: 1)")
     if buffer:

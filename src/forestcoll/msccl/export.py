@@ -84,7 +84,7 @@ __all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "export_ms
 LAYOUTS = ("stage", "tree")
 ORDERS = ("progress", "latency", "tree", "tail")
 MAX_BANDS = 2  # the stage layout tries up to this many channels per stage
-RESIDENT_TBS = 108  # thread blocks an A100 keeps resident (one per SM); wider bands only below it
+RESIDENT_TBS = 108  # thread blocks an A100 keeps resident (one per SM); wider bands only below it (opts.resident)
 MAX_SPLIT = 64  # a schedule chunk is cut into at most this many MSCCL chunks
 STEPS_PER_PIECE = 6  # by default a piece of a tree moves in about this many steps (each forwarded on its own)
 
@@ -117,6 +117,8 @@ class ExportOptions:
     #                           pieces; None (auto): even pieces of split chunks when they give the trees more
     #                           pipeline units at the design size (max_bytes or 1 GiB; docs/msccl.md "Pieces")
     bands: bool = False  # stage layout: spread the channels left over by one per stage over the busiest stages
+    resident: int | None = None  # thread blocks the GPU keeps resident (its SMs / CUs); None: an A100's 108
+    notes: tuple[str, ...] = ()  # said first in every result's notes (the runtime and GPU the fabric implied)
 
     def check(self) -> RuntimeLimits:
         if self.proto not in PROTOCOLS:
@@ -392,7 +394,7 @@ def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOp
         chan_of = _channel_of(pieces, c, opts.layout, ports, bool(spread_band), uneven.get(c), offsets)
         steps_per_tb, tbs_per_gpu, per_channel, recv_tbs = _predicted_figures(pieces, n, inst, chan_of, copy_first,
                                                                               two_phase)
-        if opts.layout == "stage" and not opts.channels and c > n_stages and tbs_per_gpu > RESIDENT_TBS:
+        if opts.layout == "stage" and not opts.channels and c > n_stages and tbs_per_gpu > (opts.resident or RESIDENT_TBS):
             continue  # a wider band only while every thread block can stay resident
         if tbs_per_gpu > limits.tbs_per_gpu:
             advice = []
@@ -514,14 +516,15 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
                 inplace=int(opts.inplace), outofplace=int(opts.outofplace), min_bytes=opts.min_bytes,
                 max_bytes=opts.max_bytes, gpus=gpus, comments=comments)
     total = sum(len(tb.steps) for g in gpus for tb in g.tbs)
-    notes = []
+    notes = list(opts.notes)
     mult = size_multiplier(coll, n)
     step = nchunks // math.gcd(nchunks, mult)
     if step & (step - 1):
         notes.append(f"the runtime uses this file only when count x {mult} is a multiple of nchunksperloop={nchunks}, "
                      f"i.e. count a multiple of {step}; power-of-two sizes are not: a power-of-two --k avoids this")
-    if tbs_per_gpu > 108:
-        notes.append(f"{tbs_per_gpu} thread blocks per GPU: more than an A100 has SMs (108); all must be resident at once")
+    if tbs_per_gpu > (resident := opts.resident or RESIDENT_TBS):
+        notes.append(f"{tbs_per_gpu} thread blocks per GPU: more than the GPU keeps resident ({resident}"
+                     + (" SMs / CUs" if opts.resident else ", an A100's SMs") + "); all must be resident at once")
     return ExportResult(algo, c * inst, tbs_per_gpu, steps_per_tb, total, limits, notes)
 
 

@@ -261,6 +261,32 @@ def even_files(sched: Schedule, options: ExportOptions | None, first: ExportResu
     return [(s, result)]
 
 
+def latency_files(sched: Schedule, options: ExportOptions | None, files: list[tuple[str, int, ExportResult]]
+                  ) -> list[tuple[str, int, ExportResult]]:
+    """For an RCCL file: the plain and split ``files`` again with their steps in the *latency* order
+    (``order="latency"``: a piece's level counted in physical links, so a block does not hold a piece behind one
+    still crossing the network; docs/msccl.md), as further variants; none for another runtime or when ``options``
+    set another order than the default progress order.
+
+    Why: under RCCL's 64 thread blocks per GPU a file's pipeline stages share channels and blocks, and there the
+    latency order measured faster at every size on mi250 and on the MI300 dump's allreduce (docs/msccl.md, "The
+    runtime the fabric implies"); for msccl-executor-nccl's files it was measured losing at 1 GiB (MI300 allreduce
+    189.0 -> 184.0), so they are left as they were."""
+    base = options or ExportOptions()
+    if base.order != "progress" or base.runtime != "rccl":
+        return []
+    out = []
+    for kind, s, first in files:
+        opts = replace(base, order="latency") if kind == "plain" else replace(base, order="latency", split=s, max_cnt=1)
+        try:
+            out.append((f"{kind} latency", s, exported(sched, opts)))
+        except ExportError:
+            continue
+        if base.name is None:
+            out[-1] = (out[-1][0], s, replace(out[-1][2], algo=replace(out[-1][2].algo, name=f"{first.algo.name}_latency")))
+    return out
+
+
 def written_variant(sched: Schedule, result: ExportResult, options: ExportOptions,
                     file_rate: Callable[[Algo, int], float], size: int, even: bool = True
                     ) -> tuple[ExportResult, str | None]:
@@ -277,6 +303,7 @@ def written_variant(sched: Schedule, result: ExportResult, options: ExportOption
     found = [("plain", 1, result)]
     found += [("split", s, r) for s, r in split_files(sched, options, result)]
     found += [("even", s, r) for s, r in (even_files(sched, options, result) if even else [])]
+    found += latency_files(sched, options, found[:2])
     if len(found) == 1:
         return result, None
     big, mid = size, min(MID_SIZE, size)
@@ -290,7 +317,9 @@ def written_variant(sched: Schedule, result: ExportResult, options: ExportOption
     what = {"plain": "plain (as exported)", "split": f"split, every chunk cut into {s} MSCCL chunks, one per step",
             "even": f"even pieces per tree, every chunk cut into {s} MSCCL chunks and every tree's range into as "
                     "many pieces as the others'"}
-    label = {"plain": "plain", "split": "split x{}", "even": "even pieces x{}"}
+    what |= {f"{v} latency": f"{what[v]}, steps in the latency order" for v in ("plain", "split")}
+    label = {"plain": "plain", "split": "split x{}", "even": "even pieces x{}", "plain latency": "plain latency",
+             "split latency": "split x{} latency"}
     figures = ", ".join(label[v].format(n) + " " + " / ".join(f"{rates[i][x]:.1f}" if x in rates[i] else "-"
                                                                for x in reversed(sizes))
                         for i, (v, n, _r) in enumerate(found))

@@ -6,7 +6,8 @@ mi300x, dgx-1, ndv2, and the mixed ``hetero``) build one machine and join
 its options, see :mod:`forestcoll.topology.cluster`); *generic* ones (ring,
 torus, fully-connected, switch, hypercube) are plain graphs.  Every builder is a
 pure function to a validated :class:`Topology` that declares its obvious
-automorphisms.  Compute nodes are numbered box by box.  Sources for every
+automorphisms.  Compute nodes are numbered box by box.  Box families record
+their GPU (``topo.gpu``: :mod:`forestcoll.topology.device`).  Sources for every
 figure: docs/catalog.md.
 """
 
@@ -21,6 +22,7 @@ from forestcoll.errors import ForestCollError, TopologyError
 from forestcoll.limits import MAX_RANKS, check_count
 from forestcoll.rational import format_rational, parse_rational
 from forestcoll.topology.cluster import FABRICS, Box, Fabric, Port, build_cluster
+from forestcoll.topology.device import GPUS, Gpu
 from forestcoll.topology.model import Topology, TopologyBuilder
 from forestcoll.units import parse_bandwidth
 
@@ -127,9 +129,9 @@ def _rotation(prefixes: tuple[str, ...], count: int, step: int = 1) -> dict[str,
     return {f"{p}{i}": f"{p}{(i + step) % count}" for p in prefixes for i in range(count)}
 
 
-def nvswitch_box(kind: str, nvlink_bw: Fraction, nic_bw: Fraction, gpus: int = 8) -> Box:
-    """GPUs on one NVSwitch; GPU i owns NIC i (GPU<->NIC at the NIC's bandwidth), the NICs are the ports."""
-    b = TopologyBuilder(kind)
+def nvswitch_box(kind: str, nvlink_bw: Fraction, nic_bw: Fraction, gpus: int = 8, gpu: Gpu | None = None) -> Box:
+    """GPUs (``gpu``) on one NVSwitch; GPU i owns NIC i (GPU<->NIC at the NIC's bandwidth), the NICs are the ports."""
+    b = TopologyBuilder(kind, gpu)
     for i in range(gpus):
         b.compute(f"gpu{i}")
     b.switch("nvswitch")
@@ -144,17 +146,17 @@ def nvswitch_box(kind: str, nvlink_bw: Fraction, nic_bw: Fraction, gpus: int = 8
 
 def dgx_a100_box(nvlink_bw: Fraction = Fraction(300), nic_bw: Fraction = Fraction(25)) -> Box:
     """DGX-A100: 8 GPUs x 300 GB/s to NVSwitch, a 200 Gb/s (25 GB/s) NIC per GPU."""
-    return nvswitch_box("dgx-a100", nvlink_bw, nic_bw)
+    return nvswitch_box("dgx-a100", nvlink_bw, nic_bw, gpu=GPUS["A100"])
 
 
 def dgx_h100_box(nvlink_bw: Fraction = Fraction(450), nic_bw: Fraction = Fraction(50)) -> Box:
     """DGX-H100: 8 GPUs x 450 GB/s (18 NVLink4) to NVSwitch, a 400 Gb/s NIC per GPU."""
-    return nvswitch_box("dgx-h100", nvlink_bw, nic_bw)
+    return nvswitch_box("dgx-h100", nvlink_bw, nic_bw, gpu=GPUS["H100"])
 
 
 def dgx_b200_box(nvlink_bw: Fraction = Fraction(900), nic_bw: Fraction = Fraction(50)) -> Box:
     """DGX-B200: 8 GPUs x 900 GB/s (18 NVLink5) to NVSwitch, a 400 Gb/s NIC per GPU."""
-    return nvswitch_box("dgx-b200", nvlink_bw, nic_bw)
+    return nvswitch_box("dgx-b200", nvlink_bw, nic_bw, gpu=GPUS["B200"])
 
 
 def hgx_h100_box(
@@ -163,7 +165,7 @@ def hgx_h100_box(
     """HGX-H100 board: 8 GPUs on NVSwitch; each pair of GPUs shares a PCIe switch with 1 or 2 NICs."""
     if nics not in (4, 8):
         raise TopologyError(f"hgx-h100:nics must be 4 or 8, got {nics}")
-    b = TopologyBuilder("hgx-h100")
+    b = TopologyBuilder("hgx-h100", GPUS["H100"])
     for i in range(8):
         b.compute(f"gpu{i}")
     b.switch("nvswitch")
@@ -187,7 +189,7 @@ def hgx_h100_box(
 
 def mi250_box(xgmi_bw: Fraction = Fraction(50), nic_bw: Fraction = Fraction(16)) -> Box:
     """AMD MI250 box: 16 GCDs joined by xGMI bundles; every GCD is a 16 GB/s network port itself."""
-    b = TopologyBuilder("mi250")
+    b = TopologyBuilder("mi250", GPUS["MI250 GCD"])
     n = len(MI250_XGMI_LINKS)
     for i in range(n):
         b.compute(f"gcd{i}")
@@ -202,7 +204,7 @@ def mi250_box(xgmi_bw: Fraction = Fraction(50), nic_bw: Fraction = Fraction(16))
 
 def mi300x_box(xgmi_bw: Fraction = Fraction(64), nic_bw: Fraction = Fraction(50), pcie_bw: Fraction = Fraction(64)) -> Box:
     """AMD MI300X platform: 8 GPUs, one 64 GB/s xGMI link between every pair, a 400 Gb/s NIC per GPU."""
-    b = TopologyBuilder("mi300x")
+    b = TopologyBuilder("mi300x", GPUS["MI300X"])
     for i in range(8):
         b.compute(f"gpu{i}")
     for i in range(8):
@@ -229,7 +231,7 @@ def dgx1_box(
     """
     if not 1 <= nics <= 4:
         raise TopologyError(f"{kind}:nics must be between 1 and 4, got {nics}")
-    b = TopologyBuilder(kind)
+    b = TopologyBuilder(kind, GPUS["V100"])
     for i in range(8):
         b.compute(f"gpu{i}")
     for c in range(2):

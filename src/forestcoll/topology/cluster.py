@@ -3,8 +3,8 @@
 A :class:`Box` is one machine (a :class:`Topology` with unprefixed names) plus
 its network *ports*: the nodes that attach to the network (a NIC, or a GPU
 directly) and the bandwidth of each port, in rail order.  :func:`build_cluster`
-names box ``b``'s nodes ``n{b}.<name>``, records ``n{b}`` as their box, and
-joins the ports:
+names box ``b``'s nodes ``n{b}.<name>``, records ``n{b}`` as their box (and the
+boxes' GPU when they all have the same one), and joins the ports:
 
 * ``switch``      one non-blocking switch ``fabric`` that every port joins;
 * ``rail``        rail-optimised: port p of every box joins rail switch p mod R
@@ -31,6 +31,7 @@ from fractions import Fraction
 
 from forestcoll.errors import TopologyError
 from forestcoll.limits import MAX_NODES, MAX_RANKS, check_count
+from forestcoll.topology.device import common_gpu
 from forestcoll.topology.model import Link, Node, Topology, make_topology
 
 __all__ = ["FABRICS", "Box", "Fabric", "Port", "build_cluster"]
@@ -138,7 +139,7 @@ def build_cluster(
         for node_map, _ in _box_perm_images(boxes[0]):
             symmetries.append({f"n0.{a}": f"n0.{b}" for a, b in node_map.items() if a != b and f"n0.{a}" in {n.name for n in nodes}})
     try:
-        return make_topology(nodes, links, name, symmetries)
+        return make_topology(nodes, links, name, symmetries, common_gpu(box.topology.gpu for box in boxes))
     except TopologyError as exc:
         raise TopologyError(f"{name or 'cluster'}: {exc}") from None
 

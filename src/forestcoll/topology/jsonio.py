@@ -15,7 +15,10 @@ automorphisms, each the list of node names that ``nodes`` map to, in order;
 ``ports``: the network attachments of a file that holds one box (``forestcoll
 topo import`` writes them), each ``{"node": name, "bandwidth": GB/s}`` in rail
 order, so that ``--nodes N --fabric F`` can replicate the box (as it does the
-NCCL dump itself).  Every node must give its ``kind`` (no guess).
+NCCL dump itself); ``gpu``: what the compute nodes are, ``{"name": "MI300X",
+"vendor": "amd", "units": 304, "arch": "gfx942"}`` (vendor nvidia or amd;
+units, the SMs or CUs, and arch optional; :mod:`forestcoll.topology.device`).
+Every node must give its ``kind`` (no guess).
 Writers emit integer bandwidths as numbers and others as ``"p/q"`` strings.
 """
 
@@ -27,6 +30,7 @@ from typing import Any
 
 from forestcoll.errors import ForestCollError, TopologyError
 from forestcoll.topology.cluster import Box, Port
+from forestcoll.topology.device import gpu_from_dict
 from forestcoll.topology.model import NODE_KINDS, Link, Node, Topology, make_topology
 from forestcoll.units import parse_bandwidth, parse_latency
 
@@ -44,6 +48,8 @@ def topology_to_dict(topo: Topology, symmetries: bool = True, ports: Sequence[Po
     out: dict[str, Any] = {}
     if topo.name:
         out["name"] = topo.name
+    if topo.gpu is not None:
+        out["gpu"] = topo.gpu.to_dict()
     out["nodes"] = [{"name": n.name, "kind": n.kind, **({"box": n.box} if n.box is not None else {})} for n in topo.nodes]
     links = []
     for lk in topo.links:
@@ -138,8 +144,9 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
     name = data.get("name", "")
     if not isinstance(name, str):
         raise TopologyError(f"{source}: 'name' must be a string")
+    gpu = gpu_from_dict(data["gpu"], source) if data.get("gpu") is not None else None
     try:
-        return make_topology(nodes, links, name, syms)
+        return make_topology(nodes, links, name, syms, gpu)
     except TopologyError as exc:
         raise TopologyError(f"{source}: {exc}") from None
 
@@ -187,7 +194,7 @@ def as_box(topo: Topology, ports: Sequence[Port], source: str = "topology") -> B
     links = [Link(local(lk.src), local(lk.dst), lk.bandwidth, lk.cls, lk.latency_us) for lk in topo.links]
     syms = [{local(topo.nodes[i].name): local(topo.nodes[j].name) for i, j in enumerate(perm)} for perm in topo.symmetries]
     try:
-        box_topo = make_topology(nodes, links, topo.name, syms)
+        box_topo = make_topology(nodes, links, topo.name, syms, topo.gpu)
     except TopologyError as exc:
         raise TopologyError(f"{source}: {exc}") from None
     return Box(box_topo, tuple(Port(local(p.node), p.bandwidth, p.name) for p in ports), kind=topo.name or source)

@@ -14,6 +14,10 @@ which ranks share one.
 ``symmetries`` optionally lists automorphisms of the fabric (each a permutation
 of node indices: ``perm[i]`` is the image of node ``i``) that the algorithms may
 exploit; every one is checked to preserve node kinds and link bandwidths.
+
+``gpu`` optionally says what GPU the compute nodes are (:mod:`forestcoll.topology.device`: vendor, SMs / CUs),
+recorded by the builder of the fabric like ``box``; the MSCCL exporters read their runtime and resident-block
+defaults from it.  It is not part of the fabric's equality or fingerprint.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from functools import cached_property
 
 from forestcoll.errors import ForestCollError, TopologyError
 from forestcoll.limits import MAX_NODES, MAX_RANKS, check_count
+from forestcoll.topology.device import Gpu
 from forestcoll.units import parse_bandwidth, parse_latency
 
 __all__ = [
@@ -74,6 +79,7 @@ class Topology:
     links: tuple[Link, ...]
     name: str = ""
     symmetries: tuple[tuple[int, ...], ...] = field(default=())
+    gpu: Gpu | None = None  # what the compute nodes are (None: not said)
 
     # ----- derived views (computed once) ---------------------------------
     @cached_property
@@ -156,6 +162,7 @@ class Topology:
             links=tuple(Link(lk.dst, lk.src, lk.bandwidth, lk.cls, lk.latency_us) for lk in self.links),
             name=self.name,
             symmetries=self.symmetries,
+            gpu=self.gpu,
         )
 
     def is_symmetric(self) -> bool:
@@ -164,14 +171,15 @@ class Topology:
         return all(cap.get((b, a)) == bw for (a, b), bw in cap.items())
 
     def renamed(self, name: str) -> Topology:
-        return Topology(self.nodes, self.links, name, self.symmetries)
+        return Topology(self.nodes, self.links, name, self.symmetries, self.gpu)
 
 
 class TopologyBuilder:
     """Accumulates nodes and links, then :meth:`build` validates them into a :class:`Topology`."""
 
-    def __init__(self, name: str = "") -> None:
+    def __init__(self, name: str = "", gpu: Gpu | None = None) -> None:
         self.name = name
+        self.gpu = gpu
         self._nodes: list[Node] = []
         self._links: list[Link] = []
         self._symmetries: list[dict[str, str]] = []
@@ -205,7 +213,7 @@ class TopologyBuilder:
         self._symmetries.append(dict(mapping))
 
     def build(self) -> Topology:
-        return make_topology(self._nodes, self._links, self.name, self._symmetries)
+        return make_topology(self._nodes, self._links, self.name, self._symmetries, self.gpu)
 
 
 def make_topology(
@@ -213,6 +221,7 @@ def make_topology(
     links: Iterable[Link],
     name: str = "",
     symmetries: Iterable[Mapping[str, str] | Sequence[int]] = (),
+    gpu: Gpu | None = None,
 ) -> Topology:
     """Validate nodes, links and declared symmetries and return a :class:`Topology`.
 
@@ -232,7 +241,7 @@ def make_topology(
             perms.append(tuple(index[sym.get(n.name, n.name)] for n in nodes))
         else:
             perms.append(tuple(int(i) for i in sym))
-    topo = Topology(nodes, links, name, tuple(perms))
+    topo = Topology(nodes, links, name, tuple(perms), gpu)
     _check_connected(topo)
     _check_symmetries(topo)
     return topo
@@ -401,4 +410,4 @@ def shuffled(topo: Topology, seed: int = 0, rename: bool = True) -> Topology:
                   for i in order)
     links = [Link(name[lk.src], name[lk.dst], lk.bandwidth, lk.cls, lk.latency_us) for lk in topo.links]
     rng.shuffle(links)
-    return Topology(nodes, tuple(links), f"{topo.name} (shuffled{', renamed' if rename else ''})")
+    return Topology(nodes, tuple(links), f"{topo.name} (shuffled{', renamed' if rename else ''})", gpu=topo.gpu)

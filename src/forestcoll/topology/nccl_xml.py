@@ -23,6 +23,10 @@ What becomes what (bandwidths per direction, as NCCL models them):
   under a CPU, to the CPU at the sum of its port speeds); each ``<net>`` is a
   network port of speed / 8000 GB/s (speed 0 means NCCL's default 10,000 Mb/s).
 
+The box records its GPU (``topo.gpu``, :func:`forestcoll.topology.device.gpu_of_dump`):
+AMD when the ``<gpu>`` has ``gcn`` (then RCCL writes its CU count into ``sm``),
+NVIDIA by compute capability ``sm`` otherwise; none when the GPUs differ.
+
 Files that list no ``<gpu>`` (static PCI skeletons shipped by cloud vendors)
 are refused with a hint on how to make a real dump.  Every problem is one
 line naming the file, the line and the element.
@@ -36,6 +40,7 @@ from fractions import Fraction
 from forestcoll.errors import ForestCollError, TopologyError
 from forestcoll.fileio import read_text
 from forestcoll.topology.cluster import Box, Port
+from forestcoll.topology.device import Gpu, common_gpu, gpu_of_dump
 from forestcoll.topology.model import TopologyBuilder
 from forestcoll.xmltree import Elem, parse_tree
 
@@ -166,6 +171,13 @@ def _xgmi_bw(rd: _Reader, gpu: Elem) -> Fraction:
     return _XGMI[arch]
 
 
+def _gpu_kind(gpu: Elem) -> Gpu | None:
+    """What one ``<gpu>`` is (its vendor, SMs or CUs), or None when its ``sm`` is not a number."""
+    gcn = gpu.attrs.get("gcn")
+    arch = None if gcn is None else _GCN_ALIASES.get(gcn.strip().lower(), gcn.strip().lower().split(":")[0])
+    return gpu_of_dump(gpu.attrs.get("sm", ""), gcn, arch)
+
+
 def import_nccl_xml(path: str, text: str | None = None) -> Box:
     """Read an NCCL / RCCL topology dump and return one box (see the module docstring)."""
     source = str(path)
@@ -188,7 +200,7 @@ def import_nccl_xml(path: str, text: str | None = None) -> Box:
     if not gpus:
         raise XmlError(f"{source}: {SKELETON_HINT}")
 
-    b = TopologyBuilder()
+    b = TopologyBuilder(gpu=common_gpu(_gpu_kind(g) for g in gpus))
     ports: list[Port] = []
     gpu_of_pci: dict[str, str] = {}  # pci busid of a GPU -> node name
     order: list[tuple[int, int, Elem]] = []
