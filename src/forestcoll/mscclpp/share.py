@@ -294,6 +294,11 @@ def group_blocks(gp: GpuPlan, info: list[BlockInfo], limit: int | None, pair: bo
     def count() -> int:
         return len(groups)
 
+    def _rank(g: int) -> int:
+        """0: the group has an in-tree part (kind 1); 1: a forwarding out-tree part; 2: only leaves or sinks."""
+        kinds = {_kind(info[x]) for x in groups[g]}
+        return 0 if 1 in kinds else 1 if 2 in kinds else 2
+
     def merge(a: int, b: int) -> bool:
         """Merge the groups of blocks ``a`` and ``b`` if their parts fit one block (at most one part of kinds 1
         and 2 each)."""
@@ -313,12 +318,14 @@ def group_blocks(gp: GpuPlan, info: list[BlockInfo], limit: int | None, pair: bo
     by_kind = {k: sorted((t for t, x in enumerate(info) if _kind(x) == k), key=lambda t: (-vol[t], t)) for k in range(4)}
 
     def free(k: int) -> None:
-        """Blocks of kind ``k`` onto the groups with the fewest operations."""
+        """Blocks of kind ``k`` onto other groups: those with an in-tree part (kind 1) first, then those with a
+        forwarding out-tree part (kind 2), then the rest; the fewest operations first within each.  A group of leaves
+        or sinks alone would take a thread block that a forwarder could have had (mi250:nodes=2 allreduce k=16: two
+        or three blocks of 15 leaves per GPU, and more lockstep to make up for them)."""
         for t in by_kind[k]:
             if count() <= cap:
                 break
-            targets = sorted((g for g in groups if g != home[t]),
-                             key=lambda g: (sum(nops[x] for x in groups[g]), g))
+            targets = sorted((g for g in groups if g != home[t]), key=lambda g: (_rank(g), sum(nops[x] for x in groups[g]), g))
             for g in targets:
                 if merge(g, t):
                     break
