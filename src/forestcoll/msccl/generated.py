@@ -155,7 +155,8 @@ def _off_cpus(topology, optimal: Schedule, chosen: Schedule, result: ExportResul
     with ``result`` by :func:`_challenge`, with a note; else nothing changes."""
     from forestcoll.msccl.detours import cpu_detours, off_cpu_schedule
 
-    bare = off_cpu_schedule(topology, optimal, **generate_kwargs)
+    bare = once(("off cpus", id(topology), id(optimal), tuple(sorted(generate_kwargs.items()))),
+                lambda: off_cpu_schedule(topology, optimal, **generate_kwargs), topology, optimal)  # once per run
     if bare is None:
         return chosen, result, said
     try:
@@ -282,8 +283,10 @@ def latency_files(sched: Schedule, options: ExportOptions | None, files: list[tu
             out.append((f"{kind} latency", s, exported(sched, opts)))
         except ExportError:
             continue
-        if base.name is None:
-            out[-1] = (out[-1][0], s, replace(out[-1][2], algo=replace(out[-1][2].algo, name=f"{first.algo.name}_latency")))
+        if base.name is None:  # renamed once per run, as in even_files: a rate remembered by identity serves every choice
+            algo, name = out[-1][2].algo, f"{first.algo.name}_latency"
+            renamed = once(("latency", id(algo), name), lambda a=algo, n=name: replace(a, name=n), algo)
+            out[-1] = (out[-1][0], s, replace(out[-1][2], algo=renamed))
     return out
 
 
