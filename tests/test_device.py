@@ -176,3 +176,32 @@ def test_delivered_measures_the_file_for_the_fabrics_runtime(tmp_path):
     assert code == 0, err
     _sched, algo, why = delivered.written_by_generate(topo, generate(topo, "allgather"))
     assert why == "" and write_algo(algo) == write_algo(parse_algo(xml.read_text()))
+
+
+def test_block_advice_follows_the_gpus_vendor():
+    """An AMD user cannot run msccl-executor-nccl: the advice there names RCCL's knobs and MSCCL++ instead."""
+    from forestcoll.msccl.advice import block_advice, other_runtime
+
+    amd = block_advice("rccl", "amd", channels_given=True, channels=4, instances=2, k=8)
+    assert amd[:3] == ["fewer --channels", "fewer --instances", "a smaller --k (fewer steps, so fewer channels)"]
+    assert not any("msccl-executor-nccl" in a for a in amd) and "--format mscclpp" in amd[-1]
+    nvidia = block_advice("rccl", "nvidia", channels_given=False, channels=1, instances=1, k=1)
+    assert nvidia == ["--runtime msccl-executor-nccl (up to 1024)"]
+    unknown = block_advice("rccl", None, channels_given=False, channels=1, instances=1, k=1)
+    assert unknown[0] == "--runtime msccl-executor-nccl (up to 1024) on NVIDIA GPUs" and "mscclpp" in unknown[1]
+    assert block_advice("msccl-executor-nccl", None, channels_given=False, channels=1, instances=1, k=1) == []
+    assert other_runtime("rccl", "amd") is None and other_runtime("msccl-executor-nccl", "nvidia") is None
+
+
+def test_an_amd_fabric_over_rccls_blocks_is_told_what_rccl_takes(tmp_path):
+    """mi300x with 8 instances needs 113 blocks per GPU; the error (one line, exit 2, no file) says what works under
+    RCCL, not msccl-executor-nccl; the same export on an NVIDIA fabric names msccl-executor-nccl."""
+    out = tmp_path / "a.xml"
+    code, text, err = cli("generate", "mi300x", "-c", "allgather", "--format", "msccl", "-o", out, "--instances", "8")
+    assert code == 2 and not out.exists() and "Traceback" not in err
+    assert err.strip().splitlines() == [
+        "forestcoll: error: the schedule needs 113 thread blocks on one GPU with 1 channel(s); rccl allows 64: use fewer "
+        "--instances or an MSCCL++ plan instead (--format mscclpp; its own limits apply)"]
+    code, text, err = cli("generate", "dgx-a100", "-c", "allgather", "--format", "msccl", "-o", out, "--instances", "20",
+                          "--runtime", "rccl")
+    assert code == 2 and err.strip().endswith("use fewer --instances or --runtime msccl-executor-nccl (up to 1024)")

@@ -45,6 +45,7 @@ from typing import Any
 
 from forestcoll.alltoall.schedule import AlltoallSchedule
 from forestcoll.errors import ScheduleError
+from forestcoll.msccl.advice import other_runtime
 from forestcoll.msccl.export import ExportError, ExportOptions, ExportResult
 from forestcoll.msccl.ir import Algo, Gpu, Step, ThreadBlock
 from forestcoll.rational import format_rational
@@ -142,8 +143,7 @@ def export_alltoall_msccl(sched: AlltoallSchedule, options: ExportOptions | None
         if most_steps > limits.steps_per_tb:
             raise ExportError(f"a thread block needs {most_steps} steps even with {channels} channels; {limits.name} allows "
                               f"{limits.steps_per_tb}: use fewer chunks per pair (--k)")
-        way = ("--runtime msccl-executor-nccl (up to 1024)" if limits.name != "msccl-executor-nccl"
-               else "a schedule with fewer peers per GPU")
+        way = other_runtime(limits.name, opts.vendor) or "a schedule with fewer peers per GPU"
         peers = max(len({x.dst for x in xfers if x.src == g} | {x.src for x in xfers if x.dst == g}) for g in range(n))
         raise ExportError(f"a GPU exchanges data with {peers} peers, which takes {most_tbs} thread blocks even with "
                           f"sends and receives sharing blocks; {limits.name} allows {limits.tbs_per_gpu} per GPU: "

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from forestcoll import collectives
 from forestcoll.errors import ScheduleError, UsageError
+from forestcoll.msccl.advice import block_advice
 from forestcoll.msccl.ir import PROTOCOLS, Algo, Gpu, Step, ThreadBlock
 from forestcoll.msccl.lint import RUNTIMES, RuntimeLimits
 from forestcoll.msccl.ordering import (
@@ -119,6 +120,7 @@ class ExportOptions:
     bands: bool = False  # stage layout: spread the channels left over by one per stage over the busiest stages
     resident: int | None = None  # thread blocks the GPU keeps resident (its SMs / CUs); None: an A100's 108
     notes: tuple[str, ...] = ()  # said first in every result's notes (the runtime and GPU the fabric implied)
+    vendor: str | None = None  # the fabric's GPU vendor (nvidia | amd; None: not recorded): what an error advises
 
     def check(self) -> RuntimeLimits:
         if self.proto not in PROTOCOLS:
@@ -397,15 +399,8 @@ def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOp
         if opts.layout == "stage" and not opts.channels and c > n_stages and tbs_per_gpu > (opts.resident or RESIDENT_TBS):
             continue  # a wider band only while every thread block can stay resident
         if tbs_per_gpu > limits.tbs_per_gpu:
-            advice = []
-            if opts.channels and c > 1:
-                advice.append("fewer --channels")
-            if inst > 1:
-                advice.append("fewer --instances")
-            if sched.k > 1 and c > 1:
-                advice.append("a smaller --k (fewer steps, so fewer channels)")
-            if limits.name != "msccl-executor-nccl":
-                advice.append("--runtime msccl-executor-nccl (up to 1024)")
+            advice = block_advice(limits.name, opts.vendor, channels_given=bool(opts.channels), channels=c,
+                                  instances=inst, k=sched.k)
             failure = (f"the schedule needs {tbs_per_gpu} thread blocks on one GPU with {c} channel(s); {limits.name} "
                        f"allows {limits.tbs_per_gpu}" + (f": use {' or '.join(advice)}" if advice else ""))
             if opts.layout == "tree" or opts.channels:
