@@ -1,3 +1,4 @@
+import json
 from fractions import Fraction
 
 import pytest
@@ -40,3 +41,20 @@ def test_draw_pdf(tmp_path):
     path = tmp_path / "x.pdf"
     draw(load_topology("switch:n=4"), str(path), cut=("h0",))
     assert path.read_bytes()[:4] == b"%PDF"
+
+
+def test_summary_says_the_gpu_when_the_fabric_records_one(capsys):
+    """topo show prints the GPU (name, vendor, SMs / CUs) and its JSON holds it; a fabric without one says nothing."""
+    from forestcoll.cli import main
+
+    assert summarize(load_topology("mi300x")).gpu.describe() == "MI300X (amd gfx942, 304 CUs)"
+    assert main(["topo", "show", "dgx-a100:nodes=2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == "gpu          A100 (nvidia sm80, 108 SMs)"
+    assert main(["topo", "show", "mi250", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["gpu"] == {"name": "MI250 GCD", "vendor": "amd", "units": 104, "arch": "gfx90a"}
+    assert main(["topo", "show", "ring:n=4"]) == 0
+    assert "gpu " not in capsys.readouterr().out
+    assert main(["topo", "show", "ring:n=4", "--json"]) == 0
+    assert "gpu" not in json.loads(capsys.readouterr().out)

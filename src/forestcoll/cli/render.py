@@ -397,6 +397,8 @@ def print_summary(s) -> None:
     boxes = f", {s.boxes} boxes" if s.boxes > 1 else ""
     print(f"topology     {s.name}")
     print(f"nodes        {s.compute} compute (ranks), {s.switches} switch{boxes}")
+    if s.gpu is not None:
+        print(f"gpu          {s.gpu.describe()}")
     print(f"per rank     in {span(s.rank_in)}, out {span(s.rank_out)}")
     for c in s.classes:
         kinds = ", ".join(fr(b) for b in c.bandwidths[:4]) + (", ..." if len(c.bandwidths) > 4 else "")

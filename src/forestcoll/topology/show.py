@@ -1,4 +1,4 @@
-"""A summary of a topology: node counts, per-rank bandwidth, links by class (what ``topo show`` prints)."""
+"""A summary of a topology: node counts, the GPU, per-rank bandwidth, links by class (what ``topo show`` prints)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from fractions import Fraction
 from typing import Any
 
 from forestcoll.rational import format_rational
+from forestcoll.topology.device import Gpu
 from forestcoll.topology.model import Topology
 
 __all__ = ["LinkClass", "NetworkPorts", "Summary", "summarize"]
@@ -46,6 +47,7 @@ class Summary:
     classes: tuple[LinkClass, ...]
     symmetries: int
     network: NetworkPorts | None = None  # for imported dumps: the ports of one box
+    gpu: Gpu | None = None  # the GPU the ranks are, when the fabric records it
 
     @property
     def ok(self) -> bool:
@@ -63,6 +65,7 @@ class Summary:
             "compute_nodes": self.compute,
             "switch_nodes": self.switches,
             "boxes": self.boxes,
+            **({"gpu": self.gpu.to_dict()} if self.gpu is not None else {}),
             "rank_in_gbps": [fr(x) for x in self.rank_in],
             "rank_out_gbps": [fr(x) for x in self.rank_out],
             "link_classes": [
@@ -95,4 +98,5 @@ def summarize(topo: Topology, ports: Sequence | None = None) -> Summary:
         len(topo.symmetries),
         None if ports is None else NetworkPorts(len(ports), len({p.node for p in ports}),
                                                 tuple(sorted({p.bandwidth for p in ports}))),
+        topo.gpu,
     )
