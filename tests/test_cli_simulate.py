@@ -72,6 +72,16 @@ def test_generate_by_size(tmp_path, capsys):
     assert all(b[0] == a[1] + 1 for a, b in zip(bounds, bounds[1:]))
 
 
+def test_generate_by_size_loads_the_topology_once(tmp_path, capsys, monkeypatch):
+    """generate --sizes builds the fabric once: its GPU sets the options and the selection runs on that same one."""
+    import forestcoll.topology.builtins as builtins
+
+    built = []
+    real = builtins.build_builtin
+    monkeypatch.setattr(builtins, "build_builtin", lambda *a, **kw: built.append(a[0]) or real(*a, **kw))
+    assert main(["generate", "ring:n=4", "-c", "allgather", "--sizes", "1MiB", "-o", str(tmp_path / "xml")]) == 0
+    assert built == ["ring"]
+
 def test_generate_by_size_candidates(tmp_path, capsys):
     """--candidates reaches the selection (the sets themselves: tests/test_select.py)."""
     assert main(["generate", "ring:n=4", "-c", "allreduce", "--sizes", "1MiB", "--candidates", "all",

@@ -395,12 +395,12 @@ def generate_by_size(args: argparse.Namespace) -> int:
             raise UsageError("--sizes cuts every plan for the sizes of its range; leave out --design-size")
         if args.proto != "Simple":
             raise UsageError("--sizes picks Simple or LL per size range; leave out --proto")
-    options = fabric_options(export_options(args) if args.format == "msccl" else mscclpp_options(args), None, args)
+    topo = topology(args)  # once: its GPU sets the options, and the selection runs on it
+    options = fabric_options(export_options(args) if args.format == "msccl" else mscclpp_options(args), topo, args)
     with progress_for(args) as progress:
-        out = export_by_size(args.topology, args.collective, sizes, args.output, extra=cluster_options(args),
-                             root=args.root, options=options, fairness=args.fairness, check=not args.no_check,
-                             latency_us=latency(args), format=args.format, progress=progress,
-                             candidates=args.candidates or "default")
+        out = export_by_size(topo, args.collective, sizes, args.output, root=args.root, options=options,
+                             fairness=args.fairness, check=not args.no_check, latency_us=latency(args),
+                             format=args.format, progress=progress, candidates=args.candidates or "default")
     render.print_size_export(out)
     return 0
 
