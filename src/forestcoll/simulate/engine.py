@@ -398,7 +398,17 @@ def run(program: Program, capacity: np.ndarray, fairness: str = "max-min", stop_
     event lies after ``stop_at`` seconds the run stops (``stopped``; the program cannot end sooner than that).
     ``progress`` (:mod:`forestcoll.progress`) hears the transfers delivered, every 0.1 s.  ``split`` (default)
     solves the shares one connected component of the active classes at a time; False solves the whole mix at
-    every change (the reference the tests hold the split run to: same times within 1e-9 relative)."""
+    every change (the reference the tests hold the split run to: same times within 1e-9 relative).  A transfer over a
+    link of capacity 0 never gets bandwidth: its time to finish is infinite (no warning) and it is left undelivered."""
+    if not (np.asarray(capacity) > 0).all():  # only here can a rate be 0: rem / 0 = inf says "never" (numpy warns)
+        with np.errstate(divide="ignore"):
+            return _run(program, capacity, fairness, stop_at, progress, split)
+    return _run(program, capacity, fairness, stop_at, progress, split)
+
+
+def _run(program: Program, capacity: np.ndarray, fairness: str, stop_at: float, progress: Progress | None,
+         split: bool) -> EngineResult:
+    """:func:`run`, warning (numpy) if a rate is 0 outside the errstate :func:`run` sets for links of capacity 0."""
     share_fn = max_min_rates if fairness == "max-min" else link_share_rates
     n = program.size
     need = [len(d) for d in program.deps]
