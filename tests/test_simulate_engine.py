@@ -267,3 +267,28 @@ def test_stop_at_gives_up_only_when_the_program_ends_later():
     assert early.stopped and full.time / 2 < early.time <= full.time
     late = run(program, caps, stop_at=full.time * 1.01)
     assert not late.stopped and late.time == full.time
+
+
+def test_components_are_searched_again_only_when_a_class_starts_or_stops():
+    """The shares' component search is remembered while the set of active classes stays the same (only counts
+    move); a class that starts or stops clears it; the rates are those of a fresh solve either way."""
+    from forestcoll.simulate.engine import _ComponentShares
+
+    prog = ProgramBuilder()
+    prog.transfer([0, 1], 10.0)
+    prog.transfer([1, 2], 10.0)
+    prog.transfer([3], 10.0)
+    program = prog.build()
+    caps = np.array([4.0, 3.0, 5.0, 7.0])
+    shares = _ComponentShares(program, caps, max_min_rates)
+    a, b, c = (int(x) for x in program.cls)
+    shares.update({a: 1, b: 1})
+    first = shares.components[1]
+    assert sorted(first[0]) == sorted([a, b]) and first[1] == {0, 1, 2}
+    shares.update({a: 1})  # a count moves, no class starts: the same component, not searched again
+    assert shares.components[0] is first
+    fresh = _ComponentShares(program, caps, max_min_rates)
+    fresh.update({a: 2, b: 1})
+    assert shares.rate.tolist() == fresh.rate.tolist()
+    shares.update({c: 1})  # a class starts: everything remembered is forgotten, its own component searched
+    assert set(shares.components) == {3} and shares.components[3][0] == [c]

@@ -322,6 +322,9 @@ class _ComponentShares:
         self.cache: dict[tuple[int, ...], tuple] = {}
         self.recomputes = 0
         self.small = share_fn is max_min_rates  # components of a few classes: the plain-Python solver
+        # link -> (its component's classes, sorted; the component's links), valid while no class starts or stops being
+        # active (the components depend on which classes are active, not on their counts): most changes only move counts
+        self.components: dict[int, tuple[list[int], set[int]]] = {}
         self.weight = program.class_weight.tolist()
         self.cap_list = capacity.tolist()
 
@@ -329,6 +332,7 @@ class _ComponentShares:
         """Apply the net change of active transfers per class and solve the components it touched."""
         count, on_link, paths = self.count, self.on_link, self.paths
         seeds: list[int] = []
+        components = self.components
         for c, d in delta.items():
             if not d:
                 continue
@@ -337,9 +341,11 @@ class _ComponentShares:
             if not before:
                 for link in paths[c]:
                     on_link[link].add(c)
+                components.clear()
             elif not after:
                 for link in paths[c]:
                     on_link[link].discard(c)
+                components.clear()
             seeds += paths[c]
         if not self.split:  # the reference: the whole mix at once
             if seeds:
@@ -349,19 +355,29 @@ class _ComponentShares:
         for link in seeds:
             if link in seen:
                 continue
+            known = components.get(link)
+            if known is not None:  # the same component as the last time it was searched: the same solve, in the same order
+                seen |= known[1]
+                self._solve(known[0])
+                continue
             members: set[int] = set()
+            reached: set[int] = set()
             stack = [link]
             while stack:
                 here = stack.pop()
-                if here in seen:
+                if here in reached:
                     continue
-                seen.add(here)
+                reached.add(here)
                 for c in on_link[here]:
                     if c not in members:
                         members.add(c)
                         stack += paths[c]
+            seen |= reached
             if members:
-                self._solve(sorted(members))
+                found = (sorted(members), reached)
+                for here in reached:
+                    components[here] = found
+                self._solve(found[0])
 
     def _solve(self, members: list[int]) -> None:
         count = self.count
