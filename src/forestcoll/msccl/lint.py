@@ -161,7 +161,9 @@ def lint_algo(algo: Algo, limits: RuntimeLimits) -> list[Finding]:
             err(gpu.line, f"a second <gpu id=\"{gpu.id}\"> (the first is on line {first_line[gpu.id]})")
         else:
             first_line[gpu.id] = gpu.line
+    n_in, n_out = buffer_sizes(algo)
     for gpu in algo.gpus:
+        held = {"i": n_in, "o": n_out, "s": gpu.s_chunks}  # memory_chunks: what each buffer holds in a call
         if min(gpu.i_chunks, gpu.o_chunks, gpu.s_chunks) < 0:
             err(gpu.line, f"gpu {gpu.id}: chunk counts must be >= 0")
         if len(gpu.tbs) > limits.tbs_per_gpu:
@@ -234,7 +236,7 @@ def lint_algo(algo: Algo, limits: RuntimeLimits) -> list[Finding]:
                         if label in checked and not -1 <= off < declared[buf]:
                             err(st.line, f"{sw}: {label}off {off} is outside the {declared[buf]} chunk(s) gpu {gpu.id} declares "
                                          f"for buffer {buf} (the runtime refuses the file)")
-                        size = memory_chunks(algo, algo.gpus.index(gpu), buf)
+                        size = held[buf]
                         if off < 0 or off + st.cnt > size:
                             err(st.line, f"{sw}: {label} chunks {off}..{off + st.cnt - 1} are outside buffer {buf} "
                                          f"({size} chunk(s) in a {algo.coll} call)")
