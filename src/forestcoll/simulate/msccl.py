@@ -78,7 +78,8 @@ def file_rate(topology, slice_bytes: int | None = None, slice_cost_s: float = 0.
     built once, and a file is simulated once per (size, loop iterations per chunk, cost): the slice enters the
     program only through those iterations (:func:`msccl_program`), so where every buffer cuts the chunks alike one
     simulation serves every buffer, exactly; with it, ``race(algo, size, best)`` also rates a file only as far as it
-    takes to tell that it is slower than ``best`` GB/s (``race`` is None without ``shared``)."""
+    takes to tell that it is slower than ``best`` GB/s, and ``promise(algo, size)`` counts a simulation as done for
+    the race without doing it (both None without ``shared``)."""
     return FileRate(topology, slice_bytes, slice_cost_s, shared)
 
 
@@ -91,7 +92,9 @@ class FileRate:
         from forestcoll.simulate.network import build_network
 
         self.race = self._race if shared is not None else None
+        self.promise = self._promise if shared is not None else None
         self.shared = {} if shared is None else shared
+        self.promised: dict = self.shared.setdefault("promised", {})  # keys a full rating would have simulated
         if "network" not in self.shared:
             self.shared["network"] = build_network(topology)
         self.net = self.shared["network"]
@@ -116,6 +119,12 @@ class FileRate:
         seconds = link_seconds(algo, self.net, size, self.routes)
         return size / seconds / 1e9 if seconds > 0 else float("inf")
 
+    def _promise(self, algo: Algo, size: int) -> None:
+        """Count ``algo`` at ``size`` as simulated, without simulating it yet: a later ``race`` of it rates it to the
+        end, as it would had it been simulated here (a choice that skips a simulation a later choice's notes depend
+        on promises it instead; :func:`forestcoll.msccl.generated.generated_msccl`'s ``lazy``)."""
+        self.promised.setdefault(self._key(algo, size), algo)
+
     def _race(self, algo: Algo, size: int, best: float) -> tuple[float, bool]:
         """(rate, True), or (a rate below ``best`` GB/s that the file cannot reach, False) when its lower bound on
         time (the busiest link's bytes, :func:`link_seconds`, then the longest chain of steps at full speed plus
@@ -124,7 +133,7 @@ class FileRate:
         from forestcoll.simulate.core import simulate_program
         from forestcoll.simulate.engine import path_bound
 
-        if self._key(algo, size) in self.shared or not best > 0:
+        if self._key(algo, size) in self.shared or self._key(algo, size) in self.promised or not best > 0:
             return self(algo, size), True
         limit = size / (best * 1e9) * (1 + _EPS)  # a time above it is a rate below best
         bound = link_seconds(algo, self.net, size, self.routes)
