@@ -17,9 +17,11 @@ flag (the default buffer, default model), rated with the same cost.  ``auto`` ch
 Cost: only the rates differ between buffers, so every candidate schedule is generated and every file exported once
 per run (:mod:`forestcoll.msccl.reuse`), a simulation serves every buffer that cuts the file's chunks alike (the
 simulator's ``file_rate`` with a shared store), and the choice of k cuts short the files that provably lose (its
-``race``; their rates are shown as ``<r``).  What remains is the 1 GiB simulations of the close contenders at the
-small slices (512 KiB: 8x the default buffer's transfers): mi250:nodes=2 allreduce ``auto`` 162 s CPU against 20 s
-without the flag (docs/msccl.md "Runtime buffer").
+``race``; their rates are shown as ``<r``).  Each buffer's choice is made lazily (the files cut short are not
+simulated again only to order the other k's files) and the kept buffer's again in full, its races replayed, for its
+notes (:func:`buffered_msccl`'s ``lazy``).  What remains is the 1 GiB simulations of the close contenders at the
+small slices (512 KiB: 8x the default buffer's transfers): mi250:nodes=2 allgather ``auto`` 160 s CPU against about
+20 s without the flag (docs/msccl.md "Runtime buffer", "Lazy choices").
 """
 
 from __future__ import annotations
