@@ -17,9 +17,11 @@ flag (the default buffer, default model), rated with the same cost.  ``auto`` ch
 Cost: only the rates differ between buffers, so every candidate schedule is generated and every file exported once
 per run (:mod:`forestcoll.msccl.reuse`), a simulation serves every buffer that cuts the file's chunks alike (the
 simulator's ``file_rate`` with a shared store), and the choice of k cuts short the files that provably lose (its
-``race``; their rates are shown as ``<r``).  What remains is the 1 GiB simulations of the close contenders at the
-small slices (512 KiB: 8x the default buffer's transfers): mi250:nodes=2 allreduce ``auto`` 162 s CPU against 20 s
-without the flag (docs/msccl.md "Runtime buffer").
+``race``; their rates are shown as ``<r``).  Each buffer's choice is made lazily (the files cut short are not
+simulated again only to order the other k's files) and the kept buffer's again in full, its races replayed, for its
+notes (:func:`buffered_msccl`'s ``lazy``).  What remains is the 1 GiB simulations of the close contenders at the
+small slices (512 KiB: 8x the default buffer's transfers): mi250:nodes=2 allgather ``auto`` 160 s CPU against about
+20 s without the flag (docs/msccl.md "Runtime buffer", "Lazy choices").
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ class BufferChoice:
 
 def buffered_msccl(topology, sched: Schedule, options: ExportOptions | None, buffers: tuple[int, ...],
                    slice_cost_s: float, rate_at: Callable[[int | None, float], Callable[[Algo, int], float]],
-                   split: bool = True, size: int = 1 << 30, progress: Progress | None = None,
+                   split: bool = True, size: int = 1 << 30, progress: Progress | None = None, lazy: bool = True,
                    **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
     """The schedule and file (not yet written) for a runtime buffer of one of ``buffers``: for each, the file
     :func:`~forestcoll.msccl.generated.generated_msccl` chooses when the files are ranked by ``rate_at(slice bytes,
@@ -132,7 +134,10 @@ def buffered_msccl(topology, sched: Schedule, options: ExportOptions | None, buf
     model's ranking); the fastest at ``size`` kept (ties to the larger buffer).  Its notes say which
     ``NCCL_BUFFSIZE`` to set and compare its rates at :data:`REPORT_SIZES` with the default file's at the default
     buffer, both with the per-slice cost.  ``rate_at(None, 0.0)`` must be the default model's rate.  ``progress``
-    gets a stage per buffer (each choice simulates files at 1 GiB: minutes on large fabrics)."""
+    gets a stage per buffer (each choice simulates files at 1 GiB: minutes on large fabrics).  ``lazy`` (default):
+    each buffer's choice is made lazily (:func:`~forestcoll.msccl.generated.generated_msccl`'s ``lazy``: the same
+    file, fewer simulations, notes to discard) and the kept buffer's again in full, its races replayed, for its
+    notes: the same file and notes as full choices throughout (False), which tests compare it with."""
     from forestcoll.msccl.generated import generated_msccl
     from forestcoll.msccl.reuse import reusing
     from forestcoll.progress import report
@@ -152,6 +157,7 @@ def buffered_msccl(topology, sched: Schedule, options: ExportOptions | None, buf
             return memo[key]
         rate.bound = getattr(inner, "bound", None)  # type: ignore[attr-defined]  # the busiest link's: any buffer
         rate.race = getattr(inner, "race", None)  # type: ignore[attr-defined]  # the choice of k cuts losers short
+        rate.promise = getattr(inner, "promise", None)  # type: ignore[attr-defined]  # a lazy choice's skipped rates
         return rate
 
     order = sorted(set(buffers), reverse=True)
@@ -161,16 +167,22 @@ def buffered_msccl(topology, sched: Schedule, options: ExportOptions | None, buf
         base_sched, base = generated_msccl(topology, sched, options, None, rate_at(None, 0.0), size, split,
                                            **generate_kwargs)
         choices = []
+        races: dict[int, dict] = {buffsize: {} for buffsize in order}
         for done, buffsize in enumerate(order, 1):
             report(progress, stage, done, len(order) + 1)
             if buffsize == DEFAULT_BUFFSIZE:
                 chosen, result = base_sched, base
-            else:
+            else:  # lazy: the same file, but notes only good enough to discard (made again for the buffer kept)
                 chosen, result = generated_msccl(topology, sched, options, None, rating(buffsize), size, split,
-                                                 **generate_kwargs)
+                                                 lazy=lazy, races=races[buffsize], **generate_kwargs)
             rate = rating(buffsize)
             choices.append(BufferChoice(buffsize, chosen, result, {x: rate(result.algo, x) for x in REPORT_SIZES}))
-    best = max(choices, key=lambda c: (c.rates[size], c.buffsize))
+        best = max(choices, key=lambda c: (c.rates[size], c.buffsize))
+        if lazy and best.buffsize != DEFAULT_BUFFSIZE:  # its notes as the full choice writes them: races replayed
+            again, result = generated_msccl(topology, sched, options, None, rating(best.buffsize), size, split,
+                                            races=races[best.buffsize], **generate_kwargs)
+            assert again is best.sched and result.algo is best.result.algo, "a lazy choice chose another file"
+            best.result = result
     default_rate = rating(DEFAULT_BUFFSIZE)
     default_rates = {x: default_rate(base.algo, x) for x in REPORT_SIZES}
     sizes = " / ".join(format_size(x) for x in REPORT_SIZES)

@@ -71,7 +71,8 @@ def split_files(sched: Schedule, options: ExportOptions | None, first: ExportRes
 def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = None,
                     rate: Callable[[Schedule, int], float] | None = None,
                     file_rate: Callable[[Algo, int], float] | None = None, size: int = 1 << 30,
-                    split: bool = True, **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
+                    split: bool = True, *, lazy: bool = False, races: dict | None = None,
+                    **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:
     """The schedule and file ``generate --format msccl`` writes (not yet written): ``sched``'s file, or, when it
     exceeds the runtime's limits, :func:`~forestcoll.msccl.export.fitting_msccl`'s with a note saying so.  With
     ``file_rate`` the optimal file competes with the fitting powers of two below it (the fastest file at ``size``,
@@ -79,11 +80,20 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
     split or even-pieces version replaces it by :func:`written_variant`'s rule; when the optimal k's file fits but lost
     the race, its split and even-pieces files, in that order, replace the file chosen so far by the same rule (even
     pieces rescue a large k's file, whose small trees move in few units), as do every other fitting k's files and
-    those of the optimum packed without the CPUs (:func:`_off_cpus`); notes say which and why."""
+    those of the optimum packed without the CPUs (:func:`_off_cpus`); notes say which and why.
+
+    ``races``: a dict kept across choices on the same rates (``generate --buffsize``): the choice of k's race
+    outcomes, replayed when the choice is made again with it.  ``lazy``: the same file, with fewer simulations and
+    notes only fit to be discarded: the other k's files compete in the order of their race rates (``<r`` for those
+    cut short) instead of their simulated ones, and their plain files' skipped simulations are promised to the rate
+    (``file_rate.promise``) so a later race rates them as if simulated; that order cannot change the file chosen
+    unless one of them replaces it, and then they compete again in the full order."""
     if not collectives.get(sched.collective).tree_based:
         file_rate = None  # all-to-all: one lowering, no k to choose among
     most = getattr(file_rate, "bound", None)  # the simulator's upper bound on the rate (simulate.msccl.FileRate)
     race = getattr(file_rate, "race", None)  # --buffsize's rates: the losers of the choice of k are cut short
+    promise = getattr(file_rate, "promise", None) if lazy and race is not None else None
+    races = {} if races is None else races
     if file_rate is not None:
         file_rate = _remembered(file_rate)
     first: ExportError | None = None
@@ -95,7 +105,7 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
         first = exc
     if first is None and file_rate is None:
         return sched, own
-    found = _fitting(topology, sched.collective, sched, options, rate, size, _racing(file_rate, race),
+    found = _fitting(topology, sched.collective, sched, options, rate, size, _racing(file_rate, race, races),
                      own if first is None else None, **generate_kwargs)
     if first is None and (found is None or found[0] is sched):
         chosen, result = sched, own
@@ -114,7 +124,8 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
         result, why = written_variant(chosen, result, base, file_rate, size)
         said += [why] if why else []
         if found is not None:  # every other k whose file fits: its variants compete with the file chosen so far
-            chosen, result, said = _other_ks(sched, found[3], chosen, result, said, base, file_rate, most, size)
+            chosen, result, said = _lazy_other_ks(sched, found[3], chosen, result, said, base, file_rate, most, size,
+                                                  races if promise is not None else None, promise)
         chosen, result, said = _off_cpus(topology, sched, chosen, result, said, base, file_rate, most, size,
                                          **generate_kwargs)
     result.notes[:0] = said
@@ -124,22 +135,51 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
 SLACK = 1e-6  # a bound this much (relative) below a rate still counts as reaching it: float rounding, not a loss
 
 
+def _lazy_other_ks(optimal: Schedule, files: dict[int, tuple[Schedule, ExportResult]], chosen: Schedule,
+                   result: ExportResult, said: list[str], options: ExportOptions,
+                   file_rate: Callable[[Algo, int], float], bound: Callable[[Algo, int], float] | None, size: int,
+                   races: dict | None, promise: Callable[[Algo, int], None] | None
+                   ) -> tuple[Schedule, ExportResult, list[str]]:
+    """:func:`_other_ks`; with ``races`` (a lazy choice's, ``promise`` its rate's) first with each plain file rated
+    by the race (:func:`_racing`: its simulated rate, or the ``<r`` it was cut short at, never below it): when no file
+    replaces ``result`` the order did not matter (each comparison is with ``result``, and a file whose race rate is
+    below it has a simulated rate below it too), so that is the file; else again in the full order."""
+    if races is None or promise is None:
+        return _other_ks(optimal, files, chosen, result, said, options, file_rate, bound, size)
+    raced = races.setdefault("rated", {})
+
+    def known(algo: Algo, at: int) -> float:
+        got = raced.get((id(algo), at))
+        return file_rate(algo, at) if got is None else got
+
+    got = _other_ks(optimal, files, chosen, result, list(said), options, file_rate, bound, size, known)
+    if got[1] is not result:
+        return _other_ks(optimal, files, chosen, result, said, options, file_rate, bound, size)
+    for kk, (_sched, plain) in files.items():  # the full order simulates them: a later race must see them so
+        if kk != chosen.k:
+            promise(plain.algo, size)
+    return got
+
+
 def _other_ks(optimal: Schedule, files: dict[int, tuple[Schedule, ExportResult]], chosen: Schedule,
               result: ExportResult, said: list[str], options: ExportOptions, file_rate: Callable[[Algo, int], float],
-              bound: Callable[[Algo, int], float] | None, size: int) -> tuple[Schedule, ExportResult, list[str]]:
+              bound: Callable[[Algo, int], float] | None, size: int,
+              ranked: Callable[[Algo, int], float] | None = None) -> tuple[Schedule, ExportResult, list[str]]:
     """The schedule, file and notes written once the variants (plain, split, even pieces) of every k in ``files``
     (the files that fit, k -> (schedule, plain file)) other than ``chosen``'s have competed with ``result`` (the
     file chosen so far) by :func:`_challenge`, k by k in the race's order (the faster plain file at ``size`` first,
-    ties to the larger k)."""
+    ties to the larger k; ``ranked``: the plain files' rates that order and pre-screen them, ``file_rate`` by
+    default, else an upper bound on it)."""
     from forestcoll.units import format_size
 
+    ranked = ranked or file_rate
     tally = [0, 0]
-    rest = sorted((kk for kk in files if kk != chosen.k), key=lambda kk: (-file_rate(files[kk][1].algo, size), -kk))
+    rest = sorted((kk for kk in files if kk != chosen.k), key=lambda kk: (-ranked(files[kk][1].algo, size), -kk))
     for kk in rest:
         sched, plain = files[kk]
         who = f"the optimal k={kk}'s" if kk == optimal.k else f"k={kk}'s"
         chosen, result, said = _challenge(who, sched, _variants(sched, options, plain), chosen, result, said,
-                                          file_rate, bound, size, tally)
+                                          file_rate, bound, size, tally, ranked=ranked)
     if sum(tally):
         said.append(f"the other files that fit (k={', '.join(map(str, rest))}: plain, split, even pieces) competed by "
                     f"the same rule: {tally[0]} simulated, {tally[1]} not (their busiest link, or their rate in the "
@@ -184,17 +224,19 @@ def _variants(sched: Schedule, options: ExportOptions, plain: ExportResult) -> l
 
 def _challenge(who: str, sched: Schedule, mine: list[tuple[str, int, ExportResult]], chosen: Schedule,
                result: ExportResult, said: list[str], file_rate: Callable[[Algo, int], float],
-               bound: Callable[[Algo, int], float] | None, size: int, tally: list[int], raced: bool = True
-               ) -> tuple[Schedule, ExportResult, list[str]]:
+               bound: Callable[[Algo, int], float] | None, size: int, tally: list[int], raced: bool = True,
+               ranked: Callable[[Algo, int], float] | None = None) -> tuple[Schedule, ExportResult, list[str]]:
     """``sched``'s files ``mine`` (kind, s, file), in order, each replacing ``result`` (``chosen``'s file, the one
     chosen so far) when it beats it by :func:`_replaces`' rule (:func:`_beats`); a note, naming ``sched``'s files by
     ``who`` (a possessive: "k=4's"), says which.  ``tally``: [files simulated, files not] grows.
 
     Pruned, soundly: a file whose ``bound(algo, size)`` (an upper bound on ``file_rate``: the busiest link's) or,
     for a plain file that was ``raced`` (its k in the race of k), whose rate at ``size`` (asked in the race already) is below the rate at ``size``
-    of the file chosen so far is slower there, so it cannot replace it: it is not simulated."""
+    of the file chosen so far is slower there, so it cannot replace it: it is not simulated (``ranked``: that rate,
+    or an upper bound on it)."""
+    ranked = ranked or file_rate
     for kind, s, other in mine:
-        ceiling = file_rate(other.algo, size) if raced and kind == "plain" else bound(other.algo, size) if bound else None
+        ceiling = ranked(other.algo, size) if raced and kind == "plain" else bound(other.algo, size) if bound else None
         if ceiling is not None and ceiling < file_rate(result.algo, size) * (1 - SLACK):
             tally[1] += 1
             continue
@@ -352,20 +394,30 @@ class Below(float):
         return "<" + float.__format__(self, spec)
 
 
-def _racing(file_rate: Callable[[Algo, int], float] | None, race: Callable | None) -> Callable[[Algo, int], float] | None:
+def _racing(file_rate: Callable[[Algo, int], float] | None, race: Callable | None,
+            races: dict | None = None) -> Callable[[Algo, int], float] | None:
     """``file_rate`` for one choice of the fastest file (the choice of k): with ``race`` (``race(algo, size, best)``
     -> (rate, exact), :func:`forestcoll.simulate.msccl.file_rate`'s with a shared store), a file that provably loses
     against the fastest one rated so far at that size is not simulated to the end and gets a :class:`Below` rate,
-    lower than that fastest one's: the same choice, fewer simulations."""
+    lower than that fastest one's: the same choice, fewer simulations.  ``races``: each outcome is kept there
+    (``"calls"``: by file, size and best rate so far; ``"rated"``: the rate by file and size) and a call made
+    before is answered from it: the same choice made again gets the same notes, whatever was simulated since."""
     if file_rate is None or race is None:
         return file_rate
     best: dict[int, float] = {}
+    races = {} if races is None else races
+    calls, rated = races.setdefault("calls", {}), races.setdefault("rated", {})
 
     def rate(algo: Algo, size: int) -> float:
-        if size not in best:
+        key = (id(algo), size, best.get(size))
+        if key in calls:
+            got, exact = calls[key][1:]
+        elif size not in best:
             got, exact = file_rate(algo, size), True
         else:
             got, exact = race(algo, size, best[size])
+        calls[key] = (algo, got, exact)  # the algo is kept: its id stays unique
+        rated[(id(algo), size)] = got if exact else Below(got)
         if not exact:
             assert got < best[size]
             return Below(got)

@@ -78,7 +78,8 @@ def file_rate(topology, slice_bytes: int | None = None, slice_cost_s: float = 0.
     built once, and a file is simulated once per (size, loop iterations per chunk, cost): the slice enters the
     program only through those iterations (:func:`msccl_program`), so where every buffer cuts the chunks alike one
     simulation serves every buffer, exactly; with it, ``race(algo, size, best)`` also rates a file only as far as it
-    takes to tell that it is slower than ``best`` GB/s (``race`` is None without ``shared``)."""
+    takes to tell that it is slower than ``best`` GB/s, and ``promise(algo, size)`` counts a simulation as done for
+    the race without doing it (both None without ``shared``)."""
     return FileRate(topology, slice_bytes, slice_cost_s, shared)
 
 
@@ -91,7 +92,9 @@ class FileRate:
         from forestcoll.simulate.network import build_network
 
         self.race = self._race if shared is not None else None
+        self.promise = self._promise if shared is not None else None
         self.shared = {} if shared is None else shared
+        self.promised: dict = self.shared.setdefault("promised", {})  # keys a full rating would have simulated
         if "network" not in self.shared:
             self.shared["network"] = build_network(topology)
         self.net = self.shared["network"]
@@ -116,6 +119,12 @@ class FileRate:
         seconds = link_seconds(algo, self.net, size, self.routes)
         return size / seconds / 1e9 if seconds > 0 else float("inf")
 
+    def _promise(self, algo: Algo, size: int) -> None:
+        """Count ``algo`` at ``size`` as simulated, without simulating it yet: a later ``race`` of it rates it to the
+        end, as it would had it been simulated here (a choice that skips a simulation a later choice's notes depend
+        on promises it instead; :func:`forestcoll.msccl.generated.generated_msccl`'s ``lazy``)."""
+        self.promised.setdefault(self._key(algo, size), algo)
+
     def _race(self, algo: Algo, size: int, best: float) -> tuple[float, bool]:
         """(rate, True), or (a rate below ``best`` GB/s that the file cannot reach, False) when its lower bound on
         time (the busiest link's bytes, :func:`link_seconds`, then the longest chain of steps at full speed plus
@@ -124,7 +133,7 @@ class FileRate:
         from forestcoll.simulate.core import simulate_program
         from forestcoll.simulate.engine import path_bound
 
-        if self._key(algo, size) in self.shared or not best > 0:
+        if self._key(algo, size) in self.shared or self._key(algo, size) in self.promised or not best > 0:
             return self(algo, size), True
         limit = size / (best * 1e9) * (1 + _EPS)  # a time above it is a rate below best
         bound = link_seconds(algo, self.net, size, self.routes)
@@ -205,17 +214,33 @@ def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max
     piece = chunk / iterations
     tbs = {(g.id, tb.id): (tb, compile_tb(tb, g.id, source)) for g in algo.gpus for tb in g.tbs}
     prog = ProgramBuilder()
+    add = prog.add  # deps encoded as (transfer << 1) | 0 (sent) or | 1 (delivered), as ProgramBuilder.transfer does
+    cost = float(slice_cost_s)
     routes: dict[tuple[int, int], list[tuple[tuple[int, ...], float]]] = {}
     done: dict[tuple[int, int, int, int], int] = {}  # (gpu, tb, iteration, transmission) -> completion marker
     sends: dict[tuple[int, int, int, int], list[int]] = {}  # (src, dst, channel, iteration) -> transfers in order
     flag_steps = {key: [(i, t.step) for i, t in enumerate(trans) if t.hasdep] for key, (_tb, trans) in tbs.items()}
-
-    def dep_marker(g: int, d: int, s: int, it: int) -> int | None:
-        """Completion of the step of block d that first publishes a flag >= (it, s)."""
-        for i, step in flag_steps.get((g, d), []):
-            if step >= s:
-                return done.get((g, d, it, i))
-        return None  # never published in this iteration: the interpreter reports such files
+    # per block, per transmission, iteration-free: its dependencies as (block, index of the transmission that first
+    # publishes a flag >= the step waited on, or None: never published), its rank among the block's receives, and
+    # for a send its routes and the stream key of each (the routes are the connection's, whatever the iteration)
+    plan: dict[tuple[int, int], list[tuple]] = {}
+    for key, (tb, trans) in tbs.items():
+        g, tid = key
+        rows, recvs = [], 0
+        for t in trans:
+            deps = []
+            for d, s in t.deps:
+                if (g, d) not in tbs:
+                    deps.append((d, False, None))  # raised when the build reaches it, as it always was
+                    continue
+                deps.append((d, True, next((j for j, step in flag_steps[(g, d)] if step >= s), None)))
+            is_send = t.type in SENDS
+            spread = channel_routes(net, routes, g, tb.send, tb.chan) if is_send else None
+            conn = (g, tb.send, tb.chan)
+            streams = [(conn, i) if len(spread) > 1 else conn for i in range(len(spread))] if is_send else None
+            rows.append((t, deps, t.type in RECVS, recvs, is_send, spread, streams))
+            recvs += t.type in RECVS
+        plan[key] = rows
 
     # blocks are built iteration by iteration in an order where every dependency already exists:
     # repeat passes over the blocks, advancing each while its dependencies are built
@@ -225,51 +250,45 @@ def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max
         progress = False
         for key, (tb, trans) in tbs.items():
             g, tid = key
+            rows = plan[key]
             while True:
                 it, i = pos[key]
                 if it == iterations or not trans:
                     break
-                t = trans[i]
+                t, tdeps, is_recv, recv_idx, is_send, spread, streams = rows[i]
                 deps = []
                 ok = True
-                for d, s in t.deps:
-                    if (g, d) not in tbs:
+                for d, known, owner in tdeps:
+                    if not known:
                         raise MscclError(f"{source}:{t.line}: gpu {g} tb {tid} depends on tb {d}, which does not exist")
-                    owner = next((j for j, step in flag_steps[(g, d)] if step >= s), None)
-                    if owner is not None and (g, d, it, owner) not in done:
-                        ok = False
-                        break
-                    m = dep_marker(g, d, s, it)
-                    if m is not None:
+                    if owner is not None:
+                        m = done.get((g, d, it, owner))
+                        if m is None:
+                            ok = False
+                            break
                         deps.append(m)
                 prev = done.get((g, tid, it, i - 1)) if i else (done.get((g, tid, it - 1, len(trans) - 1)) if it else None)
                 incoming = None
-                if t.type in RECVS:
+                if is_recv:
                     lst = sends.get((tb.recv, g, tb.chan, it), [])
-                    idx = sum(1 for x in trans[:i] if x.type in RECVS)  # the k-th receive meets the k-th send
-                    if idx >= len(lst):
-                        ok = False  # the matching send is not built yet
+                    if recv_idx >= len(lst):  # the k-th receive meets the k-th send, not built yet
+                        ok = False
                     else:
-                        incoming = lst[idx]
+                        incoming = lst[recv_idx]
                 if not ok:
                     break
                 before = [x for x in (prev, *deps) if x is not None]
-                out = None
-                if t.type in SENDS:
-                    spread = channel_routes(net, routes, g, tb.send, tb.chan)
-                    conn = (g, tb.send, tb.chan)
-                    after = before + ([incoming] if incoming is not None else [])
-                    ids = [prog.transfer(links, t.cnt * piece / len(spread), lat + slice_cost_s, after_delivered=after,
-                                         stream=(conn, i) if len(spread) > 1 else conn)
-                           for i, (links, lat) in enumerate(spread)]
-                    out = ids[0] if len(ids) == 1 else prog.marker(after_delivered=ids)
+                if is_send:
+                    after = [(x << 1) | 1 for x in before] + ([(incoming << 1) | 1] if incoming is not None else [])
+                    nbytes = float(t.cnt * piece / len(spread))
+                    ids = [add(links, nbytes, float(lat + slice_cost_s), list(after), streams[j])
+                           for j, (links, lat) in enumerate(spread)]
+                    out = ids[0] if len(ids) == 1 else add((), 0.0, 0.0, [(x << 1) | 1 for x in ids], None)
                     sends.setdefault((g, tb.send, tb.chan, it), []).append(out)
-                    marker = (prog.transfer((), 0.0, slice_cost_s, after_sent=ids) if slice_cost_s > 0
-                              else prog.marker(after_sent=ids))
-                elif incoming is not None:
-                    marker = prog.marker(after_delivered=[*before, incoming])
+                    marker = add((), 0.0, cost if slice_cost_s > 0 else 0.0, [x << 1 for x in ids], None)
                 else:
-                    marker = prog.marker(after_delivered=before)
+                    after = [(x << 1) | 1 for x in before] + ([(incoming << 1) | 1] if incoming is not None else [])
+                    marker = add((), 0.0, 0.0, after, None)
                 done[(g, tid, it, i)] = marker
                 remaining -= 1
                 progress = True
