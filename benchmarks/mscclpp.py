@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -160,6 +161,7 @@ def generated_table(console: Console, markdown: bool, which: str) -> None:
         net = build_network(topo)
         opts = fabric_options(ExportOptions(), topo)
         for coll in ("allreduce", "allgather"):
+            print(f"{label} {coll}: generate --format mscclpp ...", file=sys.stderr, flush=True)
             t0 = time.process_time()
             with tempfile.TemporaryDirectory() as tmp:
                 sched, res = write_generated_plan(topo, coll, f"{tmp}/plan.json", options=opts, plan_rate=plan_rate(topo))
@@ -174,7 +176,7 @@ def generated_table(console: Console, markdown: bool, which: str) -> None:
                 cells.append(f"{rate:.1f} ({rate / bound:.3f})")
             cells.append(f"{cpu:.0f}")
             rows.append(cells)
-            console.log(" ".join(cells)) if not markdown else None
+            print(" ".join(cells), file=sys.stderr, flush=True)  # each row as it comes: a fallback takes minutes
     show(console, "MSCCL++ plans generate writes (cut for 1 GiB), simulated against the exact bound", columns, rows,
          markdown, 3)
 
