@@ -16,15 +16,23 @@ network, as the trees' paths say ("=": the plan has no port channel inside a box
 Table 2 (interpreter): run time of every real plan in ../shared/data/mscclpp-plans and of exported plans, with the
 race detector (the default) and, as the baseline measured in the same run, without.
 
+Table 3 (with ``--generated``, instead of tables 1 and 2): the plan ``forestcoll generate FABRIC -c COLL --format
+mscclpp`` writes (`write_generated_plan` with the fabric's GPU's resident blocks and the plan-ranked fallback, as
+the CLI calls it), simulated at 1 MiB, 16 MiB and 1 GiB against the exact bound; ``dumps``: the imported NCCL / RCCL
+dumps H100-topology.xml and topo_8p_940.xml as 4 boxes on a rail fabric (skipped when absent), ``all``: mi250:nodes=2
+too (its fallbacks take minutes each).
+
     python benchmarks/mscclpp.py             # both tables
     python benchmarks/mscclpp.py --quick     # skips the mi250 nodes=2 optimal-k rows (minutes of simulation each)
     python benchmarks/mscclpp.py --markdown  # tables to paste into the README
+    python benchmarks/mscclpp.py --generated dumps --markdown  # table 3 only: what generate writes
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -32,7 +40,7 @@ from rich.console import Console
 from tables import show
 
 from forestcoll.generate import generate
-from forestcoll.mscclpp.export import ExportError, export_mscclpp, fitting_schedule
+from forestcoll.mscclpp.export import ExportError, ExportOptions, export_mscclpp, fitting_schedule, write_generated_plan
 from forestcoll.mscclpp.interpreter import run_plan
 from forestcoll.mscclpp.plan import read_plan
 from forestcoll.simulate import build_network, simulate
@@ -131,14 +139,62 @@ def interpreter_table(console: Console, markdown: bool, exported: list) -> None:
          markdown, 1)
 
 
+def generated_table(console: Console, markdown: bool, which: str) -> None:
+    """Table 3: what ``generate --format mscclpp`` writes on each fabric, its plan simulated against the bound."""
+    import tempfile
+
+    from delivered import RAIL4, dump
+
+    from forestcoll.msccl.fabric import fabric_options
+
+    fabrics = [("H100-topology.xml x4 rail", dump("H100-topology.xml"), RAIL4),
+               ("topo_8p_940.xml x4 rail", dump("topo_8p_940.xml"), RAIL4)]
+    if which == "all":
+        fabrics.insert(0, ("mi250:nodes=2", "mi250:nodes=2", None))
+    columns = ("fabric", "collective", "GPU (resident blocks)", "bound GB/s", "k written", "layout", "tbs/GPU",
+               "1 MiB GB/s (of bound)", "16 MiB", "1 GiB", "generate CPU s")
+    rows: list[list[str]] = []
+    for label, spec, cluster in fabrics:
+        if cluster is not None and not Path(spec).exists():
+            continue
+        topo = load_topology(spec, cluster)
+        net = build_network(topo)
+        opts = fabric_options(ExportOptions(), topo)
+        for coll in ("allreduce", "allgather"):
+            print(f"{label} {coll}: generate --format mscclpp ...", file=sys.stderr, flush=True)
+            t0 = time.process_time()
+            with tempfile.TemporaryDirectory() as tmp:
+                sched, res = write_generated_plan(topo, coll, f"{tmp}/plan.json", options=opts, plan_rate=plan_rate(topo))
+            cpu = time.process_time() - t0
+            bound = float(sched.bound_algbw)
+            fell = any(note.startswith("the optimal k=") for note in res.notes)
+            gpu = f"{topo.gpu.name} ({opts.max_threadblocks})" if topo.gpu else f"- ({opts.max_threadblocks})"
+            cells = [label, coll, gpu, f"{bound:.1f}", f"{sched.k}" + (" (fallback)" if fell else " (opt)"),
+                     res.layout, str(res.stats.threadblocks_per_gpu)]
+            for size, _name in ((1 << 20, "1MiB"), (16 << 20, "16MiB"), (1 << 30, "1GiB")):
+                rate = simulate_plan(net, res.plan, size).algbw_gbps
+                cells.append(f"{rate:.1f} ({rate / bound:.3f})")
+            cells.append(f"{cpu:.0f}")
+            rows.append(cells)
+            print(" ".join(cells), file=sys.stderr, flush=True)  # each row as it comes: a fallback takes minutes
+    show(console, "MSCCL++ plans generate writes (cut for 1 GiB), simulated against the exact bound", columns, rows,
+         markdown, 3)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--markdown", action="store_true", help="print markdown tables")
     ap.add_argument("--quick", action="store_true", help="skip the slowest simulations (mi250 nodes=2 at the optimal k)")
+    ap.add_argument("--generated", choices=("dumps", "all"),
+                    help="only table 3: the plan generate --format mscclpp writes (dumps: H100 and MI300 dumps x4 "
+                         "rail; all: mi250:nodes=2 too)")
     args = ap.parse_args()
     console = Console()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"load average {load:.2f} ({os.cpu_count()} cores)")
+    if args.generated:
+        generated_table(console, args.markdown, args.generated)
+        return
     exported = export_table(console, args.markdown, args.quick)
     interpreter_table(console, args.markdown, exported)
 

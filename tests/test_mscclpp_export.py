@@ -279,3 +279,38 @@ def test_random_fabrics(topo, coll, k, inplace):
     r = export_mscclpp(sched, topo, inplace=inplace)
     assert r.checks
     assert run_plan(r.plan, launches=3).ok
+
+
+def test_fine_units_halve_only_pieces_of_several_chunks():
+    """``fine_units``: the unit of every piece size above one chunk is halved, one-chunk pieces keep theirs, and the
+    blocks are the same (only the pipelines' iterations change); the plan still passes its self-check."""
+    topo = load_topology("ring:n=4")
+    sched = generate(topo, "allreduce", k=4)
+    plain = export_mscclpp(sched, topo, check=False)
+    fine = export_mscclpp(sched, topo, fine_units=True)
+    assert set(plain.units) == {1, 2, 3} and fine.checks
+    assert fine.units == {c: u if c == 1 else u // 2 for c, u in plain.units.items()}
+    assert [len(g.threadblocks) for g in fine.plan.gpus] == [len(g.threadblocks) for g in plain.plan.gpus]
+
+
+def test_fallback_takes_finer_units_only_when_their_plan_is_faster():
+    """write_generated_plan's last step (``_finer``): the chosen k's plan with half units for pieces of several
+    chunks replaces it when ``plan_rate`` says it is faster, and is left out (named in the note) otherwise; a plan
+    whose pieces are all one chunk is not tried again."""
+    topo = load_topology("ring:n=4")
+    sched = generate(topo, "allreduce", k=4)
+    opts = ExportOptions(design_size=1 << 30)
+
+    def unit_bytes(plan):  # finer units: smaller pipeline units
+        return sum(op.iter_context[0] for g in plan.gpus for tb in g.threadblocks for op in tb.ops
+                   if op.name == "pipeline")
+
+    for prefer_fine in (True, False):
+        exported = {4: export_mscclpp(sched, topo, check=False)}
+        rate = (lambda plan, size: 1.0 / unit_bytes(plan)) if prefer_fine else (lambda plan, size: unit_bytes(plan))
+        base = rate(exported[4].plan, 1 << 30)
+        phrase = export_mod._finer(topo, sched, exported, base, opts, rate)
+        assert ("(taken)" in phrase) == prefer_fine, phrase
+        assert (exported[4].units[2] < export_mscclpp(sched, topo, check=False).units[2]) == prefer_fine
+    one = {1: export_mscclpp(generate(topo, "allreduce", k=1), topo, check=False)}
+    assert export_mod._finer(topo, generate(topo, "allreduce", k=1), one, 1.0, opts, lambda p, s: 2.0) == ""

@@ -86,6 +86,9 @@ class ExportOptions:
     layout: str = "auto"
     lanes: int | None = None  # every piece cut in this many, each moved on its own (default 1; LL: 4, which pipelines)
     max_threadblocks: int = 104  # blocks a GPU runs at once (MI250 GCD: 104 CUs; A100: 108 SMs; H100: 132)
+    # pieces of several chunks move in half the tree rule's unit (one-chunk pieces keep theirs): a lowering choice
+    # write_generated_plan's fallback takes when its plan simulates faster (finer lockstep pipelines)
+    fine_units: bool = False
 
     def resolved_max(self) -> int:
         if self.max_message_size is not None:
@@ -344,18 +347,43 @@ def write_generated_plan(topology: Topology, collective: str, path: str, *, k: i
             raise
         first = exc
     exported: dict[int, ExportResult] = {}  # each fitting k's plan, exported once (unchecked)
+    rates: dict[int, float] = {}
     if plan_rate is not None:  # the fitting k ranked by their plans, as the executor would run them
-        rate = lambda s, size: plan_rate(exported[s.k].plan, size)  # noqa: E731
+        rate = lambda s, size: rates.setdefault(s.k, plan_rate(exported[s.k].plan, size))  # noqa: E731
     found = fitting_schedule(topology, collective, sched, options, rate, "plans" if plan_rate else "trees", exported,
                              **kwargs)
     if found is None:
         raise first
     fallback, how = found
+    if plan_rate is not None:
+        how += _finer(topology, fallback, exported, rates[fallback.k], options or ExportOptions(), plan_rate)
     result = _write_exported(exported[fallback.k], path, options or ExportOptions(), progress)
     result.notes.insert(0, f"the optimal k={sched.k} does not fit: " + str(first).split(" (--max-threadblocks")[0]
                         + f"; exported k={fallback.k}, {how}; its trees reach "
                         + f"{float(fallback.algbw / sched.bound_algbw):.1%} of the bound")
     return fallback, result
+
+
+def _finer(topology: Topology, sched: Schedule, exported: dict[int, ExportResult], rate: float, opts: ExportOptions,
+           plan_rate: Callable[[Plan, int], float]) -> str:
+    """Put ``sched``'s plan with ``fine_units`` into ``exported[sched.k]`` when it simulates faster (``plan_rate`` at
+    the design size) than ``rate``, the plan there now, and fits; a phrase for the note either way ("" when no
+    piece has several chunks, so the units would not change)."""
+    from dataclasses import replace
+
+    from forestcoll.units import format_size
+
+    if opts.fine_units or opts.unit_bytes is not None or all(c == 1 for c in exported[sched.k].units):
+        return ""
+    size = opts.design_size or min(opts.max_message_size or (1 << 30), 1 << 30)
+    alt = export_mscclpp(sched, topology, replace(opts, check=False, fine_units=True))
+    if max(len(g.threadblocks) for g in alt.plan.gpus) > opts.max_threadblocks:
+        return ""
+    fine = plan_rate(alt.plan, size)
+    if fine <= rate:
+        return f"; half units for pieces of several chunks {fine:.1f} GB/s, not taken"
+    exported[sched.k] = alt
+    return f"; then half units for pieces of several chunks, {format_size(size)}: {fine:.1f} GB/s (taken)"
 
 
 def _write_exported(result: ExportResult, path: str, opts: ExportOptions, progress: Progress | None) -> ExportResult:
@@ -437,6 +465,8 @@ def _tree_units(coll: str, n: int, k: int, lanes: int, pieces: list[Piece], desi
             whole = c * chunk * lanes  # the piece as the simulator cuts it: its lanes together
             s = slices_for(whole, opts.slice_bytes, opts.max_slices, rule=rule, depth=depth)
             unit = math.ceil(whole / s / ALIGN) * ALIGN
+            if opts.fine_units and c > 1:
+                unit = max(ALIGN, unit // 2 // ALIGN * ALIGN)
         unit = _at_most_65535_iterations(unit, c * chunk_max)
         units[c] = min(units.get(c, unit), unit)
     return units
