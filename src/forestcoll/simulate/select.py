@@ -305,6 +305,7 @@ LATENCY = "-latency"  # the name suffix of a candidate's file in the latency ste
 
 
 SPLIT = "-s"  # the name suffix of a candidate's file whose chunks are split (``-s4``: 4 MSCCL chunks per chunk)
+NARROW = "-c"  # ... of its file on fewer channels (``-c2``: two channels per instance)
 EVEN = "-even"  # ... of its file with even pieces per tree (``-even8``: 8 MSCCL chunks per chunk, every tree's range
 #                 in as many pieces as the others')
 
@@ -321,7 +322,7 @@ def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progr
     sizes, where pieces this fine only add steps).  Returns (name -> export result, name -> schedule of each file, notes on the candidates
     whose files do not fit)."""
     from forestcoll.msccl.export import ExportError, ExportOptions, export_msccl
-    from forestcoll.msccl.generated import even_files, split_files
+    from forestcoll.msccl.generated import even_files, narrow_files, split_files
 
     base = options or ExportOptions()
     orders = [("", base)]
@@ -343,6 +344,7 @@ def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progr
         if base.split == 1 and base.max_cnt is None:
             finer = [(f"{name}{SPLIT}{s}{suffix}", r) for s, r in split_files(sched, opts, first)]
             finer += [(f"{name}{EVEN}{s}", r) for s, r in (even_files(sched, opts, first) if even and not suffix else [])]
+            finer += [(f"{name}{NARROW}{c}", r) for c, r in (narrow_files(sched, opts, first) if not suffix else [])]
             for variant, result in finer:
                 files[variant], named[variant] = result, sched
     return files, named, notes
