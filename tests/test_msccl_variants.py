@@ -173,7 +173,7 @@ def test_rccl_files_offer_narrower_channels_to_the_per_size_choice():
     from forestcoll.msccl.export import self_check
     from forestcoll.msccl.fabric import for_gpu
     from forestcoll.msccl.generated import narrow_files
-    from forestcoll.simulate.select import NARROW, candidate_files
+    from forestcoll.simulate.select import NARROW, candidate_files, narrowed
 
     topo = load_topology("mi250:nodes=1")
     sched = generate(topo, "allgather", k=2)
@@ -188,5 +188,25 @@ def test_rccl_files_offer_narrower_channels_to_the_per_size_choice():
     assert narrow_files(sched, None, export_msccl(sched)) == []
     files, _named, _notes = candidate_files({"forestcoll-k2": sched}, rccl)
     assert files[f"forestcoll-k2{NARROW}7"].algo == narrow.algo
+    assert not any(narrowed(name) for name in candidate_files({"forestcoll-k2": sched}, rccl, narrow=False)[0])
     plain, _named, _notes = candidate_files({"forestcoll-k2": sched})
-    assert not any(NARROW in name for name in plain)
+    assert not any(narrowed(name) for name in plain)
+
+
+def test_rccl_even_pieces_files_get_narrower_files_too():
+    """An even-pieces RCCL file gets its narrower files too (``-even<s>-c<c>``: the same pieces on fewer channels);
+    dgx-a100:nodes=2 k=8 under --runtime rccl: 4 channels, so 1, 2 and 3 as well."""
+    from forestcoll.msccl.fabric import for_gpu
+    from forestcoll.simulate.select import EVEN, candidate_files, narrowed
+
+    topo = load_topology("dgx-a100:nodes=2")
+    sched = generate(topo, "allreduce", k=8)
+    files, _named, _notes = candidate_files({"forestcoll-k8": sched}, for_gpu(None, topo.gpu, "rccl"))
+    evens = [name for name in files if EVEN in name]
+    assert sorted(evens) == ["forestcoll-k8-even16"] + [f"forestcoll-k8-even16-c{c}" for c in (1, 2, 3)]
+    for name in evens:
+        if narrowed(name):
+            wide = files[name.rsplit("-c", 1)[0]]
+            assert files[name].channels < wide.channels
+            assert files[name].algo.nchunksperloop > files["forestcoll-k8"].algo.nchunksperloop  # pieces still even
+            assert files[name].algo.name.endswith("_even" + name[-3:].replace("-", "_"))

@@ -267,16 +267,16 @@ def even_files(sched: Schedule, options: ExportOptions | None, first: ExportResu
 
 def narrow_files(sched: Schedule, options: ExportOptions | None, first: ExportResult) -> list[tuple[int, ExportResult]]:
     """For an RCCL file: [(c, export result)], ``sched``'s file on fewer channels per instance than ``first`` (the
-    exporter takes the widest layout that fits): half as many and, for a file of at most :data:`NARROW_UPTO`
-    channels, every other narrower count too; only those that fit; none for another runtime or when ``options`` set
-    the channels, the pieces or the split.
+    exporter takes the widest layout that fits, with ``options``' pieces: ``per_tree=None`` for an even-pieces file):
+    half as many and, for a file of at most :data:`NARROW_UPTO` channels, every other narrower count too; only those
+    that fit; none for another runtime or when ``options`` set the channels or the split.
 
     Why: under RCCL's 64 thread blocks per GPU a wide file's stages share blocks; fewer channels give each block
-    longer runs of one stream, which measured faster at 1 GiB (MI300 x4 rail allreduce off the CPUs, k = 8: 186.5
-    GB/s on 3 channels, 188.8 on 2), so they compete in the per-size choice."""
+    longer runs of one stream, which measured faster at 1 GiB and slower at 16 MiB (MI300 x4 rail allgather off the
+    CPUs, k = 8, even pieces: 229.4 / 364.1 GB/s at 16 MiB / 1 GiB on 3 channels, 130.7 / 376.2 on 2), so they
+    compete in the per-size choice, which takes each where it wins."""
     base = options or ExportOptions()
-    if (base.runtime != "rccl" or base.channels or base.split != 1 or base.max_cnt is not None or base.per_tree != 0
-            or first.channels <= 1):
+    if base.runtime != "rccl" or base.channels or base.split != 1 or base.max_cnt is not None or first.channels <= 1:
         return []
     inst = max(1, base.instances)
     wide = first.channels // inst
@@ -290,7 +290,7 @@ def narrow_files(sched: Schedule, options: ExportOptions | None, first: ExportRe
         if result.channels == first.channels:
             continue
         if base.name is None:  # renamed once per run, as in even_files
-            algo, name = result.algo, f"{result.algo.name}_c{c}"
+            algo, name = result.algo, f"{result.algo.name}{'_even' if base.per_tree is None else ''}_c{c}"
             result = replace(result, algo=once(("narrow", id(algo), name), lambda a=algo, n=name: replace(a, name=n), algo))
         out.append((c, result))
     return out
