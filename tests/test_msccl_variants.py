@@ -164,3 +164,49 @@ def test_delivered_single_file_is_what_generate_writes(tmp_path):
     topo = load_topology(TOPO)
     sched, algo, why = delivered.written_by_generate(topo, generate(topo, "allreduce"))
     assert why == "" and algo.name == parse_algo(xml.read_text()).name == "forestcoll_allreduce_k3_s4"
+
+
+def test_rccl_files_offer_narrower_channels_to_the_per_size_choice():
+    """Under RCCL (an AMD fabric's runtime) a file on fewer channels than the widest that fits is a further variant of
+    the per-size choice (``-c<c>``, half the channels here), within the limits and passing the self-check; under
+    msccl-executor-nccl there is none, so those files and choices are unchanged."""
+    from forestcoll.msccl.export import self_check
+    from forestcoll.msccl.fabric import for_gpu
+    from forestcoll.msccl.generated import narrow_files
+    from forestcoll.simulate.select import NARROW, candidate_files, narrowed
+
+    topo = load_topology("mi250:nodes=1")
+    sched = generate(topo, "allgather", k=2)
+    rccl = for_gpu(None, topo.gpu)
+    assert rccl.runtime == "rccl"
+    wide = export_msccl(sched, rccl)
+    assert wide.channels == 14
+    [(c, narrow)] = narrow_files(sched, rccl, wide)
+    assert (c, narrow.channels, narrow.algo.name) == (7, 7, "forestcoll_allgather_k2_c7")
+    assert narrow.tbs_per_gpu < wide.tbs_per_gpu and narrow.ok
+    assert self_check(narrow, "rccl")  # raises on a lint error or a stuck run
+    assert narrow_files(sched, None, export_msccl(sched)) == []
+    files, _named, _notes = candidate_files({"forestcoll-k2": sched}, rccl)
+    assert files[f"forestcoll-k2{NARROW}7"].algo == narrow.algo
+    assert not any(narrowed(name) for name in candidate_files({"forestcoll-k2": sched}, rccl, narrow=False)[0])
+    plain, _named, _notes = candidate_files({"forestcoll-k2": sched})
+    assert not any(narrowed(name) for name in plain)
+
+
+def test_rccl_even_pieces_files_get_narrower_files_too():
+    """An even-pieces RCCL file gets its narrower files too (``-even<s>-c<c>``: the same pieces on fewer channels);
+    dgx-a100:nodes=2 k=8 under --runtime rccl: 4 channels, so 1, 2 and 3 as well."""
+    from forestcoll.msccl.fabric import for_gpu
+    from forestcoll.simulate.select import EVEN, candidate_files, narrowed
+
+    topo = load_topology("dgx-a100:nodes=2")
+    sched = generate(topo, "allreduce", k=8)
+    files, _named, _notes = candidate_files({"forestcoll-k8": sched}, for_gpu(None, topo.gpu, "rccl"))
+    evens = [name for name in files if EVEN in name]
+    assert sorted(evens) == ["forestcoll-k8-even16"] + [f"forestcoll-k8-even16-c{c}" for c in (1, 2, 3)]
+    for name in evens:
+        if narrowed(name):
+            wide = files[name.rsplit("-c", 1)[0]]
+            assert files[name].channels < wide.channels
+            assert files[name].algo.nchunksperloop > files["forestcoll-k8"].algo.nchunksperloop  # pieces still even
+            assert files[name].algo.name.endswith("_even" + name[-3:].replace("-", "_"))

@@ -37,6 +37,9 @@ MID_SIZE = 16 << 20  # a variant is written when faster here or at the design si
 MAX_COUNT_ANY = 1 << 30  # a piece size that never cuts a tree's range
 
 
+NARROW_UPTO = 4  # an RCCL file of at most this many channels tries every narrower count, a wider one half as many
+
+
 def split_files(sched: Schedule, options: ExportOptions | None, first: ExportResult) -> list[tuple[int, ExportResult]]:
     """[(s, export result)] or []: ``sched``'s file with every chunk cut into s MSCCL chunks, one per step
     (``split=s, max_cnt=1``), s the smallest power of two that moves the largest range of chunks one tree carries in
@@ -302,6 +305,37 @@ def even_files(sched: Schedule, options: ExportOptions | None, first: ExportResu
         algo = result.algo  # renamed once per run, so a rate remembered by the file's identity serves every choice
         result = replace(result, algo=once(("even", id(algo)), lambda: replace(algo, name=f"{algo.name}_even"), algo))
     return [(s, result)]
+
+
+def narrow_files(sched: Schedule, options: ExportOptions | None, first: ExportResult) -> list[tuple[int, ExportResult]]:
+    """For an RCCL file: [(c, export result)], ``sched``'s file on fewer channels per instance than ``first`` (the
+    exporter takes the widest layout that fits, with ``options``' pieces: ``per_tree=None`` for an even-pieces file):
+    half as many and, for a file of at most :data:`NARROW_UPTO` channels, every other narrower count too; only those
+    that fit; none for another runtime or when ``options`` set the channels or the split.
+
+    Why: under RCCL's 64 thread blocks per GPU a wide file's stages share blocks; fewer channels give each block
+    longer runs of one stream, which measured faster at 1 GiB and slower at 16 MiB (MI300 x4 rail allgather off the
+    CPUs, k = 8, even pieces: 229.4 / 364.1 GB/s at 16 MiB / 1 GiB on 3 channels, 130.7 / 376.2 on 2), so they
+    compete in the per-size choice, which takes each where it wins."""
+    base = options or ExportOptions()
+    if base.runtime != "rccl" or base.channels or base.split != 1 or base.max_cnt is not None or first.channels <= 1:
+        return []
+    inst = max(1, base.instances)
+    wide = first.channels // inst
+    counts = sorted({wide // 2, *(range(1, wide) if wide <= NARROW_UPTO else ())} - {0})
+    out = []
+    for c in counts:
+        try:
+            result = exported(sched, replace(base, channels=c))
+        except ExportError:
+            continue
+        if result.channels == first.channels:
+            continue
+        if base.name is None:  # renamed once per run, as in even_files
+            algo, name = result.algo, f"{result.algo.name}{'_even' if base.per_tree is None else ''}_c{c}"
+            result = replace(result, algo=once(("narrow", id(algo), name), lambda a=algo, n=name: replace(a, name=n), algo))
+        out.append((c, result))
+    return out
 
 
 def latency_files(sched: Schedule, options: ExportOptions | None, files: list[tuple[str, int, ExportResult]]

@@ -15,6 +15,7 @@ range's schedule as a self-checked MSCCL file with its minBytes / maxBytes
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -305,11 +306,14 @@ LATENCY = "-latency"  # the name suffix of a candidate's file in the latency ste
 
 
 SPLIT = "-s"  # the name suffix of a candidate's file whose chunks are split (``-s4``: 4 MSCCL chunks per chunk)
+NARROW = "-c"  # ... of its file on fewer channels (``-c2``: two channels per instance)
+narrowed = re.compile(rf"{NARROW}\d+$").search  # a file on fewer channels (also for 1 GiB: competes from 256 MiB up)
 EVEN = "-even"  # ... of its file with even pieces per tree (``-even8``: 8 MSCCL chunks per chunk, every tree's range
 #                 in as many pieces as the others')
 
 
-def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progress | None = None, even: bool = True):
+def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progress | None = None, even: bool = True,
+                    narrow: bool = True):
     """Each candidate's MSCCL file, exported once in ``options``' step order and, when that is the default progress
     order, once more in the latency order (``name + LATENCY``: steps ordered by physical links crossed, which wins
     at small sizes on fabrics whose network hops cost far more latency than in-box ones); and in each order the
@@ -318,10 +322,11 @@ def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progr
     loop iteration); and (with ``even``) in the progress order its *even-pieces* file when that differs
     (:func:`forestcoll.msccl.generated.even_files`: ``name-even<s>``, every tree's range in as many pieces as the
     others', which fills a large k's thin trees in enough pipeline units at 1 GiB; the latency order is for the small
-    sizes, where pieces this fine only add steps).  Returns (name -> export result, name -> schedule of each file, notes on the candidates
+    sizes, where pieces this fine only add steps); and (with ``narrow``, for an RCCL file) its plain and even-pieces files
+    on fewer channels (:func:`forestcoll.msccl.generated.narrow_files`: ``name-c<c>``, ``name-even<s>-c<c>``).  Returns (name -> export result, name -> schedule of each file, notes on the candidates
     whose files do not fit)."""
     from forestcoll.msccl.export import ExportError, ExportOptions, export_msccl
-    from forestcoll.msccl.generated import even_files, split_files
+    from forestcoll.msccl.generated import even_files, narrow_files, split_files
 
     base = options or ExportOptions()
     orders = [("", base)]
@@ -343,6 +348,11 @@ def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progr
         if base.split == 1 and base.max_cnt is None:
             finer = [(f"{name}{SPLIT}{s}{suffix}", r) for s, r in split_files(sched, opts, first)]
             finer += [(f"{name}{EVEN}{s}", r) for s, r in (even_files(sched, opts, first) if even and not suffix else [])]
+            if narrow and not suffix:  # fewer channels: for RCCL's 1 GiB, in the progress order (plain and even pieces)
+                finer += [(f"{name}{NARROW}{c}", r) for c, r in narrow_files(sched, opts, first)]
+                finer += [(f"{v}{NARROW}{c}", r) for v, e in list(finer) if EVEN in v
+                          for c, r in narrow_files(sched, replace(opts, per_tree=None), e)
+                          if r.algo.nchunksperloop != first.algo.nchunksperloop]  # else the plain pieces again
             for variant, result in finer:
                 files[variant], named[variant] = result, sched
     return files, named, notes
@@ -396,13 +406,15 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     from forestcoll.msccl.ordering import AUTO_MIN_BYTES
 
     # even pieces are cut for a design size of 1 GiB (the exporter makes them only for files used up to 256 MiB or
-    # more): they compete from AUTO_MIN_BYTES up, and the split files serve the sizes below (docs/msccl.md)
-    files, named, left_out = candidate_files(cands, base, progress, even=max(sizes) >= AUTO_MIN_BYTES)
+    # more): they compete from AUTO_MIN_BYTES up, and the split files serve the sizes below (docs/msccl.md); so do the
+    # RCCL files on fewer channels (faster at 1 GiB, slower at 16 MiB)
+    big = max(sizes) >= AUTO_MIN_BYTES
+    files, named, left_out = candidate_files(cands, base, progress, even=big, narrow=big)
     notes += left_out
     if not files:
         raise UsageError(f"no candidate's MSCCL file fits {base.runtime}: {'; '.join(notes)}")
     t1, cpu1 = time.perf_counter(), time.process_time()
-    smallest = {name: AUTO_MIN_BYTES for name in files if EVEN in name}
+    smallest = {name: AUTO_MIN_BYTES for name in files if EVEN in name or narrowed(name)}
     sel = select_schedules(topo, net, collective, sizes, named, workers=workers or default_workers(), fairness=fairness,
                            element_bytes=element_bytes, progress=progress,
                            files={name: r.algo for name, r in files.items()}, smallest=smallest)
