@@ -70,6 +70,14 @@ def test_a_merge_against_the_key_deadlocks(allreduce, tiny, monkeypatch):
     assert run.deadlocked
 
 
+def test_rccl_fabrics_merge_when_needed():
+    from forestcoll.msccl.fabric import for_gpu
+    from forestcoll.topology.device import GPUS
+
+    assert for_gpu(None, GPUS["MI300X"]).duplex
+    assert not for_gpu(None, GPUS["A100"]).duplex
+
+
 @pytest.mark.parametrize("spec, collective, k", [("hypercube:dim=3", "allreduce", 4),
                                                  ("dgx-a100:nodes=2", "allgather", 2)])
 def test_predicted_pairs_are_the_built_ones(spec, collective, k):

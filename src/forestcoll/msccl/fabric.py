@@ -31,13 +31,14 @@ def runtime_note(gpu: Gpu, runtime: str, given: bool) -> str:
 
 def for_gpu(options: ExportOptions | None, gpu: Gpu | None, runtime: str | None = None) -> ExportOptions:
     """MSCCL export options for a fabric of ``gpu``: ``runtime`` when given, else the one its vendor's users run
-    (AMD: rccl), the GPU's SMs / CUs as the resident blocks, and a note naming both; for an unknown ``gpu``,
+    (AMD: rccl), the GPU's SMs / CUs as the resident blocks, for rccl duplex blocks where its 64 blocks per GPU are
+    too few (:mod:`forestcoll.msccl.duplex`), and a note naming both; for an unknown ``gpu``,
     ``options`` with ``runtime`` (when given) and nothing else changed."""
     base = options or ExportOptions()
     if gpu is None:
         return replace(base, runtime=runtime) if runtime else base
     chosen = runtime or default_runtime(gpu)
-    return replace(base, runtime=chosen, resident=resident_blocks(gpu, 0) or None,
+    return replace(base, runtime=chosen, resident=resident_blocks(gpu, 0) or None, duplex=chosen == "rccl",
                    notes=(runtime_note(gpu, chosen, runtime is not None), *base.notes))
 
 
