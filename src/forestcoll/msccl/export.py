@@ -40,12 +40,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from forestcoll import collectives
 from forestcoll.errors import ScheduleError, UsageError
+from forestcoll.msccl import duplex
 from forestcoll.msccl.advice import block_advice
 from forestcoll.msccl.ir import PROTOCOLS, Algo, Gpu, Step, ThreadBlock
 from forestcoll.msccl.lint import RUNTIMES, RuntimeLimits
@@ -54,15 +55,14 @@ from forestcoll.msccl.ordering import (
     AUTO_SPLITS,
     AUTO_UNITS,
     DESIGN_BYTES,
-    _assign,
     _bands,
     _channel_figures,
     _channel_of,
     _even_pieces,
+    _figures_of,
     _heavy_offsets,
     _hop_levels,
     _pieces_per_range,
-    _predicted_figures,
     _progress,
     _step_counts,
     _tails,
@@ -121,6 +121,8 @@ class ExportOptions:
     resident: int | None = None  # thread blocks the GPU keeps resident (its SMs / CUs); None: an A100's 108
     notes: tuple[str, ...] = ()  # said first in every result's notes (the runtime and GPU the fabric implied)
     vendor: str | None = None  # the fabric's GPU vendor (nvidia | amd; None: not recorded): what an error advises
+    duplex: bool = False  # when no layout keeps within the runtime's blocks per GPU, a send and a receive block of
+    #                       one GPU and channel share a <tb> (msccl/duplex.py; docs/msccl.md "Duplex thread blocks")
 
     def check(self) -> RuntimeLimits:
         if self.proto not in PROTOCOLS:
@@ -211,6 +213,7 @@ class _Op:
     hasdep: bool = False
     tb: int = -1
     s: int = -1
+    tree: int = 0  # id of the tree shape of a send or receive (duplex.affinities)
 
 
 def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: int,
@@ -261,9 +264,10 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
                             key = (m, *tkey, lvl(t, c), rest(t, v), t.order, pc.root, pc.start, c, v)
                             ch = chan_of(t, m, c, v)
                             send = _Op(key, c, "send", v, ch, "s", acc[c][0], acc[c][1], acc[c][0], acc[c][1], pc.cnt,
-                                       dep=last.get(c))
+                                       dep=last.get(c), tree=id(t))
                             src = ("i", base) if prev is None else where
-                            recv = _Op(key, v, "recv", c, ch, "rrc", src[0], src[1], where[0], where[1], pc.cnt, dep=prev)
+                            recv = _Op(key, v, "recv", c, ch, "rrc", src[0], src[1], where[0], where[1], pc.cnt, dep=prev,
+                                       tree=id(t))
                             ops += (send, recv)
                             prev = recv
                         if prev is not None:
@@ -292,8 +296,9 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
                         key = (m, *tkey, lvl(t, v), rest(t, v), t.order, pc.root, pc.start, u, v)
                         src = src_root if u == t.root else ("o", base)
                         ch = chan_of(t, m, u, v)
-                        send = _Op(key, u, "send", v, ch, "s", src[0], src[1], src[0], src[1], pc.cnt, dep=have[u])
-                        recv = _Op(key, v, "recv", u, ch, "r", "o", base, "o", base, pc.cnt)
+                        send = _Op(key, u, "send", v, ch, "s", src[0], src[1], src[0], src[1], pc.cnt, dep=have[u],
+                                   tree=id(t))
+                        recv = _Op(key, v, "recv", u, ch, "r", "o", base, "o", base, pc.cnt, tree=id(t))
                         ops += (send, recv)
                         have[v] = recv
     return ops, scratch
@@ -337,6 +342,17 @@ def _fit(sched: Schedule, trees: list[TreeShape], opts: ExportOptions, split: in
         except ExportError:
             lo = mid
     return found
+
+
+def _fit_duplex(sched: Schedule, trees: list[TreeShape], opts: ExportOptions, *args: Any) -> tuple:
+    """:func:`_fit` without duplex blocks at any piece count that fits, else (with ``opts.duplex``, when the blocks
+    per GPU may be the limit) with them: a file that fits unmerged is written as without duplex, byte for byte."""
+    try:
+        return _fit(sched, trees, replace(opts, duplex=False), *args)
+    except ExportError:
+        if not opts.duplex:
+            raise
+    return _fit(sched, trees, opts, *args)  # merging only helps a layout over the blocks limit; else this fails too
 
 
 def _stage_loads(sched: Schedule, pieces: list[Piece], inst: int, n_stages: int, opts: ExportOptions) -> list[int]:
@@ -388,14 +404,18 @@ def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOp
     failure = ""
     coll = collectives.get(sched.collective)
     copy_first, two_phase = opts.outofplace and not coll.reduces, len(coll.phases) > 1
-    for c, spread_band in candidates:
+    # with duplex, a second pass merges blocks where the first found no layout within the blocks per GPU
+    for merge, (c, spread_band) in [(m, cand) for m in (False, True)[:1 + opts.duplex] for cand in candidates]:
         if c * inst > limits.channels:
             raise ExportError(f"{c} channels x {inst} instances exceed the {limits.channels} channels {limits.name} allows")
         # the figures of the operations, counted per tree edge: the operations are built for the chosen layout only
         offsets = _heavy_offsets(pieces, c, ports, limits.steps_per_tb) if spread_band is None else None
         chan_of = _channel_of(pieces, c, opts.layout, ports, bool(spread_band), uneven.get(c), offsets)
-        steps_per_tb, tbs_per_gpu, per_channel, recv_tbs = _predicted_figures(pieces, n, inst, chan_of, copy_first,
-                                                                              two_phase)
+        counted = _step_counts(pieces, inst, chan_of, copy_first, two_phase)
+        steps_per_tb, tbs_per_gpu, per_channel, recv_tbs = _figures_of(counted, n)
+        if merge and tbs_per_gpu > limits.tbs_per_gpu:  # send and receive blocks share blocks (msccl/duplex.py)
+            steps_per_tb, tbs_per_gpu, per_channel, recv_tbs = duplex.figures(
+                counted, n, limits.steps_per_tb, duplex.affinities(pieces, inst, chan_of), limits.tbs_per_gpu)
         if opts.layout == "stage" and not opts.channels and c > n_stages and tbs_per_gpu > (opts.resident or RESIDENT_TBS):
             continue  # a wider band only while every thread block can stay resident
         if tbs_per_gpu > limits.tbs_per_gpu:
@@ -403,7 +423,7 @@ def _layout(sched: Schedule, pieces: list[Piece], k: int, n: int, opts: ExportOp
                                   instances=inst, k=sched.k)
             failure = (f"the schedule needs {tbs_per_gpu} thread blocks on one GPU with {c} channel(s); {limits.name} "
                        f"allows {limits.tbs_per_gpu}" + (f": use {' or '.join(advice)}" if advice else ""))
-            if opts.layout == "tree" or opts.channels:
+            if (opts.layout == "tree" or opts.channels) and merge == opts.duplex:
                 raise ExportError(failure)
             continue
         if recv_tbs > limits.max_depid + 1:
@@ -451,7 +471,7 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     max_channels = limits.channels // inst
     if max_channels < 1:
         raise ExportError(f"{inst} instances need at least {inst} channels; {limits.name} allows {limits.channels}")
-    fit = _fit(sched, trees, opts, opts.split, opts.per_tree or 0, n, limits, ports, levels)
+    fit = _fit_duplex(sched, trees, opts, opts.split, opts.per_tree or 0, n, limits, ports, levels)
     split = opts.split
     design = opts.max_bytes or DESIGN_BYTES
     if (opts.per_tree is None and opts.max_cnt is None and opts.split == 1 and opts.proto == "Simple"
@@ -471,7 +491,7 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
             if not tries:
                 continue  # cannot give the smallest range more units than the classic pieces
             try:
-                other = _fit(sched, trees, opts, s, s, n, limits, ports, levels, tries)
+                other = _fit_duplex(sched, trees, opts, s, s, n, limits, ports, levels, tries)
             except ExportError:
                 continue
             units = _units(other[1], spec.chunks_per_loop(n, other[0]) * inst, design)
@@ -479,7 +499,12 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
                 best, fit, split = units, other, s
     k, _pieces, c, ops, scratch = fit
     steps_per_tb, tbs_per_gpu, _per_channel, _targets = _channel_figures(ops, n)
-    layout, groups = _assign(ops, n)
+    merged = opts.duplex and tbs_per_gpu > limits.tbs_per_gpu  # as _layout decided (its second pass)
+    layout, groups = duplex.assign(ops, n, limits.steps_per_tb if merged else None,
+                                   duplex.op_affinities(ops) if merged else None, limits.tbs_per_gpu)
+    if merged:
+        steps_per_tb = max(len(v) for v in groups.values())
+        tbs_per_gpu = max(len(x) for x in layout)
 
     coll = spec.msccl
     nchunks = spec.chunks_per_loop(n, k) * inst
@@ -488,9 +513,9 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     gpus: list[Gpu] = []
     for g in range(n):
         gpu = Gpu(g, in_chunks, out_chunks, scratch[g])
-        for tb_id, (kind, peer, chan) in enumerate(layout[g]):
-            tb = ThreadBlock(tb_id, peer if kind == "send" else -1, peer if kind == "recv" else -1, chan)
-            for op in groups[(g, kind, peer, chan)]:
+        for tb_id, (send, recv, chan) in enumerate(layout[g]):
+            tb = ThreadBlock(tb_id, send, recv, chan)
+            for op in groups[(g, tb_id)]:
                 dep = op.dep
                 tb.steps.append(Step(op.s, op.type, op.srcbuf, op.srcoff, op.dstbuf, op.dstoff, op.cnt,
                                      dep.tb if dep is not None and dep.tb != op.tb else -1,
@@ -499,7 +524,7 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
             gpu.tbs.append(tb)
         gpus.append(gpu)
     name = opts.name or (f"forestcoll_{coll}_k{sched.k}" + (f"_s{split}" if split > 1 else "")
-                         + (f"_x{inst}" if inst > 1 else ""))
+                         + (f"_x{inst}" if inst > 1 else "") + ("_duplex" if merged else ""))
     name = re.sub(r"[^A-Za-z0-9_.:-]", "_", name)[:200]
     comments = [
         f"forestcoll: {sched.collective} for {sched.topology or 'a custom topology'}, {n} ranks, k={sched.k}"
@@ -512,6 +537,9 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
                 max_bytes=opts.max_bytes, gpus=gpus, comments=comments)
     total = sum(len(tb.steps) for g in gpus for tb in g.tbs)
     notes = list(opts.notes)
+    if merged:
+        notes.append(f"sends and receives share thread blocks (a send and a receive stream of one GPU and channel per "
+                     f"block, steps in the global order) to keep within {limits.tbs_per_gpu} per GPU ({limits.name})")
     mult = size_multiplier(coll, n)
     step = nchunks // math.gcd(nchunks, mult)
     if step & (step - 1):

@@ -297,26 +297,6 @@ def _step_counts(pieces: list[Piece], instances: int, chan_of: Callable[[TreeSha
     return steps
 
 
-def _assign(ops: list[Any], n: int) -> tuple[list[list[tuple[str, int, int]]], dict[tuple, list[Any]]]:
-    """Group operations into thread blocks, number blocks and steps, and point dependencies at (tb, step)."""
-    groups: dict[tuple, list[Any]] = defaultdict(list)
-    for op in ops:
-        groups[(op.gpu, op.kind, op.peer, op.chan)].append(op)
-    order = {"recv": 0, "local": 1, "send": 2}
-    layout: list[list[tuple[str, int, int]]] = [[] for _ in range(n)]
-    for key in sorted(groups, key=lambda g: (g[0], order[g[1]], g[3], g[2])):
-        gpu, kind, peer, chan = key
-        tb = len(layout[gpu])
-        layout[gpu].append((kind, peer, chan))
-        groups[key].sort(key=lambda o: o.key)
-        for s, op in enumerate(groups[key]):
-            op.tb, op.s = tb, s
-    for op in ops:
-        if op.dep is not None:
-            op.dep.hasdep = True
-    return layout, groups
-
-
 def _channel_figures(ops: list[Any], n: int) -> tuple[int, int, int, int]:
     """(most steps in a tb, most tbs on a GPU, most send or receive tbs of one GPU on one channel, most receiving
     and copying tbs on a GPU: the dependency targets) of an assignment."""
