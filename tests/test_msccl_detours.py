@@ -65,3 +65,53 @@ def test_generate_writes_the_off_cpu_file_on_the_mi300_dump(tmp_path, runtime, f
     assert code == 0, err
     assert ("note       the optimal k=8's trees packed without the CPUs: their even pieces file (x8, nchunksperloop 2048) "
             "replaces k=8's written file " + figures) in out
+
+
+def test_the_per_size_candidates_include_the_off_cpu_packing():
+    """generate --sizes' candidates (simulate/select.py): on two MI300 boxes the optimal trees and the height-limited
+    ones join GPUs of one box through the CPUs; each is offered again packed without them ("-offcpu", the same exact
+    rate, no detour), after its own; the k-fixed ones without detours get none."""
+    from forestcoll.simulate.network import build_network
+    from forestcoll.simulate.select import OFF_CPUS, candidate_schedules
+
+    topo = _mi300(2)
+    net = build_network(topo)
+    cands = candidate_schedules(topo, net, "allgather", sizes=[1 << 30], ring=False)
+    bare = [name for name in cands if name.endswith(OFF_CPUS)]
+    assert "forestcoll" + OFF_CPUS in bare
+    for name in bare:
+        own = cands[name.removesuffix(OFF_CPUS)]
+        assert cpu_detours(topo, own) > 0 and cpu_detours(topo, cands[name]) == 0
+        assert cands[name].algbw >= own.algbw and cands[name].k == own.k
+        assert list(cands).index(name) > list(cands).index(name.removesuffix(OFF_CPUS))
+    assert all(n + OFF_CPUS not in cands for n, s in cands.items() if not cpu_detours(topo, s))
+
+
+def test_off_cpu_packing_keeps_the_k_and_needs_a_detour():
+    """detours.off_cpu_packing: the optimal k=8 packed again at k=8 without the CPUs reaches the same exact rate; a
+    schedule without detours (the hypercube's) gets nothing."""
+    from forestcoll.msccl.detours import off_cpu_packing
+
+    topo = _mi300(2)
+    sched = generate(topo, "allgather")
+    bare = off_cpu_packing(topo, sched, k=sched.k)
+    assert bare is not None and bare.k == sched.k and bare.algbw == sched.algbw and cpu_detours(topo, bare) == 0
+    cube = load_topology("hypercube:dim=3")
+    assert off_cpu_packing(cube, generate(cube, "allgather", k=2), k=2) is None
+
+
+@pytest.mark.slow
+def test_the_per_size_choice_writes_the_off_cpu_file_on_two_mi300_boxes(tmp_path):
+    """generate --sizes 16MiB --format msccl's choice on two MI300 boxes: the file written is an off-CPU packing's,
+    faster than every file of the trees through the CPUs (main wrote one of those; here the race skips them all:
+    their lower bounds on the time are above the off-CPU file's)."""
+    from forestcoll.simulate.select import OFF_CPUS, export_by_size
+
+    dump = shared_file("data", "nccl-topo", "topo_8p_940.xml")
+    out = export_by_size(str(dump), "allgather", [16 << 20], str(tmp_path / "x"), extra={"nodes": "2", "fabric": "rail"},
+                         check=False, workers=1)
+    assert out.ok and len(out.ranges) == 1
+    name = out.ranges[0].range.name
+    assert OFF_CPUS in name, name
+    rows = {r.algorithm: r.algbw_gbps for r in out.selection.table}  # the race leaves out the files it proves slower
+    assert all(v < rows[name] for n, v in rows.items() if OFF_CPUS not in n)

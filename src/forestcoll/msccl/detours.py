@@ -18,7 +18,7 @@ from typing import Any
 from forestcoll.schedule import Schedule
 from forestcoll.topology.model import Topology, TopologyError, make_topology
 
-__all__ = ["cpu_detours", "off_cpu_schedule", "without_cpus"]
+__all__ = ["cpu_detours", "off_cpu_packing", "off_cpu_schedule", "without_cpus"]
 
 CPU = re.compile(r"cpu\d*(\.\d+)?")  # the switches an NCCL / RCCL topology's <cpu> elements become (topology/nccl_xml.py)
 
@@ -72,3 +72,23 @@ def off_cpu_schedule(topology: Topology, sched: Schedule, **generate_kwargs: Any
         return None
     found = generate(bare, sched.collective, **generate_kwargs)
     return found if found.algbw == sched.algbw else None
+
+
+def off_cpu_packing(topology: Topology, sched: Schedule, **generate_kwargs: Any) -> Schedule | None:
+    """``sched`` packed again on :func:`without_cpus` with the same ``generate_kwargs`` (its ``k`` or
+    ``max_height``, root, ...), when ``sched`` has CPU detours (:func:`cpu_detours`) and that packing's exact algbw
+    is not below ``sched``'s; else None.  For a schedule that is not optimal (a fixed k, a height limit) this is
+    :func:`off_cpu_schedule`'s test without the bound: the packing itself must reach the rate."""
+    from forestcoll.errors import ForestCollError
+    from forestcoll.generate import generate
+
+    if not sched.trees or not cpu_detours(topology, sched):
+        return None
+    bare = without_cpus(topology)
+    if bare is None:
+        return None
+    try:
+        found = generate(bare, sched.collective, **generate_kwargs)
+    except ForestCollError:
+        return None
+    return found if found.algbw >= sched.algbw else None

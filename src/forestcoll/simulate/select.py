@@ -4,7 +4,9 @@
 k = 1, 2, 4 and 8, at the largest power of two below the optimal k that the runtimes
 can use at the sizes asked for (:func:`default_ks`; ``candidates="all"`` adds
 every power of two up to 64), one height-limited schedule (shallower than all
-of them), and the ring written as a schedule (when it verifies); :func:`select_schedules`
+of them), each of those packed again without the CPUs where its trees join GPUs of
+one box through a CPU (:func:`off_cpu_candidates`), and the ring written as a schedule
+(when it verifies); :func:`select_schedules`
 simulates them at every size and keeps the best per size, where the runtimes
 can use its file (the element count must split into nchunksperloop chunks),
 merged into ranges with a 2% hysteresis; :func:`export_by_size` writes each
@@ -32,8 +34,9 @@ from forestcoll.simulate.network import Network
 from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
-__all__ = ["ALL_KS", "CANDIDATE_SETS", "LATENCY", "SMALL_KS", "ExportedRange", "Selection", "SizeExport", "SizeRange",
-           "EVEN", "SPLIT", "candidate_files", "candidate_schedules", "default_ks", "export_by_size", "height_candidate", "select_schedules", "usable"]
+__all__ = ["ALL_KS", "CANDIDATE_SETS", "LATENCY", "OFF_CPUS", "SMALL_KS", "ExportedRange", "Selection", "SizeExport",
+           "SizeRange", "EVEN", "SPLIT", "candidate_files", "candidate_schedules", "default_ks", "export_by_size",
+           "height_candidate", "off_cpu_candidates", "select_schedules", "usable"]
 
 ALL_KS = tuple(2**i for i in range(0, 7))  # ``--candidates all`` adds every power of two up to 64
 # always offered below the optimal k: 1 and 2 pay the fewest latencies; 4 and 8 come within a few per cent of the
@@ -83,11 +86,13 @@ class Selection:
 def candidate_schedules(topo: Topology, net: Network, collective: str, root: str | None = None,
                         ks: Sequence[int] | None = None, ring: bool = True, height: bool = True,
                         ring_name: str = "ring", sizes: Sequence[int] = (), element_bytes: int = 4,
-                        candidates: str = "default") -> dict[str, Schedule]:
+                        candidates: str = "default", off_cpus: bool = True) -> dict[str, Schedule]:
     """forestcoll at the optimal k (``"forestcoll"``) and at each of ``ks`` below it (``"forestcoll-k<k>"``;
     default :func:`default_ks` for ``sizes`` in ``element_bytes``-byte elements, and with ``candidates="all"`` also
     every power of two up to 64); with ``height`` one height-limited schedule (``"forestcoll-h<H>"``,
-    :func:`height_candidate`); with ``ring`` the ring as a schedule (``ring_name``, when it verifies)."""
+    :func:`height_candidate`); with ``off_cpus`` each of those packed without the CPUs where it joins GPUs of one box
+    through a CPU (``name + "-offcpu"``, :func:`off_cpu_candidates`); with ``ring`` the ring as a schedule
+    (``ring_name``, when it verifies)."""
     from forestcoll.generate import generate
     from forestcoll.verify import verify
 
@@ -103,6 +108,8 @@ def candidate_schedules(topo: Topology, net: Network, collective: str, root: str
         found = height_candidate(topo, collective, list(cands.values()), root)
         if found is not None:
             cands[f"forestcoll-h{found.max_height()}"] = found
+    if off_cpus:
+        cands.update(off_cpu_candidates(topo, cands, root))
     if ring:
         try:
             sched = baselines.ring_schedule(net, collective, root)
@@ -111,6 +118,32 @@ def candidate_schedules(topo: Topology, net: Network, collective: str, root: str
         except ForestCollError:
             pass
     return cands
+
+
+OFF_CPUS = "-offcpu"  # the name suffix of a candidate packed again without the CPUs
+
+
+def off_cpu_candidates(topo: Topology, cands: Mapping[str, Schedule], root: str | None = None) -> dict[str, Schedule]:
+    """``name + OFF_CPUS`` -> each forestcoll candidate of ``cands`` (the optimal k, a fixed k, a height limit) packed
+    again on the topology without its CPUs, with the same k or height limit, where its trees join GPUs of one box
+    that have a direct link through a CPU (a runtime sends those edges over the direct link) and the packing loses
+    nothing in exact rate (:func:`forestcoll.msccl.detours.off_cpu_schedule` for the optimal k,
+    :func:`~forestcoll.msccl.detours.off_cpu_packing` for the others).  Empty on fabrics without such detours."""
+    from forestcoll.msccl.detours import off_cpu_packing, off_cpu_schedule
+
+    out: dict[str, Schedule] = {}
+    for name, sched in cands.items():
+        if name == "forestcoll":
+            found = off_cpu_schedule(topo, sched, root=root)
+        elif name.startswith("forestcoll-k"):
+            found = off_cpu_packing(topo, sched, k=sched.k, root=root)
+        elif name.startswith("forestcoll-h"):
+            found = off_cpu_packing(topo, sched, root=root, max_height=sched.max_height())
+        else:
+            continue
+        if found is not None:
+            out[name + OFF_CPUS] = found
+    return out
 
 
 def default_ks(k_opt: int, ranks: int, collective: str, sizes: Sequence[int] = (), element_bytes: int = 4) -> list[int]:
@@ -244,7 +277,7 @@ def _next_fitting_powers(cands: dict[str, Schedule], fitted: dict[str, Schedule]
         if name in fitted:
             out[name] = sched
             continue
-        k = sched.k // 2 if name.startswith("forestcoll-k") else 0
+        k = sched.k // 2 if name.startswith("forestcoll-k") and not name.endswith(OFF_CPUS) else 0
         while k > 2 and f"forestcoll-k{k}" not in cands:
             try:
                 more, why = fitting_candidates({f"forestcoll-k{k}": generate(topo, collective, k=k, root=root)},
