@@ -332,7 +332,9 @@ def narrow_files(sched: Schedule, options: ExportOptions | None, first: ExportRe
         if result.channels == first.channels:
             continue
         if base.name is None:  # renamed once per run, as in even_files
-            algo, name = result.algo, f"{result.algo.name}{'_even' if base.per_tree is None else ''}_c{c}"
+            algo = result.algo
+            name = (f"{algo.name}{'_even' if base.per_tree is None else ''}_c{c}"
+                    f"{'_latency' if base.order == 'latency' else ''}")
             result = replace(result, algo=once(("narrow", id(algo), name), lambda a=algo, n=name: replace(a, name=n), algo))
         out.append((c, result))
     return out

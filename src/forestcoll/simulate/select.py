@@ -340,7 +340,7 @@ LATENCY = "-latency"  # the name suffix of a candidate's file in the latency ste
 
 SPLIT = "-s"  # the name suffix of a candidate's file whose chunks are split (``-s4``: 4 MSCCL chunks per chunk)
 NARROW = "-c"  # ... of its file on fewer channels (``-c2``: two channels per instance)
-narrowed = re.compile(rf"{NARROW}\d+$").search  # a file on fewer channels (also for 1 GiB: competes from 256 MiB up)
+narrowed = re.compile(rf"{NARROW}\d+({LATENCY})?$").search  # a file on fewer channels (also for 1 GiB: competes from 256 MiB up)
 EVEN = "-even"  # ... of its file with even pieces per tree (``-even8``: 8 MSCCL chunks per chunk, every tree's range
 #                 in as many pieces as the others')
 
@@ -356,7 +356,8 @@ def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progr
     (:func:`forestcoll.msccl.generated.even_files`: ``name-even<s>``, every tree's range in as many pieces as the
     others', which fills a large k's thin trees in enough pipeline units at 1 GiB; the latency order is for the small
     sizes, where pieces this fine only add steps); and (with ``narrow``, for an RCCL file) its plain and even-pieces files
-    on fewer channels (:func:`forestcoll.msccl.generated.narrow_files`: ``name-c<c>``, ``name-even<s>-c<c>``).  Returns (name -> export result, name -> schedule of each file, notes on the candidates
+    on fewer channels (:func:`forestcoll.msccl.generated.narrow_files`: ``name-c<c>``, ``name-even<s>-c<c>``, the
+    latter in both step orders: ``name-even<s>-c<c>-latency``).  Returns (name -> export result, name -> schedule of each file, notes on the candidates
     whose files do not fit)."""
     from forestcoll.msccl.export import ExportError, ExportOptions, export_msccl
     from forestcoll.msccl.generated import even_files, narrow_files, split_files
@@ -383,8 +384,9 @@ def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progr
             finer += [(f"{name}{EVEN}{s}", r) for s, r in (even_files(sched, opts, first) if even and not suffix else [])]
             if narrow and not suffix:  # fewer channels: for RCCL's 1 GiB, in the progress order (plain and even pieces)
                 finer += [(f"{name}{NARROW}{c}", r) for c, r in narrow_files(sched, opts, first)]
-                finer += [(f"{v}{NARROW}{c}", r) for v, e in list(finer) if EVEN in v
-                          for c, r in narrow_files(sched, replace(opts, per_tree=None), e)
+                finer += [(f"{v}{NARROW}{c}{order}", r) for v, e in list(finer) if EVEN in v
+                          for order, o in (("", opts), (LATENCY, replace(opts, order="latency")))
+                          for c, r in narrow_files(sched, replace(o, per_tree=None), e)
                           if r.algo.nchunksperloop != first.algo.nchunksperloop]  # else the plain pieces again
             for variant, result in finer:
                 files[variant], named[variant] = result, sched
