@@ -347,12 +347,12 @@ def _fit(sched: Schedule, trees: list[TreeShape], opts: ExportOptions, split: in
 def _fit_duplex(sched: Schedule, trees: list[TreeShape], opts: ExportOptions, *args: Any) -> tuple:
     """:func:`_fit` without duplex blocks at any piece count that fits, else (with ``opts.duplex``, when the blocks
     per GPU may be the limit) with them: a file that fits unmerged is written as without duplex, byte for byte."""
+    if not opts.duplex:
+        return _fit(sched, trees, opts, *args)
     try:
         return _fit(sched, trees, replace(opts, duplex=False), *args)
     except ExportError:
-        if not opts.duplex:
-            raise
-    return _fit(sched, trees, opts, *args)  # merging only helps a layout over the blocks limit; else this fails too
+        return _fit(sched, trees, opts, *args)  # merging only helps a layout over the blocks limit; else this fails too
 
 
 def _stage_loads(sched: Schedule, pieces: list[Piece], inst: int, n_stages: int, opts: ExportOptions) -> list[int]:

@@ -302,9 +302,15 @@ def even_files(sched: Schedule, options: ExportOptions | None, first: ExportResu
     if s <= 1:
         return []
     if base.name is None:  # the split file of the same s is named _s<s>: say which pieces this one has
-        algo = result.algo  # renamed once per run, so a rate remembered by the file's identity serves every choice
-        result = replace(result, algo=once(("even", id(algo)), lambda: replace(algo, name=f"{algo.name}_even"), algo))
+        result = _renamed(result, f"{result.algo.name}_even")
     return [(s, result)]
+
+
+def _renamed(result: ExportResult, name: str) -> ExportResult:
+    """``result`` with its algorithm named ``name``, renamed once per run (:func:`~forestcoll.msccl.reuse.once`, by the
+    algorithm's identity and the name): a rate remembered by the file's identity then serves every choice."""
+    algo = result.algo
+    return replace(result, algo=once(("renamed", id(algo), name), lambda: replace(algo, name=name), algo))
 
 
 def narrow_files(sched: Schedule, options: ExportOptions | None, first: ExportResult) -> list[tuple[int, ExportResult]]:
@@ -331,11 +337,9 @@ def narrow_files(sched: Schedule, options: ExportOptions | None, first: ExportRe
             continue
         if result.channels == first.channels:
             continue
-        if base.name is None:  # renamed once per run, as in even_files
-            algo = result.algo
-            name = (f"{algo.name}{'_even' if base.per_tree is None else ''}_c{c}"
-                    f"{'_latency' if base.order == 'latency' else ''}")
-            result = replace(result, algo=once(("narrow", id(algo), name), lambda a=algo, n=name: replace(a, name=n), algo))
+        if base.name is None:
+            result = _renamed(result, f"{result.algo.name}{'_even' if base.per_tree is None else ''}_c{c}"
+                                      f"{'_latency' if base.order == 'latency' else ''}")
         out.append((c, result))
     return out
 
@@ -358,13 +362,10 @@ def latency_files(sched: Schedule, options: ExportOptions | None, files: list[tu
     for kind, s, first in files:
         opts = replace(base, order="latency") if kind == "plain" else replace(base, order="latency", split=s, max_cnt=1)
         try:
-            out.append((f"{kind} latency", s, exported(sched, opts)))
+            result = exported(sched, opts)
         except ExportError:
             continue
-        if base.name is None:  # renamed once per run, as in even_files: a rate remembered by identity serves every choice
-            algo, name = out[-1][2].algo, f"{first.algo.name}_latency"
-            renamed = once(("latency", id(algo), name), lambda a=algo, n=name: replace(a, name=n), algo)
-            out[-1] = (out[-1][0], s, replace(out[-1][2], algo=renamed))
+        out.append((f"{kind} latency", s, result if base.name is not None else _renamed(result, f"{first.algo.name}_latency")))
     return out
 
 
