@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 from forestcoll import collectives
 from forestcoll.errors import ScheduleError, UsageError
 from forestcoll.msccl import duplex
-from forestcoll.msccl.advice import block_advice
+from forestcoll.msccl.advice import block_advice, sizes_advice
 from forestcoll.msccl.ir import PROTOCOLS, Algo, Gpu, Step, ThreadBlock
 from forestcoll.msccl.lint import RUNTIMES, RuntimeLimits
 from forestcoll.msccl.ordering import (
@@ -671,4 +671,7 @@ def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportO
 
     report(progress, "choosing the file (k, variant) by simulated rate", 0)
     sched, result = generated_msccl(topology, sched, options, rate, file_rate, size, split, **generate_kwargs)
+    if file_rate is not None and (advice := sizes_advice(result.limits.name, result.algo.min_bytes, result.algo.max_bytes,
+                                                         file_rate(result.algo, size), sched.bound_algbw, size)):
+        result.notes.append(advice)  # the one file misses the target for RCCL: per-size files (advice.py)
     return sched, write_checked(result, path, check, progress)
