@@ -18,7 +18,9 @@ race detector (the default) and, as the baseline measured in the same run, witho
 
 Table 3 (with ``--generated``, instead of tables 1 and 2): the plan ``forestcoll generate FABRIC -c COLL --format
 mscclpp`` writes (`write_generated_plan` with the fabric's GPU's resident blocks and the plan-ranked fallback, as
-the CLI calls it), simulated at 1 MiB, 16 MiB and 1 GiB against the exact bound; ``dumps``: the imported NCCL / RCCL
+the CLI calls it), simulated at 1 MiB, 16 MiB and 1 GiB against the fabric's exact bound and, at 1 GiB, against
+the bound on the network ports the executor drives (one per GPU: `mscclpp/ports.py`; the trees are packed there);
+``dumps``: the imported NCCL / RCCL
 dumps H100-topology.xml and topo_8p_940.xml as 4 boxes on a rail fabric (skipped when absent), ``all``: mi250:nodes=2
 too (its fallbacks take minutes each).
 
@@ -39,6 +41,7 @@ from pathlib import Path
 from rich.console import Console
 from tables import show
 
+from forestcoll.bound.optimal import optimal_bound
 from forestcoll.generate import generate
 from forestcoll.mscclpp.export import ExportError, ExportOptions, export_mscclpp, fitting_schedule, write_generated_plan
 from forestcoll.mscclpp.interpreter import run_plan
@@ -151,8 +154,8 @@ def generated_table(console: Console, markdown: bool, which: str) -> None:
                ("topo_8p_940.xml x4 rail", dump("topo_8p_940.xml"), RAIL4)]
     if which == "all":
         fabrics.insert(0, ("mi250:nodes=2", "mi250:nodes=2", None))
-    columns = ("fabric", "collective", "GPU (resident blocks)", "bound GB/s", "k written", "layout", "tbs/GPU",
-               "1 MiB GB/s (of bound)", "16 MiB", "1 GiB", "generate CPU s")
+    columns = ("fabric", "collective", "GPU (resident blocks)", "bound GB/s", "driven ports' bound", "k written",
+               "layout", "tbs/GPU", "1 MiB GB/s (of bound)", "16 MiB", "1 GiB", "1 GiB of driven", "generate CPU s")
     rows: list[list[str]] = []
     for label, spec, cluster in fabrics:
         if cluster is not None and not Path(spec).exists():
@@ -166,14 +169,16 @@ def generated_table(console: Console, markdown: bool, which: str) -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 sched, res = write_generated_plan(topo, coll, f"{tmp}/plan.json", options=opts, plan_rate=plan_rate(topo))
             cpu = time.process_time() - t0
-            bound = float(sched.bound_algbw)
+            bound = float(optimal_bound(topo, coll).algbw)  # the fabric's; the trees: on the ports the executor drives
+            driven = float(sched.bound_algbw)
             fell = any(note.startswith("the optimal k=") for note in res.notes)
             gpu = f"{topo.gpu.name} ({opts.max_threadblocks})" if topo.gpu else f"- ({opts.max_threadblocks})"
-            cells = [label, coll, gpu, f"{bound:.1f}", f"{sched.k}" + (" (fallback)" if fell else " (opt)"),
-                     res.layout, str(res.stats.threadblocks_per_gpu)]
+            cells = [label, coll, gpu, f"{bound:.1f}", f"{driven:.1f}", f"{sched.k}" + (" (fallback)" if fell else
+                     " (opt)"), res.layout, str(res.stats.threadblocks_per_gpu)]
             for size, _name in ((1 << 20, "1MiB"), (16 << 20, "16MiB"), (1 << 30, "1GiB")):
                 rate = simulate_plan(net, res.plan, size).algbw_gbps
                 cells.append(f"{rate:.1f} ({rate / bound:.3f})")
+            cells.append(f"{rate / driven:.3f}")
             cells.append(f"{cpu:.0f}")
             rows.append(cells)
             print(" ".join(cells), file=sys.stderr, flush=True)  # each row as it comes: a fallback takes minutes

@@ -260,8 +260,12 @@ def write_mscclpp(sched: Schedule, path: str, topology: Topology | str | None = 
     file, then rename): what ``forestcoll export --format mscclpp`` does."""
     from forestcoll.fileio import atomic_write_text
     from forestcoll.mscclpp.plan import write_plan
+    from forestcoll.mscclpp.ports import idle_port_note
 
-    result = export_mscclpp(sched, topology, options, progress=progress, **kwargs)
+    topo = topology if isinstance(topology, Topology) else schedule_topology(sched, topology)
+    result = export_mscclpp(sched, topo, options, progress=progress, **kwargs)
+    if note := idle_port_note(sched, topo):
+        result.notes.append(note)
     atomic_write_text(path, write_plan(result.plan))
     result.output = str(path)
     return result
@@ -323,17 +327,31 @@ def fitting_powers(topology: Topology, collective: str, sched: Schedule, options
     return found
 
 
-def write_generated_plan(topology: Topology, collective: str, path: str, *, k: int | None = None,
-                         root: str | None = None, symmetry: bool = True, max_k: int | None = None,
-                         options: ExportOptions | None = None,
-                         rate: Callable[[Schedule, int], float] | None = None,
-                         progress: Progress | None = None,
-                         plan_rate: Callable[[Plan, int], float] | None = None) -> tuple[Schedule, ExportResult]:
-    """Generate the schedule and write its plan (what ``forestcoll generate --format mscclpp`` does).  Without ``k``
-    the optimal schedule is used when its plan fits the executor's thread blocks, else :func:`fitting_schedule`'s,
-    with a note saying so: ranked by ``plan_rate(plan, size)`` when given (each fitting k's plan as exported, since
-    a plan's layout, not only its trees, decides its rate), else by ``rate``.  A given ``k`` is used as it is (or
-    refused)."""
+def write_generated_plan(topology: Topology, collective: str, path: str, **kwargs: Any) -> tuple[Schedule, ExportResult]:
+    """Generate the schedule and write its plan (what ``forestcoll generate --format mscclpp`` does): the trees are
+    packed on the network ports the executor drives (:func:`forestcoll.mscclpp.ports.executor_ports`, one per GPU;
+    a note says so when that leaves ports idle), then as :func:`_generated_plan`."""
+    from forestcoll.bound.optimal import optimal_bound
+    from forestcoll.mscclpp.ports import executor_ports
+
+    ports = executor_ports(topology)
+    sched, result = _generated_plan(ports.topology, collective, path, **kwargs)
+    if ports.dropped:
+        full = optimal_bound(topology, collective, kwargs.get("root"), kwargs.get("symmetry", True)).algbw
+        result.notes.append(ports.note(collective, full, sched.bound_algbw))
+    return sched, result
+
+
+def _generated_plan(topology: Topology, collective: str, path: str, *, k: int | None = None,
+                    root: str | None = None, symmetry: bool = True, max_k: int | None = None,
+                    options: ExportOptions | None = None,
+                    rate: Callable[[Schedule, int], float] | None = None,
+                    progress: Progress | None = None,
+                    plan_rate: Callable[[Plan, int], float] | None = None) -> tuple[Schedule, ExportResult]:
+    """Generate the schedule and write its plan.  Without ``k`` the optimal schedule is used when its plan fits the
+    executor's thread blocks, else :func:`fitting_schedule`'s, with a note saying so: ranked by
+    ``plan_rate(plan, size)`` when given (each fitting k's plan as exported, since a plan's layout, not only its
+    trees, decides its rate), else by ``rate``.  A given ``k`` is used as it is (or refused)."""
     from forestcoll.generate import generate
 
     kwargs: dict[str, Any] = {"root": root, "symmetry": symmetry}
