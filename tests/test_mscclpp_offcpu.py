@@ -12,7 +12,7 @@ from conftest import cli, shared_file
 from forestcoll.generate import generate
 from forestcoll.msccl.detours import cpu_detours
 from forestcoll.mscclpp.export import ExportOptions, export_mscclpp, write_generated_plan, write_mscclpp
-from forestcoll.mscclpp.offcpu import off_cpu_rival, race_fallback
+from forestcoll.mscclpp.offcpu import off_cpu_rival, race_fallback, race_plans
 from forestcoll.mscclpp.plan import read_plan, write_plan
 from forestcoll.topology import load_topology
 
@@ -56,6 +56,20 @@ def test_the_optimum_is_kept_when_its_plan_is_as_fast(tmp_path):
         assert sched.algbw == optimal.algbw and cpu_detours(topo, sched) == cpu_detours(topo, optimal) > 0
         assert result.notes[0].endswith("against 2.0 (edge layout, 35 thread blocks per GPU against 35): not taken")
         assert path.read_text() == write_plan(write_mscclpp(optimal, str(tmp_path / "q.json"), topo, opts).plan)
+
+
+def test_a_rival_that_does_not_fit_is_not_taken():
+    """The optimum's plan (exported here within 304 blocks) against a rival whose plan needs 29 blocks when 24 are
+    allowed: the optimum is kept, nothing is simulated, and the note says why."""
+    topo = _mi300(2)
+    optimal = generate(topo, "allgather")
+    mine = export_mscclpp(optimal, topo, ExportOptions(max_threadblocks=304, check=False))
+    chosen, plan, note = race_plans(topo, optimal, mine, off_cpu_rival(topo, optimal, True),
+                                    ExportOptions(max_threadblocks=24), _rates())
+    assert chosen is optimal and plan is mine
+    assert note.endswith("packed again without the CPUs (k=8, the same exact rate), its plan does not fit (allgather k=8 "
+                         "needs 29 thread blocks per GPU even at the 'level' layout, more than the 24 a GPU runs at "
+                         "once): not taken")
 
 
 def test_no_rival_without_detours_nor_with_a_given_k(tmp_path):

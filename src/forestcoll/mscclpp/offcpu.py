@@ -44,16 +44,15 @@ def off_cpu_rival(topology: Topology, sched: Schedule, optimal: bool, **generate
     return off_cpu_packing(topology, sched, **{**generate_kwargs, "k": sched.k})
 
 
-def _fits(topology: Topology, sched: Schedule, opts: ExportOptions) -> ExportResult | None:
-    """``sched``'s unchecked plan, or None when it needs more thread blocks than ``opts`` allows."""
+def _fits(topology: Topology, sched: Schedule, opts: ExportOptions) -> tuple[ExportResult | None, str]:
+    """``sched``'s unchecked plan, or None and why when it cannot be exported within ``opts``' limits (more thread
+    blocks or operations than the executor allows): a rival that does not fit is not taken, never an error."""
     from forestcoll.mscclpp.export import ExportError, export_mscclpp
 
     try:
-        return export_mscclpp(sched, topology, replace(opts, check=False))
+        return export_mscclpp(sched, topology, replace(opts, check=False)), ""
     except ExportError as exc:
-        if "thread blocks per GPU" in str(exc):
-            return None
-        raise
+        return None, str(exc).split(" (--max-threadblocks")[0]
 
 
 def race_plans(topology: Topology, sched: Schedule, mine: ExportResult, rival: Schedule, opts: ExportOptions,
@@ -68,9 +67,9 @@ def race_plans(topology: Topology, sched: Schedule, mine: ExportResult, rival: S
     head = (f"the optimal k={sched.k}'s trees join GPUs of one box through a CPU ({cpu_detours(topology, sched)} edges), "
             f"which the executor sends over their direct link; packed again without the CPUs (k={rival.k}, the same "
             "exact rate)")
-    alt = _fits(topology, rival, opts)
+    alt, why = _fits(topology, rival, opts)
     if alt is None:
-        return sched, mine, head + f", its plan needs more than {opts.max_threadblocks} thread blocks per GPU: not taken"
+        return sched, mine, head + f", its plan does not fit ({why}): not taken"
     here, there = plan_rate(mine.plan, size), plan_rate(alt.plan, size)
     said = (f", its plan simulates {there:.1f} GB/s at {format_size(size)} against {here:.1f} ({alt.layout} layout, "
             f"{alt.stats.threadblocks_per_gpu} thread blocks per GPU against {mine.stats.threadblocks_per_gpu})")
@@ -96,7 +95,7 @@ def race_fallback(topology: Topology, optimal: Schedule, chosen: Schedule, sched
         rival = off_cpu_rival(topology, sched, sched is optimal, **generate_kwargs)
         if rival is None:
             continue
-        alt = _fits(topology, rival, opts)
+        alt, _why = _fits(topology, rival, opts)
         there = None if alt is None else plan_rate(alt.plan, size)
         tried.append(f"k={rival.k} " + ("does not fit" if there is None else f"{there:.1f}"))
         if there is not None and there > best_rate:
