@@ -20,12 +20,13 @@ Table 3 (with ``--generated``, instead of tables 1 and 2): the plan ``forestcoll
 mscclpp`` writes (`write_generated_plan` with the fabric's GPU's resident blocks and the plan-ranked fallback, as
 the CLI calls it), simulated at 1 MiB, 16 MiB and 1 GiB against the exact bound; ``dumps``: the imported NCCL / RCCL
 dumps H100-topology.xml and topo_8p_940.xml as 4 boxes on a rail fabric (skipped when absent), ``all``: mi250:nodes=2
-too (its fallbacks take minutes each).
+too (its fallbacks take minutes each), ``h100`` / ``mi300``: that dump's rows only.
 
     python benchmarks/mscclpp.py             # both tables
     python benchmarks/mscclpp.py --quick     # skips the mi250 nodes=2 optimal-k rows (minutes of simulation each)
     python benchmarks/mscclpp.py --markdown  # tables to paste into the README
     python benchmarks/mscclpp.py --generated dumps --markdown  # table 3 only: what generate writes
+    python benchmarks/mscclpp.py --generated mi300 --markdown  # table 3, the MI300 dump's rows only
 """
 
 from __future__ import annotations
@@ -151,6 +152,8 @@ def generated_table(console: Console, markdown: bool, which: str) -> None:
                ("topo_8p_940.xml x4 rail", dump("topo_8p_940.xml"), RAIL4)]
     if which == "all":
         fabrics.insert(0, ("mi250:nodes=2", "mi250:nodes=2", None))
+    if which in ("h100", "mi300"):  # one dump's rows only
+        fabrics = [fabrics[0 if which == "h100" else 1]]
     columns = ("fabric", "collective", "GPU (resident blocks)", "bound GB/s", "k written", "layout", "tbs/GPU",
                "1 MiB GB/s (of bound)", "16 MiB", "1 GiB", "generate CPU s")
     rows: list[list[str]] = []
@@ -167,9 +170,12 @@ def generated_table(console: Console, markdown: bool, which: str) -> None:
                 sched, res = write_generated_plan(topo, coll, f"{tmp}/plan.json", options=opts, plan_rate=plan_rate(topo))
             cpu = time.process_time() - t0
             bound = float(sched.bound_algbw)
-            fell = any(note.startswith("the optimal k=") for note in res.notes)
+            fell = any(note.startswith("the optimal k=") and note.split(" ", 3)[3].startswith("does not fit")
+                       for note in res.notes)
+            off = any(note.endswith("): taken") or "packed without the CPUs, faster than" in note for note in res.notes)
             gpu = f"{topo.gpu.name} ({opts.max_threadblocks})" if topo.gpu else f"- ({opts.max_threadblocks})"
-            cells = [label, coll, gpu, f"{bound:.1f}", f"{sched.k}" + (" (fallback)" if fell else " (opt)"),
+            how = ("fallback" if fell else "opt") + (", off the CPUs" if off else "")
+            cells = [label, coll, gpu, f"{bound:.1f}", f"{sched.k} ({how})",
                      res.layout, str(res.stats.threadblocks_per_gpu)]
             for size, _name in ((1 << 20, "1MiB"), (16 << 20, "16MiB"), (1 << 30, "1GiB")):
                 rate = simulate_plan(net, res.plan, size).algbw_gbps
@@ -185,9 +191,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--markdown", action="store_true", help="print markdown tables")
     ap.add_argument("--quick", action="store_true", help="skip the slowest simulations (mi250 nodes=2 at the optimal k)")
-    ap.add_argument("--generated", choices=("dumps", "all"),
+    ap.add_argument("--generated", choices=("dumps", "all", "h100", "mi300"),
                     help="only table 3: the plan generate --format mscclpp writes (dumps: H100 and MI300 dumps x4 "
-                         "rail; all: mi250:nodes=2 too)")
+                         "rail; all: mi250:nodes=2 too; h100, mi300: that dump's rows only)")
     args = ap.parse_args()
     console = Console()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
