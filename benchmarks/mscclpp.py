@@ -22,12 +22,13 @@ the CLI calls it), simulated at 1 MiB, 16 MiB and 1 GiB against the fabric's exa
 the bound on the network ports the executor drives (one per GPU: `mscclpp/ports.py`; the trees are packed there);
 ``dumps``: the imported NCCL / RCCL
 dumps H100-topology.xml and topo_8p_940.xml as 4 boxes on a rail fabric (skipped when absent), ``all``: mi250:nodes=2
-too (its fallbacks take minutes each).
+too (its fallbacks take minutes each), ``h100`` / ``mi300``: that dump's rows only.
 
     python benchmarks/mscclpp.py             # both tables
     python benchmarks/mscclpp.py --quick     # skips the mi250 nodes=2 optimal-k rows (minutes of simulation each)
     python benchmarks/mscclpp.py --markdown  # tables to paste into the README
     python benchmarks/mscclpp.py --generated dumps --markdown  # table 3 only: what generate writes
+    python benchmarks/mscclpp.py --generated mi300 --markdown  # table 3, the MI300 dump's rows only
 """
 
 from __future__ import annotations
@@ -154,6 +155,8 @@ def generated_table(console: Console, markdown: bool, which: str) -> None:
                ("topo_8p_940.xml x4 rail", dump("topo_8p_940.xml"), RAIL4)]
     if which == "all":
         fabrics.insert(0, ("mi250:nodes=2", "mi250:nodes=2", None))
+    if which in ("h100", "mi300"):  # one dump's rows only
+        fabrics = [fabrics[0 if which == "h100" else 1]]
     columns = ("fabric", "collective", "GPU (resident blocks)", "bound GB/s", "driven ports' bound", "k written",
                "layout", "tbs/GPU", "1 MiB GB/s (of bound)", "16 MiB", "1 GiB", "1 GiB of driven", "generate CPU s")
     rows: list[list[str]] = []
@@ -171,10 +174,13 @@ def generated_table(console: Console, markdown: bool, which: str) -> None:
             cpu = time.process_time() - t0
             bound = float(optimal_bound(topo, coll).algbw)  # the fabric's; the trees: on the ports the executor drives
             driven = float(sched.bound_algbw)
-            fell = any(note.startswith("the optimal k=") for note in res.notes)
+            fell = any(note.startswith("the optimal k=") and note.split(" ", 3)[3].startswith("does not fit")
+                       for note in res.notes)
+            off = any(note.endswith("): taken") or "packed without the CPUs, faster than" in note for note in res.notes)
             gpu = f"{topo.gpu.name} ({opts.max_threadblocks})" if topo.gpu else f"- ({opts.max_threadblocks})"
-            cells = [label, coll, gpu, f"{bound:.1f}", f"{driven:.1f}", f"{sched.k}" + (" (fallback)" if fell else
-                     " (opt)"), res.layout, str(res.stats.threadblocks_per_gpu)]
+            how = ("fallback" if fell else "opt") + (", off the CPUs" if off else "")
+            cells = [label, coll, gpu, f"{bound:.1f}", f"{driven:.1f}", f"{sched.k} ({how})",
+                     res.layout, str(res.stats.threadblocks_per_gpu)]
             for size, _name in ((1 << 20, "1MiB"), (16 << 20, "16MiB"), (1 << 30, "1GiB")):
                 rate = simulate_plan(net, res.plan, size).algbw_gbps
                 cells.append(f"{rate:.1f} ({rate / bound:.3f})")
@@ -190,9 +196,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--markdown", action="store_true", help="print markdown tables")
     ap.add_argument("--quick", action="store_true", help="skip the slowest simulations (mi250 nodes=2 at the optimal k)")
-    ap.add_argument("--generated", choices=("dumps", "all"),
+    ap.add_argument("--generated", choices=("dumps", "all", "h100", "mi300"),
                     help="only table 3: the plan generate --format mscclpp writes (dumps: H100 and MI300 dumps x4 "
-                         "rail; all: mi250:nodes=2 too)")
+                         "rail; all: mi250:nodes=2 too; h100, mi300: that dump's rows only)")
     args = ap.parse_args()
     console = Console()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

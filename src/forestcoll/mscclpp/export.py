@@ -351,30 +351,50 @@ def _generated_plan(topology: Topology, collective: str, path: str, *, k: int | 
     """Generate the schedule and write its plan.  Without ``k`` the optimal schedule is used when its plan fits the
     executor's thread blocks, else :func:`fitting_schedule`'s, with a note saying so: ranked by
     ``plan_rate(plan, size)`` when given (each fitting k's plan as exported, since a plan's layout, not only its
-    trees, decides its rate), else by ``rate``.  A given ``k`` is used as it is (or refused)."""
+    trees, decides its rate), else by ``rate``; either raced against the same trees packed without the CPUs
+    (:mod:`forestcoll.mscclpp.offcpu`).  A given ``k`` is used as it is (or refused)."""
+    from dataclasses import replace
+
     from forestcoll.generate import generate
+    from forestcoll.mscclpp.offcpu import off_cpu_rival, race_fallback, race_plans
 
     kwargs: dict[str, Any] = {"root": root, "symmetry": symmetry}
     if max_k is not None:
         kwargs["max_k"] = max_k
     sched = generate(topology, collective, k=k, progress=progress, **kwargs)
+    rival = None if k is not None or plan_rate is None else off_cpu_rival(topology, sched, True, **kwargs)
     try:
-        return sched, write_mscclpp(sched, path, topology, options, progress=progress)
+        if rival is None:
+            return sched, write_mscclpp(sched, path, topology, options, progress=progress)
+        opts = options or ExportOptions()  # the optimum's plan races its packing without the CPUs
+        chosen, result, note = race_plans(topology, sched, export_mscclpp(sched, topology, replace(opts, check=False)),
+                                          rival, opts, plan_rate)
+        result = _write_exported(result, path, opts, progress)
+        result.notes.insert(0, note)
+        return chosen, result
     except ExportError as exc:
         if k is not None or "thread blocks per GPU" not in str(exc):
             raise
         first = exc
     exported: dict[int, ExportResult] = {}  # each fitting k's plan, exported once (unchecked)
     rates: dict[int, float] = {}
+    scheds: dict[int, Schedule] = {}
     if plan_rate is not None:  # the fitting k ranked by their plans, as the executor would run them
-        rate = lambda s, size: rates.setdefault(s.k, plan_rate(exported[s.k].plan, size))  # noqa: E731
+        def rate(s: Schedule, size: int) -> float:
+            scheds[s.k] = s
+            return rates.setdefault(s.k, plan_rate(exported[s.k].plan, size))
     found = fitting_schedule(topology, collective, sched, options, rate, "plans" if plan_rate else "trees", exported,
                              **kwargs)
     if found is None:
         raise first
     fallback, how = found
     if plan_rate is not None:
-        how += _finer(topology, fallback, exported, rates[fallback.k], options or ExportOptions(), plan_rate)
+        ranked = fallback
+        fallback, more = race_fallback(topology, sched, fallback, scheds, exported, rates, options or ExportOptions(),
+                                       plan_rate, **kwargs)
+        if fallback is not ranked:
+            how = f"packed without the CPUs, faster than k={ranked.k}, " + how
+        how += more + _finer(topology, fallback, exported, rates[fallback.k], options or ExportOptions(), plan_rate)
     result = _write_exported(exported[fallback.k], path, options or ExportOptions(), progress)
     result.notes.insert(0, f"the optimal k={sched.k} does not fit: " + str(first).split(" (--max-threadblocks")[0]
                         + f"; exported k={fallback.k}, {how}; its trees reach "

@@ -1,0 +1,110 @@
+"""Plans of trees packed without the CPUs: the rivals ``generate --format mscclpp`` races its choice of trees against.
+
+A schedule's tree edge between two GPUs of one box may be routed through the CPUs (PCIe) when that keeps the optimum,
+but the executor sends it over the pair's direct link (a memory channel over xGMI / NVLink), which then carries more
+than the trees assumed (:mod:`forestcoll.msccl.detours`).  The MSCCL file writer already offers the optimum packed
+without the CPUs; here a plan gets the same offer: :func:`off_cpu_rival` packs the schedule again without them (only
+where its trees have such detours and the packing loses no exact rate), and :func:`race_plans` keeps whichever plan
+simulates faster at the design size (``plan_rate``), so a plan never gets slower.  MI300 dump x4 rail at 1 GiB:
+allreduce 185.4 -> 192.6 GB/s, allgather 359.0 -> 377.0 (docs/mscclpp.md, "On the imported dumps").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from forestcoll.schedule import Schedule
+from forestcoll.topology.model import Topology
+
+if TYPE_CHECKING:
+    from forestcoll.mscclpp.export import ExportOptions, ExportResult
+    from forestcoll.mscclpp.plan import Plan
+
+__all__ = ["design_size", "off_cpu_rival", "race_fallback", "race_plans"]
+
+
+def design_size(opts: ExportOptions) -> int:
+    """The size at which plans are ranked: the design size, else the largest size up to 1 GiB (as ``_finer``)."""
+    return opts.design_size or min(opts.max_message_size or (1 << 30), 1 << 30)
+
+
+def off_cpu_rival(topology: Topology, sched: Schedule, optimal: bool, **generate_kwargs: Any) -> Schedule | None:
+    """``sched`` packed again without the CPUs when its trees join GPUs of one box through one and the packing
+    keeps its exact rate (the optimum: :func:`~forestcoll.msccl.detours.off_cpu_schedule`; a fixed k:
+    :func:`~forestcoll.msccl.detours.off_cpu_packing` at ``sched.k``); else None (always on fabrics without
+    detours, where this costs one scan of the edges)."""
+    from forestcoll.msccl.detours import cpu_detours, off_cpu_packing, off_cpu_schedule
+
+    if not cpu_detours(topology, sched):
+        return None
+    if optimal:
+        return off_cpu_schedule(topology, sched, **generate_kwargs)
+    return off_cpu_packing(topology, sched, **{**generate_kwargs, "k": sched.k})
+
+
+def _fits(topology: Topology, sched: Schedule, opts: ExportOptions) -> tuple[ExportResult | None, str]:
+    """``sched``'s unchecked plan, or None and why when it cannot be exported within ``opts``' limits (more thread
+    blocks or operations than the executor allows): a rival that does not fit is not taken, never an error."""
+    from forestcoll.mscclpp.export import ExportError, export_mscclpp
+
+    try:
+        return export_mscclpp(sched, topology, replace(opts, check=False)), ""
+    except ExportError as exc:
+        return None, str(exc).split(" (--max-threadblocks")[0]
+
+
+def race_plans(topology: Topology, sched: Schedule, mine: ExportResult, rival: Schedule, opts: ExportOptions,
+               plan_rate: Callable[[Plan, int], float]) -> tuple[Schedule, ExportResult, str]:
+    """The optimal ``sched`` (its unchecked plan ``mine``, which fits) against ``rival`` (:func:`off_cpu_rival`):
+    whichever plan ``plan_rate`` gives the higher rate at :func:`design_size` (ties keep ``sched``), its plan, and a
+    note saying what was raced."""
+    from forestcoll.msccl.detours import cpu_detours
+    from forestcoll.units import format_size
+
+    size = design_size(opts)
+    head = (f"the optimal k={sched.k}'s trees join GPUs of one box through a CPU ({cpu_detours(topology, sched)} edges), "
+            f"which the executor sends over their direct link; packed again without the CPUs (k={rival.k}, the same "
+            "exact rate)")
+    alt, why = _fits(topology, rival, opts)
+    if alt is None:
+        return sched, mine, head + f", its plan does not fit ({why}): not taken"
+    here, there = plan_rate(mine.plan, size), plan_rate(alt.plan, size)
+    said = (f", its plan simulates {there:.1f} GB/s at {format_size(size)} against {here:.1f} ({alt.layout} layout, "
+            f"{alt.stats.threadblocks_per_gpu} thread blocks per GPU against {mine.stats.threadblocks_per_gpu})")
+    if there > here:
+        return rival, alt, head + said + ": taken"
+    return sched, mine, head + said + ": not taken"
+
+
+def race_fallback(topology: Topology, optimal: Schedule, chosen: Schedule, scheds: dict[int, Schedule],
+                  exported: dict[int, ExportResult], rates: dict[int, float], opts: ExportOptions,
+                  plan_rate: Callable[[Plan, int], float], **generate_kwargs: Any) -> tuple[Schedule, str]:
+    """When the optimal k does not fit: the optimum and each fitting k's schedule (``scheds``, their unchecked plans
+    in ``exported`` and their rates at :func:`design_size` in ``rates``; ``chosen`` the fastest), packed again
+    without the CPUs where their trees have detours (:func:`off_cpu_rival`), race ``chosen`` by their plans (those
+    that fit): the fastest, when faster, goes into ``exported`` and ``rates`` at its k and is returned.  The
+    schedule to write and a phrase for the note ("" when no tree had detours)."""
+    from forestcoll.units import format_size
+
+    size = design_size(opts)
+    tried: list[str] = []
+    best, best_rate, best_plan = chosen, rates[chosen.k], exported[chosen.k]
+    for sched in [optimal, *(scheds[kk] for kk in sorted(scheds, reverse=True))]:
+        rival = off_cpu_rival(topology, sched, sched is optimal, **generate_kwargs)
+        if rival is None:
+            continue
+        alt, _why = _fits(topology, rival, opts)
+        there = None if alt is None else plan_rate(alt.plan, size)
+        tried.append(f"k={rival.k} " + ("does not fit" if there is None else f"{there:.1f}"))
+        if there is not None and there > best_rate:
+            best, best_rate, best_plan = rival, there, alt
+    if not tried:
+        return chosen, ""
+    phrase = (f"; the trees packed again without the CPUs where they join GPUs of one box through one (the same "
+              f"exact rate), plans at {format_size(size)}: {', '.join(tried)}")
+    if best is chosen:
+        return chosen, phrase + ", not taken"
+    exported[best.k], rates[best.k] = best_plan, best_rate
+    return best, phrase + f", k={best.k} taken"
