@@ -269,9 +269,10 @@ def test_stop_at_gives_up_only_when_the_program_ends_later():
     assert not late.stopped and late.time == full.time
 
 
-def test_components_are_searched_again_only_when_a_class_starts_or_stops():
+def test_components_are_searched_again_only_when_a_class_stops():
     """The shares' component search is remembered while the set of active classes stays the same (only counts
-    move); a class that starts or stops clears it; the rates are those of a fresh solve either way."""
+    move); a class that starts joins the remembered components of its links; one that stops makes its component
+    forgotten; the rates are those of a fresh solve either way."""
     from forestcoll.simulate.engine import _ComponentShares
 
     prog = ProgramBuilder()
@@ -290,5 +291,46 @@ def test_components_are_searched_again_only_when_a_class_starts_or_stops():
     fresh = _ComponentShares(program, caps, max_min_rates)
     fresh.update({a: 2, b: 1})
     assert shares.rate.tolist() == fresh.rate.tolist()
-    shares.update({c: 1})  # a class starts: everything remembered is forgotten, its own component searched
-    assert set(shares.components) == {3} and shares.components[3][0] == [c]
+    shares.update({c: 1})  # a class starts on a link of its own: its component, the others kept
+    assert set(shares.components) == {0, 1, 2, 3} and shares.components[3][0] == [c]
+    assert shares.components[0] is first
+    shares.update({b: -1})  # b stops: its component (a, b) may split, so it is searched again
+    assert shares.components[0][0] == [a] and shares.components[0][1] == {0, 1}
+    assert 2 not in shares.components and shares.components[3][0] == [c]
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_remembered_components_are_those_a_search_finds(seed):
+    # classes start and stop at random: every remembered component is the one a fresh search from its link finds
+    from forestcoll.simulate.engine import _ComponentShares
+
+    rng = np.random.default_rng(seed)
+    nlinks = int(rng.integers(3, 16))
+    prog = ProgramBuilder()
+    for _ in range(int(rng.integers(3, 30))):
+        prog.transfer(rng.choice(nlinks, int(rng.integers(1, 4)), replace=False).tolist(), 10.0,
+                      stream=int(rng.integers(0, 1000)))
+    program = prog.build()
+    caps = rng.integers(1, 9, nlinks).astype(float)
+    shares = _ComponentShares(program, caps, max_min_rates)
+    nclasses = len(shares.paths)
+    for _ in range(40):
+        delta = {}
+        for c in rng.choice(nclasses, int(rng.integers(1, 4)), replace=False).tolist():
+            delta[c] = 1 if shares.count[c] == 0 or rng.random() < 0.4 else -shares.count[c]
+        shares.update(delta)
+        for link, (members, reached) in shares.components.items():
+            found, seen, stack = set(), set(), [link]
+            while stack:
+                here = stack.pop()
+                if here not in seen:
+                    seen.add(here)
+                    for c in shares.on_link[here]:
+                        found.add(c)
+                        stack += shares.paths[c]
+            assert members == sorted(found) and reached == seen
+        fresh = _ComponentShares(program, caps, max_min_rates)
+        fresh.update({c: k for c, k in enumerate(shares.count) if k})
+        assert shares.rate[[c for c, k in enumerate(shares.count) if k]].tolist() == \
+            fresh.rate[[c for c, k in enumerate(shares.count) if k]].tolist()

@@ -68,3 +68,25 @@ def test_alltoall_xml_delivers_the_schedule_on_two_spines():
     sched = generate_alltoall(topo, chunks="auto").schedule
     out = export_msccl(sched)
     assert simulate_msccl(out.algo, net, 1 << 30).algbw_gbps >= 0.97 * float(sched.algbw)
+
+
+def test_a_file_rate_searches_each_pair_s_routes_once(monkeypatch):
+    # the simulations of one FileRate share its routes (msccl_program's ``routes``): no pair searched twice, the
+    # same rate as a simulation that searches them afresh
+    from forestcoll.simulate.msccl import file_rate
+
+    topo = load_topology(LEAF_SPINE)
+    algo = export_msccl(generate(topo, "allgather", k=1)).algo
+    rate = file_rate(topo)
+    searched = []
+    equal_routes = type(rate.net).equal_routes
+
+    def counted(self, a, b):
+        searched.append((a, b))
+        return equal_routes(self, a, b)
+    monkeypatch.setattr(type(rate.net), "equal_routes", counted)
+    first = rate(algo, 1 << 20)
+    assert searched and len(searched) == len(set(searched))
+    before = len(searched)
+    assert rate(algo, 16 << 20) > 0 and len(searched) == before
+    assert first == simulate_msccl(algo, build_network(topo), 1 << 20).algbw_gbps

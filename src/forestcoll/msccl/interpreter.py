@@ -40,6 +40,7 @@ import numpy as np
 from forestcoll.errors import UsageError
 from forestcoll.limits import MAX_ITERATIONS, MAX_MSCCL_ELEMENTS, MAX_SEED
 from forestcoll.msccl.ir import READS, RECVS, SENDS, WRITES, Algo, MscclError, ThreadBlock, read_algo
+from forestcoll.msccl.race_one import SCALAR, access_one, clock_dtype
 from forestcoll.msccl.run_result import RunReport, RunResult, Stuck
 from forestcoll.msccl.semantics import (
     DEFAULT_SLOTS,
@@ -224,8 +225,9 @@ class _Machine:
         self.races: set[tuple] = set()
         self.shadow: dict[tuple[int, str], _Shadow] = {}
         if race_check:
+            clock = clock_dtype(max((len(b.trans) for b in self.blocks), default=0) * len(cols))
             for b in self.blocks:
-                b.vc = np.zeros(len(self.blocks), dtype=np.int32)
+                b.vc = np.zeros(len(self.blocks), dtype=clock)
             for r, bufs in enumerate(mem.bufs):
                 rows: dict[str, int] = defaultdict(int)
                 for name, arr in bufs.items():
@@ -291,6 +293,8 @@ class _Machine:
             self._access(b, t, t.dstbuf, t.dstoff, True)
 
     def _access(self, b: _Block, t: Transmission, name: str, lo: int, write: bool) -> None:
+        if t.cnt == 1 and SCALAR:  # one chunk: the same checks with scalars (msccl/race_one.py)
+            return access_one(self, b, t, name, lo, write, _Shadow.READERS)
         memname, base = self.mem.alias[b.rank][name]
         sh = self.shadow[(b.rank, memname)]
         rows = slice(base + lo, base + lo + t.cnt)

@@ -34,6 +34,7 @@ that engine's recorded results).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import time
 from collections.abc import Iterable, Sequence
@@ -174,26 +175,28 @@ def max_min_rates(ptr: np.ndarray, idx: np.ndarray, active: np.ndarray, weight: 
     links = idx[np.arange(total) + offsets]
     nl = len(capacity)
     cap = capacity.astype(float)
-    load = np.bincount(links, weights=weight[owner], minlength=nl)
+    wown = weight[owner]  # each link entry's flow weight, compressed with the entries
+    load = np.bincount(links, weights=wown, minlength=nl)
     floor = 1e-12 * max(float(weight.max()), 1.0)
+    share = np.empty(nl)
+    frozen = np.empty(nf, dtype=bool)
     while total:
-        empty = load <= floor
-        share = cap / np.where(empty, 1.0, load)
-        share[empty] = np.inf
+        share.fill(np.inf)  # a link with no load left (at most the floor) never fills
+        np.divide(cap, load, out=share, where=load > floor)
         level = share.min()
         if not np.isfinite(level):
             break
         full = share <= level * (1 + _TOL)
-        frozen = np.zeros(nf, dtype=bool)
+        frozen.fill(False)
         frozen[owner[full[links]]] = True
-        rates[frozen] = weight[frozen] * level
+        np.copyto(rates, weight * level, where=frozen)
         gone = frozen[owner]
-        removed = np.bincount(links[gone], weights=weight[owner[gone]], minlength=nl)
+        removed = np.bincount(links[gone], weights=wown[gone], minlength=nl)
         cap -= removed * level
         load -= removed
         np.maximum(cap, 0, out=cap)
         keep = ~gone
-        links, owner = links[keep], owner[keep]
+        links, owner, wown = links[keep], owner[keep], wown[keep]
         total = len(links)
     return rates
 
@@ -322,8 +325,9 @@ class _ComponentShares:
         self.cache: dict[tuple[int, ...], tuple] = {}
         self.recomputes = 0
         self.small = share_fn is max_min_rates  # components of a few classes: the plain-Python solver
-        # link -> (its component's classes, sorted; the component's links), valid while no class starts or stops being
-        # active (the components depend on which classes are active, not on their counts): most changes only move counts
+        # link -> (its component's classes, sorted; the component's links): a class that starts joins the components of
+        # its links (_started), one that stops makes its component's links forgotten (it may split), and counts that
+        # move change nothing (the components depend on which classes are active, not on their counts)
         self.components: dict[int, tuple[list[int], set[int]]] = {}
         self.weight = program.class_weight.tolist()
         self.cap_list = capacity.tolist()
@@ -339,13 +343,14 @@ class _ComponentShares:
             before = count[c]
             count[c] = after = before + d
             if not before:
-                for link in paths[c]:
-                    on_link[link].add(c)
-                components.clear()
+                self._started(c)
             elif not after:
                 for link in paths[c]:
                     on_link[link].discard(c)
-                components.clear()
+                    known = components.get(link)
+                    if known is not None:  # c's component may split: searched again when a seed reaches it
+                        for here in known[1]:
+                            del components[here]
             seeds += paths[c]
         if not self.split:  # the reference: the whole mix at once
             if seeds:
@@ -378,6 +383,35 @@ class _ComponentShares:
                 for here in reached:
                     components[here] = found
                 self._solve(found[0])
+
+    def _started(self, c: int) -> None:
+        """Class ``c`` became active: the remembered components its links are in, joined with ``c``, are its
+        component (the same classes and links a search finds), unless one of its links holds active classes whose
+        component is not remembered; then the remembered ones it joins are forgotten, to be searched again."""
+        components, path = self.components, self.paths[c]
+        joined: list[tuple[list[int], set[int]]] = []
+        whole = True
+        for link in path:
+            known = components.get(link)
+            if known is None:
+                whole = whole and not self.on_link[link]
+            elif not any(known is j for j in joined):
+                joined.append(known)
+        for link in path:
+            self.on_link[link].add(c)
+        if not whole:
+            for known in joined:
+                for here in known[1]:
+                    del components[here]
+            return
+        if len(joined) == 1:
+            members = joined[0][0].copy()
+            bisect.insort(members, c)
+        else:
+            members = sorted({c}.union(*(j[0] for j in joined)))
+        found = (members, set(path).union(*(j[1] for j in joined)))
+        for here in found[1]:
+            components[here] = found
 
     def _solve(self, members: list[int]) -> None:
         count = self.count

@@ -49,15 +49,16 @@ def msccl_collective(algo: Algo, source: str = "algo.xml") -> tuple[str, Fractio
 
 
 def simulate_msccl(algo: Algo, net: Network, size: int, *, slice_bytes: int | None = None, max_slices: int | None = None,
-                   fairness: str = "max-min", source: str = "algo.xml", slice_cost_s: float = 0.0):
+                   fairness: str = "max-min", source: str = "algo.xml", slice_cost_s: float = 0.0,
+                   routes: dict | None = None):
     """Simulate one call of ``size`` bytes (nccl-tests size) of an MSCCL algorithm on ``net``; ``slice_cost_s``
     (default 0: the default model) charges every slice a block sends that many seconds more (a what-if, see
-    :func:`msccl_program`)."""
+    :func:`msccl_program`); ``routes``: the pairs' routes on ``net``, kept between calls (:func:`channel_routes`)."""
     from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE, simulate_program
 
     name, bus = msccl_collective(algo, source)
     slice_bytes, max_slices = slice_bytes or DEFAULT_SLICE, max_slices or DEFAULT_MAX_SLICES
-    prog = msccl_program(algo, net, float(size), float(slice_bytes), max_slices, source, slice_cost_s)
+    prog = msccl_program(algo, net, float(size), float(slice_bytes), max_slices, source, slice_cost_s, routes)
     res = simulate_program(prog, net, algo.name or "msccl", name, size, None, "weighted", fairness, bus_factor=bus)
     iterations = slices_for(size / algo.nchunksperloop, slice_bytes, max_slices, rule="ring")
     res.extra["notes"] = size_notes(algo, size) + serialisation_notes(algo, res.time_s, prog.link_time(net.capacity),
@@ -110,7 +111,7 @@ class FileRate:
         key = self._key(algo, size)
         if key not in self.shared:  # the file is kept with its rate: its id stays unique
             self.shared[key] = (algo, simulate_msccl(algo, self.net, size, slice_bytes=self.slice_bytes,
-                                                     slice_cost_s=self.slice_cost_s).algbw_gbps)
+                                                     slice_cost_s=self.slice_cost_s, routes=self.routes).algbw_gbps)
         return self.shared[key][1]
 
     def bound(self, algo: Algo, size: int) -> float:
@@ -139,7 +140,7 @@ class FileRate:
         bound = link_seconds(algo, self.net, size, self.routes)
         if bound <= limit:
             program = msccl_program(algo, self.net, float(size), *self.slicing,
-                                    slice_cost_s=self.slice_cost_s).build("weighted")
+                                    slice_cost_s=self.slice_cost_s, routes=self.routes).build("weighted")
             bound = max(bound, path_bound(program, self.net.capacity))
             if bound <= limit:
                 name, bus = msccl_collective(algo)
@@ -201,11 +202,12 @@ def serialisation_notes(algo: Algo, time_s: float, link_s: float, size: int, ite
 
 
 def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max_slices: int | None,
-                  source: str = "algo.xml", slice_cost_s: float = 0.0) -> ProgramBuilder:
+                  source: str = "algo.xml", slice_cost_s: float = 0.0, routes: dict | None = None) -> ProgramBuilder:
     """The transfers of ``algo`` for a call of ``size`` bytes (nccl-tests size).  ``slice_cost_s`` > 0 (a what-if;
     the default model charges nothing beyond each transfer's latency): after each slice it sends, a block spends that
     long before its next step, and the receiver sees the data that much later (the Simple protocol's fence and
-    flag store after every slice, ``postPeer`` in NCCL's ``prims_simple.h``; docs/msccl.md "Runtime buffer")."""
+    flag store after every slice, ``postPeer`` in NCCL's ``prims_simple.h``; docs/msccl.md "Runtime buffer").
+    ``routes``: the pairs' routes on ``net`` (:func:`channel_routes`' cache), kept between calls: the same routes."""
     algo = by_rank(algo, source)
     if algo.ngpus != len(net.ranks):
         raise UsageError(f"{source} is for {algo.ngpus} GPUs but the topology has {len(net.ranks)} compute nodes")
@@ -216,7 +218,7 @@ def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max
     prog = ProgramBuilder()
     add = prog.add  # deps encoded as (transfer << 1) | 0 (sent) or | 1 (delivered), as ProgramBuilder.transfer does
     cost = float(slice_cost_s)
-    routes: dict[tuple[int, int], list[tuple[tuple[int, ...], float]]] = {}
+    routes = {} if routes is None else routes
     done: dict[tuple[int, int, int, int], int] = {}  # (gpu, tb, iteration, transmission) -> completion marker
     sends: dict[tuple[int, int, int, int], list[int]] = {}  # (src, dst, channel, iteration) -> transfers in order
     flag_steps = {key: [(i, t.step) for i, t in enumerate(trans) if t.hasdep] for key, (_tb, trans) in tbs.items()}
