@@ -1,14 +1,18 @@
-"""Per-size MSCCL++ plans (``generate --sizes --format mscclpp``) packed on the ports the executor drives (one per
-GPU), on a fabric whose NICs have two ports each."""
+"""Per-size MSCCL++ plans (``generate --sizes --format mscclpp``) and all-to-all plans packed on the ports the
+executor drives (one per GPU), on a fabric whose NICs have two ports each."""
 
 from __future__ import annotations
+
+import json
 
 from conftest import cli
 from test_mscclpp_ports import dual_port
 
+from forestcoll.alltoall.generate import generate_alltoall
+from forestcoll.alltoall.mscclpp import port_notes
 from forestcoll.mscclpp.export import ExportOptions
 from forestcoll.mscclpp.plan import read_plan
-from forestcoll.mscclpp.ports import idle_port_note
+from forestcoll.mscclpp.ports import driven_ports, idle_port_note
 from forestcoll.simulate import build_network
 from forestcoll.simulate.mscclpp import simulate_plan
 from forestcoll.simulate.select import export_by_size
@@ -40,6 +44,30 @@ def test_generate_sizes_on_a_dual_port_fabric(tmp_path):
                          "--max-threadblocks", "64", "--no-check", "-o", str(tmp_path / "sizes"))
     assert code == 0, err
     assert "drives one network port per GPU" in out and "4 of the 8 ports" in out and "not drive" not in out
+
+
+def test_generate_alltoall_on_a_dual_port_fabric(tmp_path):
+    """The command line: the all-to-all plan's flows stay on the driven ports, and it says so with both bounds."""
+    path = str(tmp_path / "dual.json")
+    write_topology(dual_port(), path)
+    plan = tmp_path / "a2a.json"
+    code, out, err = cli("generate", path, "-c", "alltoall", "--format", "mscclpp", "--no-check", "-o", str(plan))
+    assert code == 0, err
+    assert "drives one network port per GPU" in out and "the flows are routed on the ports it drives" in out
+    assert "not drive" not in out and json.loads(plan.read_text())["collective"] == "alltoall"
+
+
+def test_alltoall_port_notes():
+    """Flows routed on the whole fabric cross on idle ports (said); on the driven ports both bounds are given; a
+    fabric with single-port NICs gets no note."""
+    topo = dual_port()
+    whole = generate_alltoall(topo, chunks="auto").schedule
+    assert any("flow(s) cross boxes on network ports the executor does not drive" in n for n in port_notes(whole, topo))
+    driven = generate_alltoall(driven_ports(topo), chunks="auto").schedule
+    notes = port_notes(driven, topo)
+    assert len(notes) == 1 and "alltoall bound" in notes[0] and "of the fabric's" in notes[0]
+    single = dual_port(ports=1)
+    assert port_notes(generate_alltoall(single, chunks="auto").schedule, single) == []
 
 
 def test_an_ll_plan_that_cannot_be_written_gives_way_to_the_simple_plan(tmp_path, monkeypatch):
