@@ -42,7 +42,7 @@ from forestcoll.mscclpp.lower import SINK_LEVEL, Act, Ref
 from forestcoll.mscclpp.plan import plan_stats
 from forestcoll.topology import Topology
 
-__all__ = ["alltoall_actions", "export_alltoall_mscclpp", "write_alltoall_mscclpp"]
+__all__ = ["alltoall_actions", "export_alltoall_mscclpp", "port_notes", "write_alltoall_mscclpp"]
 
 
 def _hops(path: tuple[str, ...], rank_of: dict[str, int]) -> list[tuple[int, int, tuple[str, ...]]]:
@@ -171,11 +171,33 @@ def export_alltoall_mscclpp(sched: AlltoallSchedule, topology: Topology | str | 
 
 def write_alltoall_mscclpp(sched: AlltoallSchedule, path: str, topology: Topology | str | None = None,
                            options: ExportOptions | None = None, **kwargs: Any) -> ExportResult:
-    """:func:`export_alltoall_mscclpp` and write the plan to ``path`` whole (temporary file, then rename)."""
+    """:func:`export_alltoall_mscclpp` and write the plan to ``path`` whole (temporary file, then rename), with
+    :func:`port_notes` when ``topology`` is given."""
     from forestcoll.fileio import atomic_write_text
     from forestcoll.mscclpp.plan import write_plan
 
     result = export_alltoall_mscclpp(sched, topology, options, **kwargs)
+    if isinstance(topology, Topology):
+        result.notes.extend(port_notes(sched, topology))
     atomic_write_text(path, write_plan(result.plan))
     result.output = str(path)
     return result
+
+
+def port_notes(sched: AlltoallSchedule, topology: Topology) -> list[str]:
+    """Where ``topology`` has network ports the executor leaves idle (:mod:`forestcoll.mscclpp.ports`): a note that
+    flows of ``sched`` cross on them, or, when none does, one giving the all-to-all bound on the driven ports and the
+    fabric's; no note on a fabric whose every port is driven."""
+    from forestcoll.alltoall.bound import alltoall_bound
+    from forestcoll.mscclpp.ports import executor_ports, idle_path_note
+
+    ports = executor_ports(topology)
+    if not ports.dropped:
+        return []
+    idle = idle_path_note([f.path for f in sched.flows], topology)
+    if idle is not None:
+        return [idle]
+    full, driven = alltoall_bound(topology).algbw, alltoall_bound(ports.topology).algbw
+    if full is None or driven is None:  # not certified exactly: no bounds to quote
+        return []
+    return [ports.note("alltoall", full, driven).replace("the trees are packed", "the flows are routed")]

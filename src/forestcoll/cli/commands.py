@@ -337,6 +337,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def generate_alltoall(args: argparse.Namespace) -> int:
     """generate --collective alltoall: the optimal flow's paths, as schedule JSON or MSCCL XML."""
     from forestcoll.alltoall.generate import generate_alltoall as generate
+    from forestcoll.mscclpp.ports import driven_ports
 
     refuse_flags(args, "root", "split")
     if args.sizes:
@@ -353,16 +354,14 @@ def generate_alltoall(args: argparse.Namespace) -> int:
         options = mscclpp_options(args)
     topo = topology(args)
     options = fabric_options(options, topo, args) if args.format in ("msccl", "mscclpp") else None
-    made = generate(topo, chunks=args.k if args.k is not None else "auto", symmetry=not args.no_symmetry)
+    packed = driven_ports(topo) if args.format == "mscclpp" else topo  # a plan's flows: on the ports the executor drives
+    made = generate(packed, chunks=args.k if args.k is not None else "auto", symmetry=not args.no_symmetry)
     if not made.ok or made.schedule is None:
         raise UsageError(made.message)
     sched = made.schedule
-    if args.format == "msccl":
+    if args.format in ("msccl", "mscclpp"):
         print(f"schedule   {made.message}")
-        return write_msccl(sched, options, args)
-    if args.format == "mscclpp":
-        print(f"schedule   {made.message}")
-        return write_mscclpp(sched, topo, options, args)
+        return write_msccl(sched, options, args) if args.format == "msccl" else write_mscclpp(sched, topo, options, args)
     if args.output:
         from forestcoll.schedule import write_schedule
 

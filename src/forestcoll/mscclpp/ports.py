@@ -30,7 +30,7 @@ from fractions import Fraction
 from forestcoll.schedule import Schedule
 from forestcoll.topology.model import Topology, make_topology
 
-__all__ = ["ExecutorPorts", "executor_ports", "idle_port_note"]
+__all__ = ["ExecutorPorts", "driven_ports", "executor_ports", "idle_port_note", "idle_path_note"]
 
 
 @dataclass(frozen=True)
@@ -127,16 +127,28 @@ def executor_ports(topology: Topology) -> ExecutorPorts:
     return ExecutorPorts(make_topology(nodes, links, topology.name, syms, topology.gpu), dropped, len(leaving))
 
 
-def idle_port_note(sched: Schedule, topology: Topology) -> str | None:
-    """A note when tree edges of ``sched`` cross boxes on ports the executor does not drive (None otherwise)."""
+def driven_ports(topology: Topology) -> Topology:
+    """``executor_ports(topology).topology``: the fabric an MSCCL++ plan's trees or flows are packed on."""
+    return executor_ports(topology).topology
+
+
+def idle_path_note(paths: list[tuple[str, ...]], topology: Topology, what: str = "flow(s)",
+                   whose: str = "its flows") -> str | None:
+    """A note when some of ``paths`` (node names; ``what`` they are) cross boxes on ports the executor does not
+    drive (None otherwise)."""
     ports = executor_ports(topology)
     if not ports.dropped:
         return None
     kept = {(ln.src, ln.dst) for ln in ports.topology.links}
     idle = {(ln.src, ln.dst) for ln in topology.links} - kept
-    edges = sum(1 for t in sched.trees for e in t.edges if any(hop in idle for hop in zip(e.path, e.path[1:])))
+    edges = sum(1 for path in paths if any(hop in idle for hop in zip(path, path[1:])))
     if not edges:
         return None
-    return (f"{edges} tree edge(s) cross boxes on network ports the executor does not drive (it drives one per GPU: "
+    return (f"{edges} {what} cross boxes on network ports the executor does not drive (it drives one per GPU: "
             f"{ports.dropped} of the {ports.ports} ports stay idle); their port channels take the GPU's own port, so "
-            "the plan runs below its trees there: `generate --format mscclpp` packs its trees on the driven ports")
+            f"the plan runs below {whose} there: `generate --format mscclpp` packs {whose} on the driven ports")
+
+
+def idle_port_note(sched: Schedule, topology: Topology) -> str | None:
+    """A note when tree edges of ``sched`` cross boxes on ports the executor does not drive (None otherwise)."""
+    return idle_path_note([e.path for t in sched.trees for e in t.edges], topology, "tree edge(s)", "its trees")

@@ -682,10 +682,18 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
             index += 1
             opts = replace(base, protocol=p, min_message_size=lo, max_message_size=hi, name=name, check=check,
                            design_size=None if p == "LL" else seg[len(seg) // 2])
-            try:
-                result = write_mscclpp(rng.schedule, path, topo, opts)
-            except ExportError as exc:
-                out.append(ExportedRange(part, None, None, str(exc)))
-                continue
-            out.append(ExportedRange(part, path, result))
+            failed: list[str] = []
+            for q in dict.fromkeys((p, "Simple")):  # an LL plan that cannot be written (its self-check): the Simple plan
+                at, mid = path.replace(f"-{p}-", f"-{q}-"), seg[len(seg) // 2]
+                qopts = replace(opts, protocol=q, name=name[:-len(p)] + q.lower(), design_size=None if q == "LL" else mid)
+                try:
+                    result = write_mscclpp(rng.schedule, at, topo, qopts)
+                except ExportError as exc:
+                    failed.append(str(exc))
+                    continue
+                result.notes.extend(f"the LL plan was not written: {why}" for why in failed)
+                out.append(ExportedRange(part, at, result))
+                break
+            else:
+                out.append(ExportedRange(part, None, None, failed[-1]))
     return out

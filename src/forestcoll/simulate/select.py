@@ -292,6 +292,22 @@ def _next_fitting_powers(cands: dict[str, Schedule], fitted: dict[str, Schedule]
     return out
 
 
+def _on_driven_ports(net: Network, collective: str, root: str | None,
+                     latency_us: Mapping[str, float] | None) -> tuple[Network, list[str]]:
+    """``net`` on the network ports the MSCCL++ executor drives (:func:`forestcoll.mscclpp.ports.executor_ports`,
+    one per GPU) and the note saying so with both bounds; ``net`` itself and no note when no port is dropped."""
+    from forestcoll.bound.optimal import optimal_bound
+    from forestcoll.mscclpp.ports import executor_ports
+    from forestcoll.simulate.network import build_network
+
+    ports = executor_ports(net.topology)
+    if not ports.dropped:
+        return net, []
+    full = optimal_bound(net.topology, collective, root).algbw
+    driven = optimal_bound(ports.topology, collective, root).algbw
+    return build_network(ports.topology, latency_us), [ports.note(collective, full, driven)]
+
+
 @dataclass
 class ExportedRange:
     """One size range of :func:`export_by_size`: the file written and its export figures, or why it could not be."""
@@ -419,13 +435,17 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     topo = net.topology
     collective = collectives.canonical(collective)
     element_bytes = 16 if format == "mscclpp" else 4
+    notes: list[str] = []
+    if format == "mscclpp":  # the candidates are packed, and compete, on the network ports the executor drives
+        net, notes = _on_driven_ports(net, collective, root, latency_us)
+        topo = net.topology
     cands = candidate_schedules(topo, net, collective, root, sizes=sizes, element_bytes=element_bytes,
                                 candidates=candidates)
-    notes: list[str] = []
     if format == "mscclpp":
         from forestcoll.simulate.mscclpp import export_plans_by_size, fitting_candidates
 
-        fitted, notes = fitting_candidates(cands, topo, options)
+        fitted, left_out = fitting_candidates(cands, topo, options)
+        notes += left_out
         if candidates == "default":
             fitted = _next_fitting_powers(cands, fitted, notes, topo, collective, root, options)
         cands = fitted
