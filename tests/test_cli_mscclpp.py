@@ -4,6 +4,7 @@ simulate PLAN; one-line errors, exit 2, no partial files."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from conftest import cli
@@ -140,7 +141,8 @@ def test_generate_fallback_is_ranked_by_the_plans_not_the_trees(tmp_path):
 
 def test_generate_fallback_exports_each_fitting_k_once(tmp_path, monkeypatch):
     """The fallback ranks the plans fitting_powers exported and writes the chosen one self-checked: one export per
-    k tried (the optimal k=3, then k=2 and k=1), and the file is the plan write_mscclpp writes for k=1."""
+    k tried (the optimal k=3, then k=2 and k=1), then k=1's in the other layouts (mixed, source, level: the layout
+    race), and the file is the plan write_mscclpp writes for k=1 in the layout taken."""
     import forestcoll.mscclpp.export as export
     from forestcoll.generate import generate
     from forestcoll.mscclpp.plan import write_plan
@@ -154,8 +156,10 @@ def test_generate_fallback_exports_each_fitting_k_once(tmp_path, monkeypatch):
     monkeypatch.setattr(export, "export_mscclpp", lambda s, *a, **kw: calls.append(s.k) or real(s, *a, **kw))
     sched, result = export.write_generated_plan(topo, "reduce_scatter", str(tmp_path / "p.json"), options=opts,
                                                 plan_rate=plan_rate(topo))
-    assert sched.k == 1 and sorted(calls) == [1, 2, 3] and result.checks
-    assert (tmp_path / "p.json").read_text() == write_plan(real(generate(topo, "reduce_scatter", k=1), topo, opts).plan)
+    assert sched.k == 1 and sorted(calls) == [1, 1, 1, 1, 2, 3] and result.checks
+    assert "; layouts raced, plans at 16MiB: edge 246.3 (8 thread blocks per GPU), " in result.notes[0], result.notes
+    laid = replace(opts, layout=result.layout)
+    assert (tmp_path / "p.json").read_text() == write_plan(real(generate(topo, "reduce_scatter", k=1), topo, laid).plan)
 
 
 def test_generate_by_size_writes_plans(tmp_path):

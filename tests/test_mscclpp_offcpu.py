@@ -35,7 +35,7 @@ def test_the_off_cpu_plan_is_written_when_it_simulates_faster(tmp_path, collecti
     from forestcoll.simulate.mscclpp import plan_rate
 
     topo = _mi300(2)
-    opts = ExportOptions(max_threadblocks=304, design_size=16 << 20)
+    opts = ExportOptions(max_threadblocks=304, design_size=16 << 20, layout="edge")  # auto's; no layout race
     path = tmp_path / "p.json"
     sched, result = write_generated_plan(topo, collective, str(path), options=opts, plan_rate=plan_rate(topo))
     assert sched.k == 8 and cpu_detours(topo, sched) == 0 and sched.algbw == sched.bound_algbw
@@ -48,7 +48,7 @@ def test_the_off_cpu_plan_is_written_when_it_simulates_faster(tmp_path, collecti
 def test_the_optimum_is_kept_when_its_plan_is_as_fast(tmp_path):
     """The race keeps the optimum's plan on a tie (and when slower): the file is what write_mscclpp writes for it."""
     topo = _mi300(2)
-    opts = ExportOptions(max_threadblocks=304, design_size=16 << 20, check=False)
+    opts = ExportOptions(max_threadblocks=304, design_size=16 << 20, check=False, layout="edge")  # no layout race
     optimal = generate(topo, "allgather")
     for rates in ((2.0, 2.0), (2.0, 1.0)):
         path = tmp_path / "p.json"
@@ -127,7 +127,8 @@ def test_generate_falls_back_to_the_off_cpu_optimum_that_fits(tmp_path):
 @pytest.mark.slow
 def test_generate_writes_the_off_cpu_plan_on_four_mi300_boxes(tmp_path):
     """The whole command on the MI300 dump x4 rail (allgather, bound 396.4 GB/s, 304 resident blocks): the optimum's
-    plan 359.0 GB/s at 1 GiB (0.906), the off-CPU plan 377.0 (0.951) is written."""
+    plan 359.0 GB/s at 1 GiB (0.906), the off-CPU plan 377.0 (0.951), whose level layout with half units (381.1,
+    0.961) is written."""
     dump = shared_file("data", "nccl-topo", "topo_8p_940.xml")
     path = tmp_path / "p.json"
     code, out, err = cli("generate", str(dump), "--nodes", "4", "--fabric", "rail", "-c", "allgather", "--format",
@@ -136,4 +137,6 @@ def test_generate_writes_the_off_cpu_plan_on_four_mi300_boxes(tmp_path):
     assert ("note       the optimal k=8's trees join GPUs of one box through a CPU (96 edges), which the executor sends "
             "over their direct link; packed again without the CPUs (k=8, the same exact rate), its plan simulates 377.0 "
             "GB/s at 1GiB against 359.0 (edge layout, 178 thread blocks per GPU against 160): taken") in out
+    assert ("note       layouts raced, plans at 1GiB: edge 377.0 (178 thread blocks per GPU), source 377.0 (115), level "
+            "380.6 (79); level taken; then half units for pieces of several chunks, 1GiB: 381.1 GB/s (taken)") in out
     assert read_plan(path).gpus

@@ -356,21 +356,33 @@ def _generated_plan(topology: Topology, collective: str, path: str, *, k: int | 
     from dataclasses import replace
 
     from forestcoll.generate import generate
-    from forestcoll.mscclpp.offcpu import off_cpu_rival, race_fallback, race_plans
+    from forestcoll.mscclpp.layouts import once, race_layouts, raced
+    from forestcoll.mscclpp.offcpu import design_size, off_cpu_rival, race_fallback, race_plans
 
     kwargs: dict[str, Any] = {"root": root, "symmetry": symmetry}
     if max_k is not None:
         kwargs["max_k"] = max_k
     sched = generate(topology, collective, k=k, progress=progress, **kwargs)
     rival = None if k is not None or plan_rate is None else off_cpu_rival(topology, sched, True, **kwargs)
+    opts = options or ExportOptions()
     try:
-        if rival is None:
+        if rival is None and (k is not None or plan_rate is None or not raced(opts)):
             return sched, write_mscclpp(sched, path, topology, options, progress=progress)
-        opts = options or ExportOptions()  # the optimum's plan races its packing without the CPUs
-        chosen, result, note = race_plans(topology, sched, export_mscclpp(sched, topology, replace(opts, check=False)),
-                                          rival, opts, plan_rate)
+        plan_rate = once(plan_rate)  # the optimum's plan races its packing without the CPUs, then its layouts
+        chosen, result, note = sched, export_mscclpp(sched, topology, replace(opts, check=False)), ""
+        if rival is not None:
+            chosen, result, note = race_plans(topology, sched, result, rival, opts, plan_rate)
+        more = ""
+        if raced(opts):  # then half units on the layout taken, as the fallback
+            auto = result
+            result, best, more = race_layouts(topology, chosen, auto, plan_rate(auto.plan, design_size(opts)), opts,
+                                              plan_rate)
+            won = {chosen.k: result}
+            more += _finer(topology, chosen, won, best, opts if result is auto else replace(opts, layout=result.layout),
+                           plan_rate)
+            result = won[chosen.k]
         result = _write_exported(result, path, opts, progress)
-        result.notes.insert(0, note)
+        result.notes[:0] = [n for n in (note, more.lstrip("; ")) if n]
         return chosen, result
     except ExportError as exc:
         if k is not None or "thread blocks per GPU" not in str(exc):
@@ -390,11 +402,15 @@ def _generated_plan(topology: Topology, collective: str, path: str, *, k: int | 
     fallback, how = found
     if plan_rate is not None:
         ranked = fallback
-        fallback, more = race_fallback(topology, sched, fallback, scheds, exported, rates, options or ExportOptions(),
-                                       plan_rate, **kwargs)
+        fallback, more = race_fallback(topology, sched, fallback, scheds, exported, rates, opts, plan_rate, **kwargs)
         if fallback is not ranked:
             how = f"packed without the CPUs, faster than k={ranked.k}, " + how
-        how += more + _finer(topology, fallback, exported, rates[fallback.k], options or ExportOptions(), plan_rate)
+        auto = exported[fallback.k]
+        exported[fallback.k], rates[fallback.k], laid = race_layouts(topology, fallback, auto, rates[fallback.k], opts,
+                                                                     plan_rate)
+        laid_out = opts if exported[fallback.k] is auto else replace(opts, layout=exported[fallback.k].layout)
+        how += more + (f"; {laid}" if laid else "") + _finer(topology, fallback, exported, rates[fallback.k],
+                                                             laid_out, plan_rate)
     result = _write_exported(exported[fallback.k], path, options or ExportOptions(), progress)
     result.notes.insert(0, f"the optimal k={sched.k} does not fit: " + str(first).split(" (--max-threadblocks")[0]
                         + f"; exported k={fallback.k}, {how}; its trees reach "
