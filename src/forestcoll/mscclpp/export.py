@@ -352,7 +352,8 @@ def _generated_plan(topology: Topology, collective: str, path: str, *, k: int | 
     executor's thread blocks, else :func:`fitting_schedule`'s, with a note saying so: ranked by
     ``plan_rate(plan, size)`` when given (each fitting k's plan as exported, since a plan's layout, not only its
     trees, decides its rate), else by ``rate``; either raced against the same trees packed without the CPUs
-    (:mod:`forestcoll.mscclpp.offcpu`).  A given ``k`` is used as it is (or refused)."""
+    (:mod:`forestcoll.mscclpp.offcpu`), then in its other layouts and half units (:mod:`forestcoll.mscclpp.layouts`,
+    with ``plan_rate`` and the ``auto`` layout).  A given ``k`` is used as it is (or refused), its layout not raced."""
     from dataclasses import replace
 
     from forestcoll.generate import generate
