@@ -20,7 +20,11 @@ if TYPE_CHECKING:
     from forestcoll.mscclpp.export import ExportOptions, ExportResult
     from forestcoll.mscclpp.plan import Plan
 
-__all__ = ["once", "race_layouts", "raced"]
+__all__ = ["TIE", "once", "race_layouts", "raced"]
+
+# rates within this fraction are a tie: plans of equal rate may simulate a rounding apart (dgx-a100:nodes=2 allreduce
+# at 1 GiB: edge 171.2863106741303, source 171.28631067413033 GB/s), and a tie keeps auto's plan
+TIE = 1e-9
 
 
 def raced(opts: ExportOptions) -> bool:
@@ -44,7 +48,7 @@ def race_layouts(topology: Topology, sched: Schedule, mine: ExportResult, rate: 
                  plan_rate: Callable[[Plan, int], float]) -> tuple[ExportResult, float, str]:
     """``sched``'s unchecked plan ``mine`` (``auto`` layout, ``rate`` at the design size) against the same trees in
     each other layout whose plan fits and differs from those already simulated: the fastest by ``plan_rate`` at
-    the design size (strictly faster, else ``mine``), its rate, and a phrase for the note ("" unless
+    the design size (faster by more than :data:`TIE`, else ``mine``), its rate, and a phrase for the note ("" unless
     :func:`raced`; nothing is simulated when no other layout gives another plan that fits)."""
     from forestcoll.mscclpp.offcpu import _fits, design_size
     from forestcoll.mscclpp.plan import write_plan
@@ -70,7 +74,7 @@ def race_layouts(topology: Topology, sched: Schedule, mine: ExportResult, rate: 
         seen.add(text)
         there = plan_rate(alt.plan, size)
         tried.append(f"{layout} {there:.1f} ({alt.stats.threadblocks_per_gpu})")
-        if there > best_rate:
+        if there > best_rate * (1 + TIE):
             best, best_rate = alt, there
     head = f"layouts raced, plans at {format_size(size)}: {', '.join(tried)}; "
     if len(tried) == 1:
