@@ -270,7 +270,7 @@ def _next_fitting_powers(cands: dict[str, Schedule], fitted: dict[str, Schedule]
     """``fitted`` (the MSCCL++-fitting ``cands``) where each power-of-two k > 2 left out gives way to the next power
     of two down that fits the executor (the default candidates offer one large k; ``--candidates all`` offers all)."""
     from forestcoll.generate import generate
-    from forestcoll.simulate.mscclpp import fitting_candidates
+    from forestcoll.simulate.plan_sizes import fitting_candidates
 
     out: dict[str, Schedule] = {}
     for name, sched in cands.items():
@@ -419,7 +419,7 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     """Select the best schedule per size range on ``topology`` and write one MSCCL file per range into
     ``outdir`` (``options``: :class:`~forestcoll.msccl.export.ExportOptions`, whose size range and name each
     file replaces), self-checked unless ``check`` is False.  ``format="mscclpp"`` writes MSCCL++ plans instead
-    (:func:`forestcoll.simulate.mscclpp.export_plans_by_size`: candidates that fit the executor, LL where it wins,
+    (:func:`forestcoll.simulate.plan_sizes.export_plans_by_size`: candidates that fit the executor, LL where it wins,
     each plan cut for its sizes; ``options`` a :class:`forestcoll.mscclpp.export.ExportOptions`).
     ``candidates``: ``"default"`` (:func:`default_ks` for ``sizes``) or ``"all"`` (also every power of two up to 64)."""
     from forestcoll.fileio import ensure_directory
@@ -442,7 +442,7 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     cands = candidate_schedules(topo, net, collective, root, sizes=sizes, element_bytes=element_bytes,
                                 candidates=candidates)
     if format == "mscclpp":
-        from forestcoll.simulate.mscclpp import export_plans_by_size, fitting_candidates
+        from forestcoll.simulate.plan_sizes import export_plans_by_size, fitting_candidates
 
         fitted, left_out = fitting_candidates(cands, topo, options)
         notes += left_out
