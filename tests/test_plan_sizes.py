@@ -62,3 +62,19 @@ def test_cli_prints_the_written_plans_rates(tmp_path):
     rate = simulate_plan(load_network("ring:n=4"), read_plan(path), 16 << 20).algbw_gbps
     assert f"GB/s at 16MiB {rate:.1f})" in out
     assert "ranked by the candidates' MSCCL++ plans simulated at each size" in out
+
+
+def test_a_size_gets_its_own_cut_when_that_runs_faster(tmp_path):
+    """ring:n=4 allreduce: the ring wins at 16 MiB, 256 MiB and 1 GiB; one Simple plan cut for 256 MiB runs 16 MiB
+    more than 2% slower than a plan cut for 16 MiB, so 16 MiB gets its own plan: no written plan runs a size of its
+    range more than CUT_MARGIN below that size's own cut."""
+    from forestcoll.simulate.plan_sizes import CUT_MARGIN
+
+    sizes = [16 << 20, 256 << 20, 1 << 30]
+    out = export_by_size("ring:n=4", "allreduce", sizes, str(tmp_path), format="mscclpp", workers=1)
+    assert out.ok and len(out.ranges) >= 2
+    net = load_network("ring:n=4")
+    for r in out.ranges:
+        for size, rate in r.range.measured.items():
+            own = export_mscclpp(r.range.schedule, net.topology, ExportOptions(check=False, design_size=size)).plan
+            assert rate * (1 + CUT_MARGIN) >= simulate_plan(net, own, size).algbw_gbps

@@ -20,6 +20,7 @@ from forestcoll.simulate.network import Network
 
 LL = "@LL"  # the contender name suffix of a candidate's LL plan (its Simple plan has the candidate's name)
 # (candidate, protocol, design size, max_message_size: None for LL and unbounded plans, size) -> GB/s
+CUT_MARGIN = 0.02  # a size of a Simple range gets a plan cut for itself when that runs this much faster there
 Rates = dict[tuple[str, str, int | None, int | None, int], float]
 
 
@@ -119,7 +120,8 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
                          fairness: str = "max-min", rates: Rates | None = None) -> list:
     """One MSCCL++ plan per size range of ``selection`` (:class:`forestcoll.simulate.select.Selection`) into
     ``outdir``: inside a range, sizes up to the LL cap (1 MiB) whose LL plan simulates faster than the Simple plan
-    cut for that size get an LL plan, the others a Simple plan cut for the middle size of its sizes; every plan
+    cut for that size get an LL plan, the others a Simple plan cut for the middle size of its sizes (a size
+    whose own cut runs more than ``CUT_MARGIN`` faster there gets a plan cut for itself); every plan
     covers its sizes with ``min_message_size`` / ``max_message_size``.  ``rates``: the plan rates
     :func:`select_plans` simulated (the others are simulated here).  Returns
     :class:`forestcoll.simulate.select.ExportedRange` entries (a failed export carries its reason) whose ``measured``
@@ -159,13 +161,34 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
                                                                     design_size=s)).plan
                 if rate(rng.name, ll, None, None, s) > rate(rng.name, simple, s, None, s):
                     proto[s] = "LL"
-        segments: list[tuple[str, list[int]]] = []
+        runs: list[tuple[str, list[int]]] = []
         for s in sizes:
-            if segments and segments[-1][0] == proto[s]:
-                segments[-1][1].append(s)
+            if runs and runs[-1][0] == proto[s]:
+                runs[-1][1].append(s)
             else:
-                segments.append((proto[s], [s]))
-        for j, (p, seg) in enumerate(segments):
+                runs.append((proto[s], [s]))
+        segments: list[tuple[str, list[int], int | None]] = []  # (protocol, sizes, design size of a Simple plan)
+        for p, seg in runs:
+            mid = seg[len(seg) // 2]
+            if p == "LL" or len(seg) == 1:
+                segments.append((p, seg, None if p == "LL" else mid))
+                continue
+            shared = export_mscclpp(rng.schedule, topo, replace(base, protocol="Simple", check=False,
+                                                                min_message_size=0, max_message_size=None,
+                                                                design_size=mid)).plan
+            for s in seg:  # a size whose own cut runs faster than the middle size's gets its own plan
+                cut = mid
+                if s != mid:
+                    own = export_mscclpp(rng.schedule, topo, replace(base, protocol="Simple", check=False,
+                                                                     min_message_size=0, max_message_size=None,
+                                                                     design_size=s)).plan
+                    if rate(rng.name, own, s, None, s) > (1 + CUT_MARGIN) * rate(rng.name, shared, mid, None, s):
+                        cut = s
+                if cut == mid and segments and segments[-1][0] == "Simple" and segments[-1][2] == mid:
+                    segments[-1][1].append(s)
+                else:
+                    segments.append(("Simple", [s], cut))
+        for j, (p, seg, cut) in enumerate(segments):
             lo = rng.min_bytes if j == 0 else seg[0]
             if j + 1 < len(segments):
                 hi: int | None = segments[j + 1][1][0] - 1
@@ -178,10 +201,10 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
             path = os.path.join(outdir, f"{coll.mscclpp}-{index:02d}-{rng.name}-{p}-{lo}-{hi if hi else 'any'}.json")
             index += 1
             opts = replace(base, protocol=p, min_message_size=lo, max_message_size=hi, name=name, check=check,
-                           design_size=None if p == "LL" else seg[len(seg) // 2])
+                           design_size=cut)
             failed: list[str] = []
             for q in dict.fromkeys((p, "Simple")):  # an LL plan that cannot be written (its self-check): the Simple plan
-                at, mid = path.replace(f"-{p}-", f"-{q}-"), seg[len(seg) // 2]
+                at, mid = path.replace(f"-{p}-", f"-{q}-"), cut or seg[len(seg) // 2]
                 qopts = replace(opts, protocol=q, name=name[:-len(p)] + q.lower(), design_size=None if q == "LL" else mid)
                 try:
                     result = write_mscclpp(rng.schedule, at, topo, qopts)
