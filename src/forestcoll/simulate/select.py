@@ -36,7 +36,7 @@ from forestcoll.units import format_size
 
 __all__ = ["ALL_KS", "CANDIDATE_SETS", "LATENCY", "OFF_CPUS", "SMALL_KS", "ExportedRange", "Selection", "SizeExport",
            "SizeRange", "EVEN", "SPLIT", "candidate_files", "candidate_schedules", "default_ks", "export_by_size",
-           "height_candidate", "off_cpu_candidates", "select_schedules", "usable"]
+           "height_candidate", "off_cpu_candidates", "select_schedules", "size_ranges", "usable"]
 
 ALL_KS = tuple(2**i for i in range(0, 7))  # ``--candidates all`` adds every power of two up to 64
 # always offered below the optimal k: 1 and 2 pay the fewest latencies; 4 and 8 come within a few per cent of the
@@ -242,6 +242,13 @@ def select_schedules(topo: Topology, net: Network, collective: str, sizes: Seque
         raced = race_sizes(net, list(sizes), competing, slack=margin, workers=workers, progress=progress,
                            fairness=fairness, lowering=lowering)
         table = [r for size in sizes for r in raced[size].results]
+    return Selection(size_ranges(table, sizes, candidates, margin), table)
+
+
+def size_ranges(table: Sequence[SimResult], sizes: Sequence[int], candidates: Mapping[str, Schedule],
+                margin: float = 0.02) -> list[SizeRange]:
+    """The fastest row of ``table`` (its ``algorithm`` names a candidate) at each size, the previous size's winner
+    kept while within ``margin`` of it, merged into size ranges; ties go to the candidate listed first."""
     winners: list[tuple[int, str]] = []
     for size in sorted(sizes):
         rows = [r for r in table if r.size_bytes == size]
@@ -262,7 +269,7 @@ def select_schedules(topo: Topology, net: Network, collective: str, sizes: Seque
         if ranges:
             ranges[-1].max_bytes = size - 1
         ranges.append(SizeRange(0 if i == 0 else size, 0, name, candidates[name], {size: algbw}))
-    return Selection(ranges, table)
+    return ranges
 
 
 def _next_fitting_powers(cands: dict[str, Schedule], fitted: dict[str, Schedule], notes: list[str], topo: Topology,
@@ -270,7 +277,7 @@ def _next_fitting_powers(cands: dict[str, Schedule], fitted: dict[str, Schedule]
     """``fitted`` (the MSCCL++-fitting ``cands``) where each power-of-two k > 2 left out gives way to the next power
     of two down that fits the executor (the default candidates offer one large k; ``--candidates all`` offers all)."""
     from forestcoll.generate import generate
-    from forestcoll.simulate.mscclpp import fitting_candidates
+    from forestcoll.simulate.plan_sizes import fitting_candidates
 
     out: dict[str, Schedule] = {}
     for name, sched in cands.items():
@@ -419,8 +426,8 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     """Select the best schedule per size range on ``topology`` and write one MSCCL file per range into
     ``outdir`` (``options``: :class:`~forestcoll.msccl.export.ExportOptions`, whose size range and name each
     file replaces), self-checked unless ``check`` is False.  ``format="mscclpp"`` writes MSCCL++ plans instead
-    (:func:`forestcoll.simulate.mscclpp.export_plans_by_size`: candidates that fit the executor, LL where it wins,
-    each plan cut for its sizes; ``options`` a :class:`forestcoll.mscclpp.export.ExportOptions`).
+    (:func:`forestcoll.simulate.plan_sizes.export_plans_by_size`: candidates that fit the executor, ranked by their
+    plans (:func:`~forestcoll.simulate.plan_sizes.select_plans`), LL where it wins, each plan cut for its sizes; ``options`` a :class:`forestcoll.mscclpp.export.ExportOptions`).
     ``candidates``: ``"default"`` (:func:`default_ks` for ``sizes``) or ``"all"`` (also every power of two up to 64)."""
     from forestcoll.fileio import ensure_directory
     from forestcoll.msccl.export import ExportOptions, write_checked
@@ -442,17 +449,16 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     cands = candidate_schedules(topo, net, collective, root, sizes=sizes, element_bytes=element_bytes,
                                 candidates=candidates)
     if format == "mscclpp":
-        from forestcoll.simulate.mscclpp import export_plans_by_size, fitting_candidates
+        from forestcoll.simulate.plan_sizes import export_plans_by_size, fitting_candidates, select_plans
 
         fitted, left_out = fitting_candidates(cands, topo, options)
         notes += left_out
         if candidates == "default":
             fitted = _next_fitting_powers(cands, fitted, notes, topo, collective, root, options)
         cands = fitted
-        sel = select_schedules(topo, net, collective, sizes, cands, workers=workers or default_workers(),
-                               fairness=fairness, element_bytes=element_bytes, progress=progress)
-        out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel, notes=notes)
-        out.ranges = export_plans_by_size(net, sel, outdir, collective, options, check, fairness)
+        sel, rates, how = select_plans(net, collective, sizes, cands, options, fairness=fairness, progress=progress)
+        out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel, notes=notes + [how])
+        out.ranges = export_plans_by_size(net, sel, outdir, collective, options, check, fairness, rates)
         return out
     # every candidate's file once (in both step orders); the files, not the trees, compete (a file's layout decides
     # its rate too)

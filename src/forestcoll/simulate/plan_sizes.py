@@ -1,0 +1,221 @@
+"""One MSCCL++ plan per size range (``generate --sizes --format mscclpp``): the candidates whose plans fit the
+executor (:func:`fitting_candidates`), ranked at each size by their *plans* simulated there (:func:`select_plans`:
+what a user of the plan gets; their trees can run twice as fast as the plan), and the plans written per range, LL
+where it wins (:func:`export_plans_by_size`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from forestcoll import collectives
+from forestcoll.errors import UsageError
+from forestcoll.mscclpp.plan import Plan
+from forestcoll.progress import Progress, report
+from forestcoll.schedule import Schedule
+from forestcoll.simulate.mscclpp import mscclpp_collective, mscclpp_program, simulate_plan
+from forestcoll.simulate.network import Network
+
+LL = "@LL"  # the contender name suffix of a candidate's LL plan (its Simple plan has the candidate's name)
+# (candidate, protocol, design size, max_message_size: None for LL and unbounded plans, size) -> GB/s
+CUT_MARGIN = 0.02  # a size of a Simple range gets a plan cut for itself when that runs this much faster there
+Rates = dict[tuple[str, str, int | None, int | None, int], float]
+
+
+def fitting_candidates(candidates: dict[str, Schedule], topo, options=None) -> tuple[dict[str, Schedule], list[str]]:
+    """The candidate schedules whose plans fit the executor's limits (``options``:
+    :class:`forestcoll.mscclpp.export.ExportOptions`), and a note for each one left out."""
+    from dataclasses import replace
+
+    from forestcoll.mscclpp.export import ExportError, ExportOptions, export_mscclpp
+
+    base = replace(options or ExportOptions(), check=False, protocol="Simple", max_message_size=None, min_message_size=0)
+    kept: dict[str, Schedule] = {}
+    notes: list[str] = []
+    for name, sched in candidates.items():
+        try:
+            export_mscclpp(sched, topo, base)
+        except ExportError as exc:
+            notes.append(f"{name} (k={sched.k}) left out: " + str(exc).split(" (--max-threadblocks")[0])
+            continue
+        kept[name] = sched
+    if not kept:
+        raise UsageError("no candidate schedule fits the executor's limits: " + "; ".join(notes))
+    return kept, notes
+
+
+def plan_lowering(plan: Plan, net: Network, size: float, slice_bytes: float, max_slices: int | None):
+    """An MSCCL++ plan as a contender of :func:`forestcoll.simulate.race.race` (``lowering=``): the program
+    :func:`simulate_plan` runs (the plan pipelines itself: the slicing is not used), its collective, extra fields,
+    bus factor."""
+    coll, bus = mscclpp_collective(plan, "plan")
+    return mscclpp_program(plan, net, size), coll, {"protocol": plan.protocol}, bus
+
+
+def select_plans(net: Network, collective: str, sizes: Sequence[int], candidates: dict[str, Schedule], options=None,
+                 *, fairness: str = "max-min", margin: float = 0.02,
+                 progress: Progress | None = None) -> tuple[Any, Rates, str]:
+    """The candidate whose MSCCL++ plan simulates fastest at each size, merged into size ranges
+    (:func:`forestcoll.simulate.select.size_ranges`): at a size each candidate whose plan takes it competes with its
+    Simple plan cut for that size and, up to the LL cap (not rooted collectives), its LL plan; a contender that cannot
+    come within ``margin`` of the best is skipped by its lower bound (:func:`forestcoll.simulate.race.race`).  Returns
+    the :class:`forestcoll.simulate.select.Selection` (``measured``: the best of a candidate's plans), the rates
+    simulated (for :func:`export_plans_by_size`) and a note on the cost."""
+    from forestcoll.mscclpp.export import DEFAULT_LL_MAX_MESSAGE, ExportError, ExportOptions, export_mscclpp
+    from forestcoll.simulate.race import race
+    from forestcoll.simulate.select import Selection, size_ranges, usable
+
+    base = replace(options or ExportOptions(), check=False, min_message_size=0, max_message_size=None)
+    rooted = collectives.get(collective).rooted
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    ll: dict[str, Plan | None] = {}
+    table: list = []
+    rates: Rates = {}
+    exported = runs = 0
+    first = None
+    for i, size in enumerate(sorted(sizes)):
+        report(progress, "simulating candidates' plans", i, len(sizes))
+        contenders: dict[str, Plan] = {}
+        design: dict[str, int | None] = {}
+        for name, sched in candidates.items():
+            if not usable(sched, size, 16):
+                continue
+            try:
+                contenders[name] = export_mscclpp(sched, net.topology, replace(base, protocol="Simple",
+                                                                                design_size=size)).plan
+                design[name] = size
+                exported += 1
+            except ExportError:
+                pass
+            if size <= DEFAULT_LL_MAX_MESSAGE and not rooted:
+                if name not in ll:
+                    try:
+                        ll[name] = export_mscclpp(sched, net.topology, replace(base, protocol="LL")).plan
+                        exported += 1
+                    except ExportError:
+                        ll[name] = None
+                if ll[name] is not None:
+                    contenders[name + LL], design[name + LL] = ll[name], None
+        got = race(net, size, contenders, slack=margin, fairness=fairness, first=first, lowering=plan_lowering)
+        runs += len(contenders)
+        best: dict[str, Any] = {}
+        for r in got.results:
+            name = r.algorithm.removesuffix(LL)
+            rates[(name, "LL" if r.algorithm.endswith(LL) else "Simple", design[r.algorithm], None, size)] = r.algbw_gbps
+            if name not in best or r.algbw_gbps > best[name].algbw_gbps:
+                best[name] = replace(r, algorithm=name)
+        table += best.values()
+        top = max(best.values(), key=lambda r: r.algbw_gbps, default=None)
+        first = top.algorithm if top is not None else first
+    report(progress, "simulating candidates' plans", len(sizes), len(sizes))
+    note = (f"ranked by the candidates' MSCCL++ plans simulated at each size, not by their trees ({exported} plans "
+            f"exported, {len(rates)} of {runs} plan simulations run, the others skipped by their lower "
+            f"bounds; {time.perf_counter() - t0:.1f} s, {time.process_time() - cpu0:.1f} s CPU)")
+    return Selection(size_ranges(table, sizes, candidates, margin), table), rates, note
+
+
+def export_plans_by_size(net: Network, selection, outdir: str, collective: str, options=None, check: bool = True,
+                         fairness: str = "max-min", rates: Rates | None = None) -> list:
+    """One MSCCL++ plan per size range of ``selection`` (:class:`forestcoll.simulate.select.Selection`) into
+    ``outdir``: inside a range, sizes up to the LL cap (1 MiB) whose LL plan simulates faster than the Simple plan
+    cut for that size get an LL plan, the others a Simple plan cut for the middle size of its sizes (a size
+    whose own cut runs more than ``CUT_MARGIN`` faster there gets a plan cut for itself); every plan
+    covers its sizes with ``min_message_size`` / ``max_message_size``.  ``rates``: the plan rates
+    :func:`select_plans` simulated (the others are simulated here).  Returns
+    :class:`forestcoll.simulate.select.ExportedRange` entries (a failed export carries its reason) whose ``measured``
+    are the written plan's own simulated rates at its sizes."""
+    import os
+    from dataclasses import replace
+
+    from forestcoll.mscclpp.export import DEFAULT_LL_MAX_MESSAGE, ExportError, ExportOptions, export_mscclpp, write_mscclpp
+    from forestcoll.simulate.select import ExportedRange
+
+    base = options or ExportOptions()
+    topo = net.topology
+    coll = collectives.get(collective)
+    out: list = []
+    index = 0
+    rates = {} if rates is None else rates
+
+    def rate(name: str, plan: Plan, design: int | None, hi: int | None, size: int) -> float:
+        key = (name, plan.protocol, design, None if plan.protocol == "LL" else hi, size)
+        if key not in rates:
+            rates[key] = simulate_plan(net, plan, size, fairness=fairness).algbw_gbps
+        return rates[key]
+
+    for rng in selection.ranges:
+        sizes = sorted(rng.measured)
+        proto = {s: "Simple" for s in sizes}
+        small = [s for s in sizes if s <= DEFAULT_LL_MAX_MESSAGE]
+        if small and not coll.rooted:
+            try:
+                ll = export_mscclpp(rng.schedule, topo, replace(base, protocol="LL", check=False, min_message_size=0,
+                                                                max_message_size=None)).plan
+            except ExportError:
+                ll = None
+            for s in small if ll is not None else ():
+                simple = export_mscclpp(rng.schedule, topo, replace(base, protocol="Simple", check=False,
+                                                                    min_message_size=0, max_message_size=None,
+                                                                    design_size=s)).plan
+                if rate(rng.name, ll, None, None, s) > rate(rng.name, simple, s, None, s):
+                    proto[s] = "LL"
+        runs: list[tuple[str, list[int]]] = []
+        for s in sizes:
+            if runs and runs[-1][0] == proto[s]:
+                runs[-1][1].append(s)
+            else:
+                runs.append((proto[s], [s]))
+        segments: list[tuple[str, list[int], int | None]] = []  # (protocol, sizes, design size of a Simple plan)
+        for p, seg in runs:
+            mid = seg[len(seg) // 2]
+            if p == "LL" or len(seg) == 1:
+                segments.append((p, seg, None if p == "LL" else mid))
+                continue
+            shared = export_mscclpp(rng.schedule, topo, replace(base, protocol="Simple", check=False,
+                                                                min_message_size=0, max_message_size=None,
+                                                                design_size=mid)).plan
+            for s in seg:  # a size whose own cut runs faster than the middle size's gets its own plan
+                cut = mid
+                if s != mid:
+                    own = export_mscclpp(rng.schedule, topo, replace(base, protocol="Simple", check=False,
+                                                                     min_message_size=0, max_message_size=None,
+                                                                     design_size=s)).plan
+                    if rate(rng.name, own, s, None, s) > (1 + CUT_MARGIN) * rate(rng.name, shared, mid, None, s):
+                        cut = s
+                if cut == mid and segments and segments[-1][0] == "Simple" and segments[-1][2] == mid:
+                    segments[-1][1].append(s)
+                else:
+                    segments.append(("Simple", [s], cut))
+        for j, (p, seg, cut) in enumerate(segments):
+            lo = rng.min_bytes if j == 0 else seg[0]
+            if j + 1 < len(segments):
+                hi: int | None = segments[j + 1][1][0] - 1
+            else:
+                hi = rng.max_bytes or None
+            if p == "LL" and hi is None:
+                hi = max(DEFAULT_LL_MAX_MESSAGE, seg[-1])
+            part = replace(rng, min_bytes=lo, max_bytes=hi or 0, measured={s: rng.measured[s] for s in seg})
+            name = f"{rng.name}_{coll.mscclpp}_{index}_{p.lower()}".replace("-", "_")
+            path = os.path.join(outdir, f"{coll.mscclpp}-{index:02d}-{rng.name}-{p}-{lo}-{hi if hi else 'any'}.json")
+            index += 1
+            opts = replace(base, protocol=p, min_message_size=lo, max_message_size=hi, name=name, check=check,
+                           design_size=cut)
+            failed: list[str] = []
+            for q in dict.fromkeys((p, "Simple")):  # an LL plan that cannot be written (its self-check): the Simple plan
+                at, mid = path.replace(f"-{p}-", f"-{q}-"), cut or seg[len(seg) // 2]
+                qopts = replace(opts, protocol=q, name=name[:-len(p)] + q.lower(), design_size=None if q == "LL" else mid)
+                try:
+                    result = write_mscclpp(rng.schedule, at, topo, qopts)
+                except ExportError as exc:
+                    failed.append(str(exc))
+                    continue
+                result.notes.extend(f"the LL plan was not written: {why}" for why in failed)
+                design = None if q == "LL" else mid
+                measured = {s: rate(rng.name, result.plan, design, hi, s) for s in seg}
+                out.append(ExportedRange(replace(part, measured=measured), at, result))
+                break
+            else:
+                out.append(ExportedRange(part, None, None, failed[-1]))
+    return out

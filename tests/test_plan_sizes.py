@@ -1,0 +1,80 @@
+"""Per-size MSCCL++ plans (``generate --sizes --format mscclpp``) ranked by the plans' own simulated rates, and the
+rates printed for each range are those of the plan written for it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from conftest import cli
+
+from forestcoll.mscclpp.export import ExportOptions, export_mscclpp
+from forestcoll.mscclpp.plan import read_plan
+from forestcoll.simulate.mscclpp import simulate_plan
+from forestcoll.simulate.network import load_network
+from forestcoll.simulate.plan_sizes import select_plans
+from forestcoll.simulate.select import candidate_schedules, export_by_size
+
+SIZES = [64 << 10, 16 << 20]
+
+
+def test_ranges_report_their_written_plans_rates(tmp_path):
+    """Every size of every range: the rate given is the written plan's simulated rate (the trees' were given
+    before: on ring:n=4 allreduce the Simple plan's 16 MiB rate is below its trees')."""
+    out = export_by_size("ring:n=4", "allreduce", SIZES, str(tmp_path), format="mscclpp", workers=1)
+    assert out.ok and any(n.startswith("ranked by the candidates' MSCCL++ plans") for n in out.notes)
+    net = load_network("ring:n=4")
+    seen = set()
+    for r in out.ranges:
+        plan = read_plan(r.path)
+        for size, rate in r.range.measured.items():
+            assert simulate_plan(net, plan, size).algbw_gbps == pytest.approx(rate, rel=1e-9)
+            seen.add(size)
+    assert seen == set(SIZES)
+
+
+def test_the_fastest_plan_wins_at_each_size():
+    """select_plans keeps, at each size, the candidate whose plan (Simple cut for that size, or LL up to 1 MiB)
+    simulates fastest: checked against simulating every candidate's plans."""
+    net = load_network("ring:n=4")
+    cands = candidate_schedules(net.topology, net, "allreduce", sizes=SIZES, element_bytes=16)
+    sel, rates, note = select_plans(net, "allreduce", SIZES, cands, margin=0.0)
+    base = ExportOptions(check=False)
+    for size in SIZES:
+        best = {}
+        for name, sched in cands.items():
+            plans = [export_mscclpp(sched, net.topology, replace(base, design_size=size)).plan]
+            if size <= 1 << 20:
+                plans.append(export_mscclpp(sched, net.topology, replace(base, protocol="LL")).plan)
+            best[name] = max(simulate_plan(net, p, size).algbw_gbps for p in plans)
+        top = max(best.values())
+        rng = next(r for r in sel.ranges if size in r.measured)
+        assert best[rng.name] == pytest.approx(top, rel=1e-9) and rng.measured[size] == pytest.approx(top, rel=1e-9)
+    assert "plan simulations run" in note and rates
+
+
+def test_cli_prints_the_written_plans_rates(tmp_path):
+    """The command line's "GB/s at" of a range is its plan's simulated rate."""
+    code, out, err = cli("generate", "ring:n=4", "-c", "allreduce", "--sizes", "16MiB", "--format", "mscclpp",
+                         "-o", str(tmp_path))
+    assert code == 0, err
+    (path,) = sorted(tmp_path.glob("*.json"))
+    rate = simulate_plan(load_network("ring:n=4"), read_plan(path), 16 << 20).algbw_gbps
+    assert f"GB/s at 16MiB {rate:.1f})" in out
+    assert "ranked by the candidates' MSCCL++ plans simulated at each size" in out
+
+
+def test_a_size_gets_its_own_cut_when_that_runs_faster(tmp_path):
+    """ring:n=4 allreduce: the ring wins at 16 MiB, 256 MiB and 1 GiB; one Simple plan cut for 256 MiB runs 16 MiB
+    more than 2% slower than a plan cut for 16 MiB, so 16 MiB gets its own plan: no written plan runs a size of its
+    range more than CUT_MARGIN below that size's own cut."""
+    from forestcoll.simulate.plan_sizes import CUT_MARGIN
+
+    sizes = [16 << 20, 256 << 20, 1 << 30]
+    out = export_by_size("ring:n=4", "allreduce", sizes, str(tmp_path), format="mscclpp", workers=1)
+    assert out.ok and len(out.ranges) >= 2
+    net = load_network("ring:n=4")
+    for r in out.ranges:
+        for size, rate in r.range.measured.items():
+            own = export_mscclpp(r.range.schedule, net.topology, ExportOptions(check=False, design_size=size)).plan
+            assert rate * (1 + CUT_MARGIN) >= simulate_plan(net, own, size).algbw_gbps
