@@ -60,13 +60,14 @@ class DataOps:
                 kk = know if k is None else k
                 self._access(alloc, lo, lo + len(data), True, b.agent if agent is None else agent,
                              b.seg if agent is None else clk, kk, ins.gid, tag)
-                if pkt and (ins.gid, tag) not in self.pkt_know:
+                key = (ins.gid, tag, b.agent if agent is None else agent)
+                if pkt and key not in self.pkt_know:
                     f = kk[0].copy()
                     c = kk[1].copy() if self.two_level else f
                     if agent is None:
                         f[b.agent] = max(int(f[b.agent]), b.seg)
                         c[b.agent] = max(int(c[b.agent]), b.seg)
-                    self.pkt_know[(ins.gid, tag)] = (f, c)
+                    self.pkt_know[key] = (f, c)
             alloc.data[lo:lo + len(data)] = data
             self.moved += len(data)
 

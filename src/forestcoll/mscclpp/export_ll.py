@@ -27,7 +27,12 @@ from forestcoll.mscclpp.plan import (
     TbChannel,
     ThreadBlock,
 )
-from forestcoll.mscclpp.semantics import MAX_CHANNEL, MAX_CHANNEL_PER_OPERATION, MAX_OPERATION
+from forestcoll.mscclpp.semantics import (
+    MAX_BUFFERS_PER_OPERATION,
+    MAX_CHANNEL,
+    MAX_CHANNEL_PER_OPERATION,
+    MAX_OPERATION,
+)
 
 MAX_PAIRS = 10
 
@@ -62,6 +67,16 @@ def lower_ll(low: Lowering, name: str, inplace: bool, lo: int, hi: int) -> Plan:
         return s
 
     ops: list[_Op] = []
+
+    def fold(v: int, key: tuple, first: tuple, pkts: list, cnt: int, order: tuple) -> tuple[tuple, list]:
+        """Add packet slots to ``first`` into plain partial sums (``repkt``) until one operation holds the rest."""
+        room = MAX_BUFFERS_PER_OPERATION - 1
+        while len(pkts) > room:
+            acc = (None, "sd", data_slot(v, cnt), cnt)
+            ops.append(_Op(v, key, "repkt", [first, *pkts[:room]], [acc], order=order))
+            first, pkts = acc, pkts[room:]
+        return first, pkts
+
     final_slot: dict[tuple[int, int], tuple[int, tuple]] = {}  # allreduce: (root, start) -> (slot of the sum, its key)
     for pc in low.pieces:
         cnt, base = pc.cnt, low.base(pc)
@@ -77,6 +92,7 @@ def lower_ll(low: Lowering, name: str, inplace: bool, lo: int, hi: int) -> Plan:
                     key = (t.phase, t.level[v])
                     inp = (None, "i", base, cnt)
                     pkts = [(None, "s", inbox[(v, c)], cnt) for c in kids]
+                    inp, pkts = fold(v, key, inp, pkts, cnt, order)  # a node with more children than one op holds
                     if v == t.root:
                         out = (None, "o", pc.start if coll in ("reduce_scatter", "reduce") else base, cnt)
                         if coll == "allreduce":
@@ -178,11 +194,14 @@ def lower_ll(low: Lowering, name: str, inplace: bool, lo: int, hi: int) -> Plan:
             chans: list[int] = []
             out_ops: list[Op] = []
             prev_kind = None
+            partial: set[int] = set()  # plain partial sums written by this block's folds
             for x in members:
                 kind = "raw" if x.name in ("ppkt",) and x.ctype == "port" else "pkt"
-                if out_ops and (kind == "raw" or prev_kind == "raw" or x.name in ("copy",)):
+                folded = any(r[1] == "sd" and r[2] in partial for r in x.src)
+                if out_ops and (kind == "raw" or prev_kind == "raw" or x.name in ("copy",) or folded):
                     out_ops.append(Op("nop"))
                 prev_kind = kind
+                partial.update(r[2] for r in x.dst if r[1] == "sd")
 
                 def ref(r, ctype=None, g=g, refs=refs, remote=remote):
                     gpu, btype, index, size = r
@@ -242,11 +261,12 @@ def _chunks(items: list, size: int) -> list[list]:
 
 
 def _split(members: list[_Op]) -> list[list[_Op]]:
-    """Operations of one (phase, level) group in blocks of at most 48 (room for the nops between them)."""
+    """Operations of one (phase, level) group in blocks of about 30 (room for the nops between them), never
+    splitting one piece's operations (a put of packets, a folded sum, must follow their writer in its block)."""
     out: list[list[_Op]] = []
     cur: list[_Op] = []
     for x in sorted(members, key=lambda o: o.order):
-        if len(cur) >= 30:
+        if len(cur) >= 30 and x.order != cur[-1].order:  # a piece's operations stay in one block (their order)
             out.append(cur)
             cur = []
         cur.append(x)

@@ -98,7 +98,9 @@ class Machine(SyncOps, DataOps):
         self.agent_vec: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.host_vec: list[tuple[np.ndarray, np.ndarray] | None] = [None] * self.n
         self.start_vec: list[np.ndarray | None] = [None] * self.n  # what a GPU's kernel knows when it starts
-        self.pkt_know: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        # (operation, tag, writing agent) -> what a packet's writer knew; the agent tells apart the proxies of one
+        # port put to several peers (each channel's proxy writes its own peer's packets)
+        self.pkt_know: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
         self.host_clk = [0] * self.n
         self.races: set[tuple] = set()
         self.inputs: list[list[np.ndarray]] = []  # per launch, per gpu: the input written by the host
@@ -288,18 +290,18 @@ class Machine(SyncOps, DataOps):
         """Check one access against the last write and recent reads of its bytes, then record it.  Write after
         read needs only the relaxed (control) order; a read or write after a write needs release / acquire order,
         and one ordered only through relaxed signals is reported apart.  A packet read skips the write check (its
-        flags order it) and returns the (operation, tag) keys of the packets' writers."""
+        flags order it) and returns the (operation, tag, agent) keys of the packets' writers."""
         if hi <= lo:
             return []
         c0, c1 = lo // alloc.cell, -(-hi // alloc.cell)
         full, ctrl = know
-        writers: list[tuple[int, int]] = []
+        writers: list[tuple[int, int, int]] = []
         wa = alloc.w_agent[c0:c1]
         seen = wa >= 0
         if packet_read:
             if seen.any():
-                keys = np.stack([alloc.w_instr[c0:c1][seen], alloc.w_tag[c0:c1][seen]], axis=1)
-                writers = [(int(a), int(t)) for a, t in np.unique(keys, axis=0)]
+                keys = np.stack([alloc.w_instr[c0:c1][seen], alloc.w_tag[c0:c1][seen], wa[seen]], axis=1)
+                writers = [(int(a), int(t), int(w)) for a, t, w in np.unique(keys, axis=0)]
         elif seen.any():
             safe = np.where(seen, wa, 0)
             same = (wa == agent) & (alloc.w_instr[c0:c1] == instr) & (alloc.w_tag[c0:c1] == tag)
