@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from forestcoll.errors import UsageError
 from forestcoll.generate import generate
 from forestcoll.mscclpp import export as export_mod
+from forestcoll.mscclpp import layouts as layouts_mod
 from forestcoll.mscclpp.export import ExportError, ExportOptions, export_mscclpp, self_check
 from forestcoll.mscclpp.interpreter import run_plan
 from forestcoll.mscclpp.lint import lint_plan
@@ -294,7 +295,7 @@ def test_fine_units_halve_only_pieces_of_several_chunks():
 
 
 def test_fallback_takes_finer_units_only_when_their_plan_is_faster():
-    """write_generated_plan's last step (``_finer``): the chosen k's plan with half units for pieces of several
+    """write_generated_plan's last step (``layouts.finer_units``): the chosen k's plan with half units for pieces of several
     chunks replaces it when ``plan_rate`` says it is faster, and is left out (named in the note) otherwise; a plan
     whose pieces are all one chunk is not tried again."""
     topo = load_topology("ring:n=4")
@@ -309,8 +310,8 @@ def test_fallback_takes_finer_units_only_when_their_plan_is_faster():
         exported = {4: export_mscclpp(sched, topo, check=False)}
         rate = (lambda plan, size: 1.0 / unit_bytes(plan)) if prefer_fine else (lambda plan, size: unit_bytes(plan))
         base = rate(exported[4].plan, 1 << 30)
-        phrase = export_mod._finer(topo, sched, exported, base, opts, rate)
+        phrase = layouts_mod.finer_units(topo, sched, exported, base, opts, rate)
         assert ("(taken)" in phrase) == prefer_fine, phrase
         assert (exported[4].units[2] < export_mscclpp(sched, topo, check=False).units[2]) == prefer_fine
     one = {1: export_mscclpp(generate(topo, "allreduce", k=1), topo, check=False)}
-    assert export_mod._finer(topo, generate(topo, "allreduce", k=1), one, 1.0, opts, lambda p, s: 2.0) == ""
+    assert layouts_mod.finer_units(topo, generate(topo, "allreduce", k=1), one, 1.0, opts, lambda p, s: 2.0) == ""

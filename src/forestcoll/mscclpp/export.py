@@ -283,6 +283,7 @@ def fitting_schedule(topology: Topology, collective: str, sched: Schedule, optio
     (``what`` the rate simulates).  None when no power of two fits.  ``exported`` (when given) receives each
     fitting k's unchecked export (:func:`fitting_powers`) before ``rate`` is asked, so ``rate`` can rank the plan
     exported there instead of exporting it again."""
+    from forestcoll.mscclpp.offcpu import design_size
     from forestcoll.units import format_size
 
     fitting = fitting_powers(topology, collective, sched, options, exported, **generate_kwargs)
@@ -292,7 +293,7 @@ def fitting_schedule(topology: Topology, collective: str, sched: Schedule, optio
         top = max(fitting)
         return fitting[top], "the largest power of two below it whose plan fits"
     base = options or ExportOptions()
-    size = base.design_size or min(base.max_message_size or (1 << 30), 1 << 30)
+    size = design_size(base)
     rates = {kk: rate(s, size) for kk, s in fitting.items()}
     chosen = max(rates, key=lambda kk: (rates[kk], kk))
     others = ", ".join(f"k={kk} {rates[kk]:.1f}" for kk in sorted(rates, reverse=True) if kk != chosen)
@@ -357,7 +358,7 @@ def _generated_plan(topology: Topology, collective: str, path: str, *, k: int | 
     from dataclasses import replace
 
     from forestcoll.generate import generate
-    from forestcoll.mscclpp.layouts import once, race_layouts, raced
+    from forestcoll.mscclpp.layouts import laid_out, once, raced
     from forestcoll.mscclpp.offcpu import design_size, off_cpu_rival, race_fallback, race_plans
 
     kwargs: dict[str, Any] = {"root": root, "symmetry": symmetry}
@@ -375,13 +376,8 @@ def _generated_plan(topology: Topology, collective: str, path: str, *, k: int | 
             chosen, result, note = race_plans(topology, sched, result, rival, opts, plan_rate)
         more = ""
         if raced(opts):  # then half units on the layout taken, as the fallback
-            auto = result
-            result, best, more = race_layouts(topology, chosen, auto, plan_rate(auto.plan, design_size(opts)), opts,
-                                              plan_rate)
-            won = {chosen.k: result}
-            more += _finer(topology, chosen, won, best, opts if result is auto else replace(opts, layout=result.layout),
-                           plan_rate)
-            result = won[chosen.k]
+            result, more = laid_out(topology, chosen, result, plan_rate(result.plan, design_size(opts)), opts,
+                                    plan_rate)
         result = _write_exported(result, path, opts, progress)
         result.notes[:0] = [n for n in (note, more.lstrip("; ")) if n]
         return chosen, result
@@ -406,39 +402,14 @@ def _generated_plan(topology: Topology, collective: str, path: str, *, k: int | 
         fallback, more = race_fallback(topology, sched, fallback, scheds, exported, rates, opts, plan_rate, **kwargs)
         if fallback is not ranked:
             how = f"packed without the CPUs, faster than k={ranked.k}, " + how
-        auto = exported[fallback.k]
-        exported[fallback.k], rates[fallback.k], laid = race_layouts(topology, fallback, auto, rates[fallback.k], opts,
-                                                                     plan_rate)
-        laid_out = opts if exported[fallback.k] is auto else replace(opts, layout=exported[fallback.k].layout)
-        how += more + (f"; {laid}" if laid else "") + _finer(topology, fallback, exported, rates[fallback.k],
-                                                             laid_out, plan_rate)
+        exported[fallback.k], laid = laid_out(topology, fallback, exported[fallback.k], rates[fallback.k], opts,
+                                              plan_rate)
+        how += more + laid
     result = _write_exported(exported[fallback.k], path, options or ExportOptions(), progress)
     result.notes.insert(0, f"the optimal k={sched.k} does not fit: " + str(first).split(" (--max-threadblocks")[0]
                         + f"; exported k={fallback.k}, {how}; its trees reach "
                         + f"{float(fallback.algbw / sched.bound_algbw):.1%} of the bound")
     return fallback, result
-
-
-def _finer(topology: Topology, sched: Schedule, exported: dict[int, ExportResult], rate: float, opts: ExportOptions,
-           plan_rate: Callable[[Plan, int], float]) -> str:
-    """Put ``sched``'s plan with ``fine_units`` into ``exported[sched.k]`` when it simulates faster (``plan_rate`` at
-    the design size) than ``rate``, the plan there now, and fits; a phrase for the note either way ("" when no
-    piece has several chunks, so the units would not change)."""
-    from dataclasses import replace
-
-    from forestcoll.units import format_size
-
-    if opts.fine_units or opts.unit_bytes is not None or all(c == 1 for c in exported[sched.k].units):
-        return ""
-    size = opts.design_size or min(opts.max_message_size or (1 << 30), 1 << 30)
-    alt = export_mscclpp(sched, topology, replace(opts, check=False, fine_units=True))
-    if max(len(g.threadblocks) for g in alt.plan.gpus) > opts.max_threadblocks:
-        return ""
-    fine = plan_rate(alt.plan, size)
-    if fine <= rate:
-        return f"; half units for pieces of several chunks {fine:.1f} GB/s, not taken"
-    exported[sched.k] = alt
-    return f"; then half units for pieces of several chunks, {format_size(size)}: {fine:.1f} GB/s (taken)"
 
 
 def _write_exported(result: ExportResult, path: str, opts: ExportOptions, progress: Progress | None) -> ExportResult:

@@ -4,7 +4,7 @@ The exporter's ``auto`` layout takes a thread block per tree edge and piece when
 allreduce, else ``mixed``), which is not always the fastest plan: on the MI300 dump x4 rail the allgather's ``edge``
 plan simulates 377.0 GB/s at 1 GiB and its ``level`` plan (fewer, coarser blocks) 380.6.  :func:`race_layouts`
 exports the same trees in the other layouts, keeps the one whose plan ``plan_rate`` gives the highest rate at the
-design size (a tie keeps ``auto``'s), and the caller then tries half units on it (``export._finer``).
+design size (a tie keeps ``auto``'s); :func:`laid_out` then tries half units on it (:func:`finer_units`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from forestcoll.mscclpp.export import ExportOptions, ExportResult
     from forestcoll.mscclpp.plan import Plan
 
-__all__ = ["TIE", "once", "race_layouts", "raced"]
+__all__ = ["TIE", "finer_units", "laid_out", "once", "race_layouts", "raced"]
 
 # rates within this fraction are a tie: plans of equal rate may simulate a rounding apart (dgx-a100:nodes=2 allreduce
 # at 1 GiB: edge 171.2863106741303, source 171.28631067413033 GB/s), and a tie keeps auto's plan
@@ -50,7 +50,7 @@ def race_layouts(topology: Topology, sched: Schedule, mine: ExportResult, rate: 
     each other layout whose plan fits and differs from those already simulated: the fastest by ``plan_rate`` at
     the design size (faster by more than :data:`TIE`, else ``mine``), its rate, and a phrase for the note ("" unless
     :func:`raced`; nothing is simulated when no other layout gives another plan that fits)."""
-    from forestcoll.mscclpp.offcpu import _fits, design_size
+    from forestcoll.mscclpp.offcpu import design_size, unchecked_plan
     from forestcoll.mscclpp.plan import write_plan
     from forestcoll.units import format_size
 
@@ -65,7 +65,7 @@ def race_layouts(topology: Topology, sched: Schedule, mine: ExportResult, rate: 
     for layout in layouts:
         if layout == mine.layout:
             continue
-        alt, _why = _fits(topology, sched, replace(opts, layout=layout))
+        alt, _why = unchecked_plan(topology, sched, replace(opts, layout=layout))
         if alt is None:
             continue
         text = write_plan(alt.plan)
@@ -80,3 +80,37 @@ def race_layouts(topology: Topology, sched: Schedule, mine: ExportResult, rate: 
     if len(tried) == 1:
         return mine, rate, head + "no other layout that fits gives another plan"
     return best, best_rate, head + f"{best.layout} taken"
+
+
+def laid_out(topology: Topology, sched: Schedule, auto: ExportResult, rate: float, opts: ExportOptions,
+              plan_rate: Callable[[Plan, int], float]) -> tuple[ExportResult, str]:
+    """``sched``'s unchecked plan ``auto`` (``rate`` at the design size) raced in its other layouts
+    (:func:`race_layouts`), then with half units on the layout taken (:func:`finer_units`):
+    the plan to write and the note's phrases, each led by "; " ("" when nothing was raced)."""
+    laid, best, said = race_layouts(topology, sched, auto, rate, opts, plan_rate)
+    won = {sched.k: laid}
+    units = opts if laid is auto else replace(opts, layout=laid.layout)
+    said = (f"; {said}" if said else "") + finer_units(topology, sched, won, best, units, plan_rate)
+    return won[sched.k], said
+
+
+def finer_units(topology: Topology, sched: Schedule, exported: dict[int, ExportResult], rate: float,
+                opts: ExportOptions, plan_rate: Callable[[Plan, int], float]) -> str:
+    """Put ``sched``'s plan with ``fine_units`` into ``exported[sched.k]`` when it simulates faster (``plan_rate`` at
+    the design size) than ``rate``, the plan there now, and fits; a phrase for the note either way ("" when no
+    piece has several chunks, so the units would not change)."""
+    from forestcoll.mscclpp.export import export_mscclpp
+    from forestcoll.mscclpp.offcpu import design_size
+    from forestcoll.units import format_size
+
+    if opts.fine_units or opts.unit_bytes is not None or all(c == 1 for c in exported[sched.k].units):
+        return ""
+    size = design_size(opts)
+    alt = export_mscclpp(sched, topology, replace(opts, check=False, fine_units=True))
+    if max(len(g.threadblocks) for g in alt.plan.gpus) > opts.max_threadblocks:
+        return ""
+    fine = plan_rate(alt.plan, size)
+    if fine <= rate:
+        return f"; half units for pieces of several chunks {fine:.1f} GB/s, not taken"
+    exported[sched.k] = alt
+    return f"; then half units for pieces of several chunks, {format_size(size)}: {fine:.1f} GB/s (taken)"

@@ -22,11 +22,11 @@ if TYPE_CHECKING:
     from forestcoll.mscclpp.export import ExportOptions, ExportResult
     from forestcoll.mscclpp.plan import Plan
 
-__all__ = ["design_size", "off_cpu_rival", "race_fallback", "race_plans"]
+__all__ = ["design_size", "off_cpu_rival", "race_fallback", "race_plans", "unchecked_plan"]
 
 
 def design_size(opts: ExportOptions) -> int:
-    """The size at which plans are ranked: the design size, else the largest size up to 1 GiB (as ``_finer``)."""
+    """The size at which plans are ranked: the design size, else the largest size up to 1 GiB."""
     return opts.design_size or min(opts.max_message_size or (1 << 30), 1 << 30)
 
 
@@ -34,17 +34,15 @@ def off_cpu_rival(topology: Topology, sched: Schedule, optimal: bool, **generate
     """``sched`` packed again without the CPUs when its trees join GPUs of one box through one and the packing
     keeps its exact rate (the optimum: :func:`~forestcoll.msccl.detours.off_cpu_schedule`; a fixed k:
     :func:`~forestcoll.msccl.detours.off_cpu_packing` at ``sched.k``); else None (always on fabrics without
-    detours, where this costs one scan of the edges)."""
-    from forestcoll.msccl.detours import cpu_detours, off_cpu_packing, off_cpu_schedule
+    detours, where either costs one scan of the edges)."""
+    from forestcoll.msccl.detours import off_cpu_packing, off_cpu_schedule
 
-    if not cpu_detours(topology, sched):
-        return None
     if optimal:
         return off_cpu_schedule(topology, sched, **generate_kwargs)
     return off_cpu_packing(topology, sched, **{**generate_kwargs, "k": sched.k})
 
 
-def _fits(topology: Topology, sched: Schedule, opts: ExportOptions) -> tuple[ExportResult | None, str]:
+def unchecked_plan(topology: Topology, sched: Schedule, opts: ExportOptions) -> tuple[ExportResult | None, str]:
     """``sched``'s unchecked plan, or None and why when it cannot be exported within ``opts``' limits (more thread
     blocks or operations than the executor allows): a rival that does not fit is not taken, never an error."""
     from forestcoll.mscclpp.export import ExportError, export_mscclpp
@@ -67,7 +65,7 @@ def race_plans(topology: Topology, sched: Schedule, mine: ExportResult, rival: S
     head = (f"the optimal k={sched.k}'s trees join GPUs of one box through a CPU ({cpu_detours(topology, sched)} edges), "
             f"which the executor sends over their direct link; packed again without the CPUs (k={rival.k}, the same "
             "exact rate)")
-    alt, why = _fits(topology, rival, opts)
+    alt, why = unchecked_plan(topology, rival, opts)
     if alt is None:
         return sched, mine, head + f", its plan does not fit ({why}): not taken"
     here, there = plan_rate(mine.plan, size), plan_rate(alt.plan, size)
@@ -95,7 +93,7 @@ def race_fallback(topology: Topology, optimal: Schedule, chosen: Schedule, sched
         rival = off_cpu_rival(topology, sched, sched is optimal, **generate_kwargs)
         if rival is None:
             continue
-        alt, _why = _fits(topology, rival, opts)
+        alt, _why = unchecked_plan(topology, rival, opts)
         there = None if alt is None else plan_rate(alt.plan, size)
         tried.append(f"k={rival.k} " + ("does not fit" if there is None else f"{there:.1f}"))
         if there is not None and there > best_rate:
