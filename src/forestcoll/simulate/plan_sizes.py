@@ -19,16 +19,14 @@ from forestcoll.simulate.mscclpp import mscclpp_collective, mscclpp_program, sim
 from forestcoll.simulate.network import Network
 
 LL = "@LL"  # the contender name suffix of a candidate's LL plan (its Simple plan has the candidate's name)
-# (candidate, protocol, design size, max_message_size: None for LL and unbounded plans, size) -> GB/s
 CUT_MARGIN = 0.02  # a size of a Simple range gets a plan cut for itself when that runs this much faster there
+# (candidate, protocol, design size, max_message_size: None for LL and unbounded plans, size) -> GB/s
 Rates = dict[tuple[str, str, int | None, int | None, int], float]
 
 
 def fitting_candidates(candidates: dict[str, Schedule], topo, options=None) -> tuple[dict[str, Schedule], list[str]]:
     """The candidate schedules whose plans fit the executor's limits (``options``:
     :class:`forestcoll.mscclpp.export.ExportOptions`), and a note for each one left out."""
-    from dataclasses import replace
-
     from forestcoll.mscclpp.export import ExportError, ExportOptions, export_mscclpp
 
     base = replace(options or ExportOptions(), check=False, protocol="Simple", max_message_size=None, min_message_size=0)
@@ -139,6 +137,11 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
     index = 0
     rates = {} if rates is None else rates
 
+    def simple(sched: Schedule, design: int) -> Plan:
+        """``sched``'s unchecked Simple plan cut for ``design``, without a size range (as :func:`select_plans`)."""
+        return export_mscclpp(sched, topo, replace(base, protocol="Simple", check=False, min_message_size=0,
+                                                   max_message_size=None, design_size=design)).plan
+
     def rate(name: str, plan: Plan, design: int | None, hi: int | None, size: int) -> float:
         key = (name, plan.protocol, design, None if plan.protocol == "LL" else hi, size)
         if key not in rates:
@@ -156,10 +159,7 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
             except ExportError:
                 ll = None
             for s in small if ll is not None else ():
-                simple = export_mscclpp(rng.schedule, topo, replace(base, protocol="Simple", check=False,
-                                                                    min_message_size=0, max_message_size=None,
-                                                                    design_size=s)).plan
-                if rate(rng.name, ll, None, None, s) > rate(rng.name, simple, s, None, s):
+                if rate(rng.name, ll, None, None, s) > rate(rng.name, simple(rng.schedule, s), s, None, s):
                     proto[s] = "LL"
         runs: list[tuple[str, list[int]]] = []
         for s in sizes:
@@ -173,17 +173,12 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
             if p == "LL" or len(seg) == 1:
                 segments.append((p, seg, None if p == "LL" else mid))
                 continue
-            shared = export_mscclpp(rng.schedule, topo, replace(base, protocol="Simple", check=False,
-                                                                min_message_size=0, max_message_size=None,
-                                                                design_size=mid)).plan
+            shared = simple(rng.schedule, mid)
             for s in seg:  # a size whose own cut runs faster than the middle size's gets its own plan
                 cut = mid
-                if s != mid:
-                    own = export_mscclpp(rng.schedule, topo, replace(base, protocol="Simple", check=False,
-                                                                     min_message_size=0, max_message_size=None,
-                                                                     design_size=s)).plan
-                    if rate(rng.name, own, s, None, s) > (1 + CUT_MARGIN) * rate(rng.name, shared, mid, None, s):
-                        cut = s
+                own = None if s == mid else rate(rng.name, simple(rng.schedule, s), s, None, s)
+                if own is not None and own > (1 + CUT_MARGIN) * rate(rng.name, shared, mid, None, s):
+                    cut = s
                 if cut == mid and segments and segments[-1][0] == "Simple" and segments[-1][2] == mid:
                     segments[-1][1].append(s)
                 else:
