@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from forestcoll.cli import commands
+from forestcoll.cli import commands, topo_commands
 from forestcoll.errors import UsageError
 
 __all__ = ["build_parser"]
@@ -313,26 +313,26 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the JSON (the default when no -o is given)")
     p.add_argument("-o", "--output", help="write the JSON here")
     p.add_argument("--no-symmetries", action="store_true", help="leave out the declared automorphisms")
-    p.set_defaults(func=commands.cmd_topo_export)
+    p.set_defaults(func=topo_commands.cmd_topo_export)
     p = tsub.add_parser("import", help="import an NCCL/RCCL topology dump (NCCL_TOPO_DUMP_FILE); summary, JSON")
     p.add_argument("topology", help="an NCCL/RCCL topology .xml (or any topology argument)")
     _cluster_flags(p)
     p.add_argument("-o", "--output", help="write the topology JSON here")
     p.add_argument("--json", action="store_true", help="print the topology JSON instead of the summary")
-    p.set_defaults(func=commands.cmd_topo_import)
+    p.set_defaults(func=topo_commands.cmd_topo_import)
     p = tsub.add_parser("show", help="counts, per-rank bandwidth and links by class")
     p.add_argument("topology", help=TOPOLOGY_HELP)
     _cluster_flags(p)
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=commands.cmd_topo_show)
+    p.set_defaults(func=topo_commands.cmd_topo_show)
     p = tsub.add_parser("draw", help="draw the fabric (png, svg or pdf), optionally with its bottleneck cut")
     p.add_argument("topology", help=TOPOLOGY_HELP)
     _cluster_flags(p)
     p.add_argument("-o", "--output", required=True, help="picture file: .png, .svg or .pdf")
     p.add_argument("--cut", action="store_true", help="highlight the bottleneck cut of the collective")
     _collective_flag(p, "collective whose bottleneck cut --cut highlights: ")
-    p.set_defaults(func=commands.cmd_topo_draw)
+    p.set_defaults(func=topo_commands.cmd_topo_draw)
     p = tsub.add_parser("list", help="list the built-in topologies")
     p.add_argument("--options", action="store_true", help="also list every option with its default")
-    p.set_defaults(func=commands.cmd_topo_list)
+    p.set_defaults(func=topo_commands.cmd_topo_list)
     return parser
