@@ -27,7 +27,7 @@ EXIT_USAGE = 2
 
 
 def cluster_options(args: argparse.Namespace) -> dict[str, str]:
-    """--nodes / --fabric as spec options."""
+    """--nodes / --fabric / --bond-nic-ports as spec options."""
     extra: dict[str, str] = {}
     if getattr(args, "nodes", None) is not None:
         if args.nodes < 1:
@@ -35,6 +35,13 @@ def cluster_options(args: argparse.Namespace) -> dict[str, str]:
         extra["nodes"] = str(args.nodes)
     if getattr(args, "fabric", None):
         extra["fabric"] = args.fabric
+    if getattr(args, "bond_nic_ports", False):
+        from forestcoll.topology.spec import split_file_spec
+
+        found = split_file_spec(args.topology) if isinstance(getattr(args, "topology", None), str) else ("x.xml",)
+        if found is None or not found[0].lower().endswith(".xml"):
+            raise UsageError(f"--bond-nic-ports applies to NCCL/RCCL topology dumps (.xml); {args.topology} is not one")
+        extra["bond_nic_ports"] = "1"
     return extra
 
 
@@ -57,14 +64,16 @@ def topology(args: argparse.Namespace):
     from forestcoll.topology import import_topology
 
     imported = import_topology(args.topology, cluster_options(args))
-    warn(imported.warnings)
+    warn(imported.warnings, imported.notes)
     return imported.topology
 
 
-def warn(warnings) -> None:
-    """An importer's doubts about a file, one line each on stderr (the command still runs)."""
+def warn(warnings, notes=()) -> None:
+    """An importer's doubts about a file and what its options did, one line each on stderr (the command runs)."""
     for w in warnings:
         print(f"forestcoll: warning: {w}", file=sys.stderr)
+    for n in notes:
+        print(f"forestcoll: note: {n}", file=sys.stderr)
 
 
 def _size_flag(text: str | None, flag: str, zero: bool = False) -> int | None:

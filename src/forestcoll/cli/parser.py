@@ -44,6 +44,8 @@ def _cluster_flags(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--nodes", type=int, help="replicate the box N times (same as the spec option nodes=N)")
     p.add_argument("--fabric", choices=FABRICS, help="how boxes are joined (same as fabric=...)")
+    p.add_argument("--bond-nic-ports", action="store_true", help="an NCCL/RCCL .xml dump: each NIC's ports as one "
+                   "port of their summed bandwidth, as NCCL's merged device or a RoCE bond (same as bond_nic_ports=1)")
 
 
 def _sim_flags(p: argparse.ArgumentParser) -> None:

@@ -20,7 +20,7 @@ def cmd_topo_export(args: argparse.Namespace) -> int:
 
     check_output(args)
     imported = import_topology(args.topology, cluster_options(args))
-    warn(imported.warnings)
+    warn(imported.warnings, imported.notes)
     topo, ports = imported.topology, box_ports(imported.topology, imported.ports)
     if args.output:
         text = write_topology(topo, args.output, symmetries=not args.no_symmetries, ports=ports)
@@ -40,7 +40,7 @@ def cmd_topo_import(args: argparse.Namespace) -> int:
 
     check_output(args)
     imported = import_topology(args.topology, cluster_options(args))
-    warn(imported.warnings)
+    warn(imported.warnings, imported.notes)
     topo = imported.topology
     ports = box_ports(topo, imported.ports)  # one box: its ports too, so that --nodes N can replicate the file
     text = write_topology(topo, args.output, ports=ports) if args.output else dump_json(topology_to_dict(topo, ports=ports))

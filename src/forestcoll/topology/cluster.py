@@ -56,6 +56,7 @@ class Box:
     ports: tuple[Port, ...] = ()
     kind: str = "box"
     warnings: tuple[str, ...] = field(default=(), compare=False)  # what an importer found implausible
+    notes: tuple[str, ...] = field(default=(), compare=False)  # what an import option did (or that it did nothing)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,9 @@ What becomes what (bandwidths per direction, as NCCL models them):
 * ``<nic>`` -> a switch ``nic<k>`` joined to its parent PCI device (or, directly
   under a CPU, to the CPU at the sum of its port speeds); each ``<net>`` is a
   network port of speed / 8000 GB/s (speed 0 means NCCL's default 10,000 Mb/s).
+  With ``bond_ports`` the ``<net>`` ports of one ``<nic>`` become one port whose
+  bandwidth is their exact sum, named ``a+b`` as NCCL names a merged device
+  (docs/topology.md "Dual-port NICs").
 
 The box records its GPU (``topo.gpu``, :func:`forestcoll.topology.device.gpu_of_dump`):
 AMD when the ``<gpu>`` has ``gcn`` (then RCCL writes its CU count into ``sm``),
@@ -178,8 +181,9 @@ def _gpu_kind(gpu: Elem) -> Gpu | None:
     return gpu_of_dump(gpu.attrs.get("sm", ""), gcn, arch)
 
 
-def import_nccl_xml(path: str, text: str | None = None) -> Box:
-    """Read an NCCL / RCCL topology dump and return one box (see the module docstring)."""
+def import_nccl_xml(path: str, text: str | None = None, bond_ports: bool = False) -> Box:
+    """Read an NCCL / RCCL topology dump and return one box (see the module docstring); ``bond_ports``: each NIC's
+    ports as one port of their summed bandwidth, with a note saying what was bonded (or that nothing was)."""
     source = str(path)
     if text is None:
         try:
@@ -232,6 +236,14 @@ def import_nccl_xml(path: str, text: str | None = None) -> Box:
             if i != j:
                 b.link(cpu_names[i], cpu_names[j], _cpu_bandwidth(rd, c), "sys")
     nic_count = 0
+    bonded: list[int] = []  # with bond_ports: how many ports each NIC had that had more than one
+
+    def nic_ports(nic: Elem, node: str) -> list[Port]:
+        found = _ports(rd, nic, node)
+        if not bond_ports or len(found) == 1:
+            return found
+        bonded.append(len(found))
+        return [Port(node, sum((p.bandwidth for p in found), Fraction(0)), "+".join(p.name for p in found))]
 
     def visit(elem: Elem, parent_node: str, cpu_node: str) -> None:
         nonlocal nic_count
@@ -249,7 +261,7 @@ def import_nccl_xml(path: str, text: str | None = None) -> Box:
                         nic_count += 1
                         b.switch(node)
                         b.duplex(node, parent_node, bw, "pcie")
-                        ports.extend(_ports(rd, nic, node))
+                        ports.extend(nic_ports(nic, node))
                 elif "pci" in kinds:
                     node = b.switch(f"pci{busid}")
                     b.duplex(node, parent_node, bw, "pcie")
@@ -258,10 +270,10 @@ def import_nccl_xml(path: str, text: str | None = None) -> Box:
                 node = f"nic{nic_count}"
                 nic_count += 1
                 b.switch(node)
-                nic_ports = _ports(rd, child, node)
-                total = sum((p.bandwidth for p in nic_ports), Fraction(0)) or Fraction(1)
+                own = nic_ports(child, node)
+                total = sum((p.bandwidth for p in own), Fraction(0)) or Fraction(1)
                 b.duplex(node, parent_node, total, "pcie")
-                ports.extend(nic_ports)
+                ports.extend(own)
             elif child.tag == "gpu":
                 raise rd.fail(child, "a <gpu> must sit inside its <pci> element")
 
@@ -280,7 +292,16 @@ def import_nccl_xml(path: str, text: str | None = None) -> Box:
         topo = b.build()
     except TopologyError as exc:
         raise XmlError(f"{source}: {exc}") from None
-    return Box(topo, tuple(ports), kind=source, warnings=tuple(plausibility(rd, gpus)))
+    notes = (bond_note(source, bonded, len(ports)),) if bond_ports else ()
+    return Box(topo, tuple(ports), kind=source, warnings=tuple(plausibility(rd, gpus)), notes=notes)
+
+
+def bond_note(source: str, bonded: list[int], ports: int) -> str:
+    """What ``bond_ports`` did to a dump: which NICs' ports became one, or that every NIC had one port."""
+    if not bonded:
+        return f"{source}: --bond-nic-ports changes nothing: every NIC has one network port ({ports} per box)"
+    return (f"{source}: --bond-nic-ports: each NIC's ports bonded into one port of their summed bandwidth: "
+            f"{sum(bonded) + ports - len(bonded)} -> {ports} network ports per box")
 
 
 # NVLinks per GPU by generation (sm): V100 6, A100 12, H100 / H200 18, B200 18 (NVLink 5)

@@ -7,7 +7,8 @@ or a file, optionally followed by the same options (``topo.xml:nodes=4,fabric=ra
   box/fabric file (:mod:`forestcoll.topology.declarative`); a plain file of one box
   with ``ports`` (as ``forestcoll topo import`` writes it) replicates as a dump does;
 * ``.xml``: an NCCL / RCCL topology dump, one box (:mod:`forestcoll.topology.nccl_xml`);
-  ``nodes=N`` replicates it and joins the boxes' NICs with the fabric (default: one switch).
+  ``nodes=N`` replicates it and joins the boxes' NICs with the fabric (default: one switch);
+  ``bond_nic_ports=1`` (``--bond-nic-ports``) makes each NIC's ports one port of their summed bandwidth.
 
 Options given on the command line (``--nodes``, ``--fabric``) merge into the spec's.
 """
@@ -65,7 +66,7 @@ def _merge(spec: str, options: dict[str, str], extra: Mapping[str, str] | None) 
     merged = dict(options)
     for key, value in (extra or {}).items():
         if key in merged and merged[key] != value:
-            raise TopologyError(f"{spec!r}: {key} is given both in the spec ({merged[key]}) and as --{key} ({value})")
+            raise TopologyError(f"{spec!r}: {key} is given both in the spec ({merged[key]}) and as --{key.replace('_', '-')} ({value})")
         merged[key] = value
     return merged
 
@@ -97,6 +98,7 @@ class Imported:
     topology: Topology
     ports: tuple | None = None  # of forestcoll.topology.cluster.Port
     warnings: tuple[str, ...] = ()  # implausible parts of an imported dump (the CLI prints them on stderr)
+    notes: tuple[str, ...] = ()  # what an import option did, or that it did nothing (the CLI prints them on stderr)
 
 
 def import_topology(spec, extra: Mapping[str, str] | None = None) -> Imported:
@@ -112,13 +114,33 @@ def import_topology(spec, extra: Mapping[str, str] | None = None) -> Imported:
         options = _merge(text, options, extra)
         if path.lower().endswith(".xml"):
             return _load_xml(path, options)
+        _no_bond(text, options)
         from forestcoll.topology.declarative import read_topology_file
 
         return Imported(*read_topology_file(path, options or None))
     from forestcoll.topology.builtins import build_builtin
 
     name, options = parse_spec(text)
-    return Imported(build_builtin(name, _merge(text, options, extra)))
+    options = _merge(text, options, extra)
+    _no_bond(text, options)
+    return Imported(build_builtin(name, options))
+
+
+BOND = "bond_nic_ports"  # the spec option of --bond-nic-ports
+
+
+def _no_bond(spec: str, options: Mapping[str, str]) -> None:
+    """Refuse ``bond_nic_ports`` for what is not an NCCL/RCCL dump (built-ins and JSON/YAML files name their ports)."""
+    if BOND in options:
+        raise TopologyError(f"{spec!r}: {BOND} (--bond-nic-ports) applies to NCCL/RCCL topology dumps (.xml) only")
+
+
+def _bond_option(path: str, options: dict[str, str]) -> bool:
+    """The value of ``bond_nic_ports`` (removed from ``options``): 1 bonds each NIC's ports, 0 (the default) not."""
+    value = options.pop(BOND, "0")
+    if value not in ("0", "1"):
+        raise TopologyError(f"{path}: {BOND} must be 0 or 1, got {value!r}")
+    return value == "1"
 
 
 def _load_xml(path: str, options: dict[str, str]) -> Imported:
@@ -126,13 +148,15 @@ def _load_xml(path: str, options: dict[str, str]) -> Imported:
     from forestcoll.topology.cluster import Fabric, build_cluster
     from forestcoll.topology.nccl_xml import import_nccl_xml
 
+    label = os.path.basename(path) + ("" if not options else ":" + ",".join(f"{k}={v}" for k, v in options.items()))
+    options = dict(options)
+    bond = _bond_option(path, options)
     parsed = {}
     for key, text in options.items():
         if key not in CLUSTER_PARAMS:
-            raise TopologyError(f"{path}: unknown option {key!r}; an NCCL topology file takes {', '.join(CLUSTER_PARAMS)}")
+            raise TopologyError(f"{path}: unknown option {key!r}; an NCCL topology file takes {', '.join((*CLUSTER_PARAMS, BOND))}")
         parsed[key] = CLUSTER_PARAMS[key].parse(text, key)
-    box = import_nccl_xml(path)
+    box = import_nccl_xml(path, bond_ports=bond)
     nodes = int(parsed.get("nodes", 1))
-    label = os.path.basename(path) + ("" if not options else ":" + ",".join(f"{k}={v}" for k, v in options.items()))
     return Imported(build_cluster([box] * nodes, fabric_from_options(parsed, Fabric("switch")), label), box.ports,
-                    box.warnings)
+                    box.warnings, box.notes)
