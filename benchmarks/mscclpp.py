@@ -21,14 +21,17 @@ mscclpp`` writes (`write_generated_plan` with the fabric's GPU's resident blocks
 the CLI calls it), simulated at 1 MiB, 16 MiB and 1 GiB against the fabric's exact bound and, at 1 GiB, against
 the bound on the network ports the executor drives (one per GPU: `mscclpp/ports.py`; the trees are packed there);
 ``dumps``: the imported NCCL / RCCL
-dumps H100-topology.xml and topo_8p_940.xml as 4 boxes on a rail fabric (skipped when absent), ``all``: mi250:nodes=2
-too (its fallbacks take minutes each), ``h100`` / ``mi300``: that dump's rows only.
+dumps H100-topology.xml and topo_8p_940.xml as 4 boxes on a rail fabric (skipped when absent), the H100 dump also with
+its dual-port NICs' ports bonded (``--bond-nic-ports``: one device per NIC, the executor drives both ports),
+``all``: mi250:nodes=2 too (its fallbacks take minutes each), ``h100`` / ``mi300``: that dump's rows only,
+``bonded``: the bonded H100 rows only.
 
     python benchmarks/mscclpp.py             # both tables
     python benchmarks/mscclpp.py --quick     # skips the mi250 nodes=2 optimal-k rows (minutes of simulation each)
     python benchmarks/mscclpp.py --markdown  # tables to paste into the README
     python benchmarks/mscclpp.py --generated dumps --markdown  # table 3 only: what generate writes
     python benchmarks/mscclpp.py --generated mi300 --markdown  # table 3, the MI300 dump's rows only
+    python benchmarks/mscclpp.py --generated bonded --markdown  # table 3, the H100 dump with bonded NIC ports
 """
 
 from __future__ import annotations
@@ -151,12 +154,14 @@ def generated_table(console: Console, markdown: bool, which: str) -> None:
 
     from forestcoll.msccl.fabric import fabric_options
 
-    fabrics = [("H100-topology.xml x4 rail", dump("H100-topology.xml"), RAIL4),
+    h100 = dump("H100-topology.xml")
+    fabrics = [("H100-topology.xml x4 rail", h100, RAIL4),
+               ("H100-topology.xml x4 rail, bonded ports", h100, {**RAIL4, "bond_nic_ports": "1"}),
                ("topo_8p_940.xml x4 rail", dump("topo_8p_940.xml"), RAIL4)]
     if which == "all":
         fabrics.insert(0, ("mi250:nodes=2", "mi250:nodes=2", None))
-    if which in ("h100", "mi300"):  # one dump's rows only
-        fabrics = [fabrics[0 if which == "h100" else 1]]
+    if which in ("h100", "mi300", "bonded"):  # one dump's rows only
+        fabrics = {"h100": fabrics[:2], "bonded": fabrics[1:2], "mi300": fabrics[2:]}[which]
     columns = ("fabric", "collective", "GPU (resident blocks)", "bound GB/s", "driven ports' bound", "k written",
                "layout", "tbs/GPU", "1 MiB GB/s (of bound)", "16 MiB", "1 GiB", "1 GiB of driven", "generate CPU s")
     rows: list[list[str]] = []
@@ -196,9 +201,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--markdown", action="store_true", help="print markdown tables")
     ap.add_argument("--quick", action="store_true", help="skip the slowest simulations (mi250 nodes=2 at the optimal k)")
-    ap.add_argument("--generated", choices=("dumps", "all", "h100", "mi300"),
+    ap.add_argument("--generated", choices=("dumps", "all", "h100", "mi300", "bonded"),
                     help="only table 3: the plan generate --format mscclpp writes (dumps: H100 and MI300 dumps x4 "
-                         "rail; all: mi250:nodes=2 too; h100, mi300: that dump's rows only)")
+                         "rail, H100 also with bonded NIC ports; all: mi250:nodes=2 too; h100, mi300: that dump's "
+                         "rows only; bonded: the bonded H100 rows)")
     args = ap.parse_args()
     console = Console()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
