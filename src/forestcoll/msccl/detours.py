@@ -8,6 +8,11 @@ simulator's ``channel_routes`` does), which then carries more than the trees ass
 busiest xGMI link's 361.4 GB/s (0.91 of the bound 396.4).  :func:`off_cpu_schedule` packs the trees again on the
 topology without its CPUs (:func:`without_cpus`), kept only when that changes nothing in the optimum (the same
 exact algbw): every edge then goes where the runtime sends it (docs/msccl.md, "Trees routed off the CPUs").
+:func:`socket_schedule` packs them on the topology without the links *between* its CPUs (:func:`without_cpu_links`),
+kept on the same condition: a GPU may still reach another GPU's NIC through its own CPU, so its network edges spread
+over more peers than its own rail's (RCCL's files, which pay each network step's latency in turn, keep 16 MiB), and
+the edges that crossed from one CPU to the other to join two GPUs of a box are gone (MI300 x4 rail allreduce: 192 ->
+64 detours; docs/msccl.md, "Trees kept on one socket").
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from typing import Any
 from forestcoll.schedule import Schedule
 from forestcoll.topology.model import Topology, TopologyError, make_topology
 
-__all__ = ["cpu_detours", "off_cpu_packing", "off_cpu_schedule", "without_cpus"]
+__all__ = ["cpu_detours", "off_cpu_packing", "off_cpu_schedule", "socket_schedule", "without_cpu_links",
+           "without_cpus"]
 
 CPU = re.compile(r"cpu\d*(\.\d+)?")  # the switches an NCCL / RCCL topology's <cpu> elements become (topology/nccl_xml.py)
 
@@ -55,16 +61,43 @@ def without_cpus(topology: Topology) -> Topology | None:
         return None
 
 
+def without_cpu_links(topology: Topology) -> Topology | None:
+    """``topology`` without the links that join two of its CPU switches (a socket's link to the other), under the
+    same name; None when it has none or is no longer connected without them."""
+    cpus = _cpus(topology)
+    links = [link for link in topology.links if not (link.src in cpus and link.dst in cpus)]
+    if len(links) == len(topology.links):
+        return None
+    try:
+        return make_topology(list(topology.nodes), links, topology.name)
+    except TopologyError:
+        return None
+
+
 def off_cpu_schedule(topology: Topology, sched: Schedule, **generate_kwargs: Any) -> Schedule | None:
     """The optimal schedule of ``sched``'s collective packed on :func:`without_cpus` (``generate_kwargs``: root,
     symmetry, max_k as for ``sched``), when ``sched`` has CPU detours (:func:`cpu_detours`) and it reaches
     ``sched``'s exact algbw (so it is as optimal on ``topology``, its links a subset); else None."""
+    if not sched.trees or not cpu_detours(topology, sched):
+        return None
+    return _optimum_on(without_cpus(topology), sched, **generate_kwargs)
+
+
+def socket_schedule(topology: Topology, sched: Schedule, **generate_kwargs: Any) -> Schedule | None:
+    """The optimal schedule of ``sched``'s collective packed on :func:`without_cpu_links` (the CPUs kept, the links
+    between them dropped), on :func:`off_cpu_schedule`'s conditions: ``sched`` has CPU detours and the packing reaches
+    its exact algbw (as optimal on ``topology``, its links a subset); else None."""
+    if not sched.trees or not cpu_detours(topology, sched):
+        return None
+    return _optimum_on(without_cpu_links(topology), sched, **generate_kwargs)
+
+
+def _optimum_on(bare: Topology | None, sched: Schedule, **generate_kwargs: Any) -> Schedule | None:
+    """The optimal schedule of ``sched``'s collective on ``bare`` (a part of its topology) when it reaches ``sched``'s
+    exact algbw, else None (also for no ``bare``)."""
     from forestcoll.bound.optimal import optimal_bound
     from forestcoll.generate import generate
 
-    if not sched.trees or not cpu_detours(topology, sched):
-        return None
-    bare = without_cpus(topology)
     if bare is None:
         return None
     root = generate_kwargs.get("root")

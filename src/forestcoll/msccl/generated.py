@@ -13,7 +13,10 @@ Then the files (plain, split, even pieces) of every other k that fits compete wi
 k by k (:func:`_other_ks`; MI300 x4 rail allreduce: the optimal k=8 with even pieces, 189.0 GB/s at 1 GiB, replaces
 k=4's split file, 180.9; dgx-1 allgather: k=64 with even pieces replaces k=32's plain file), and, when the optimal
 trees join GPUs of one box through a CPU and the same optimum packs without the CPUs, that schedule's files
-(:func:`_off_cpus`, :mod:`forestcoll.msccl.detours`; MI300 x4 rail allgather: 361.3 -> 382.5 GB/s at 1 GiB).
+(:func:`_off_cpus`, :mod:`forestcoll.msccl.detours`; MI300 x4 rail allgather: 361.3 -> 382.5 GB/s at 1 GiB), and
+the same optimum packed without the links between the CPUs; for RCCL each of those with more of its files
+(:func:`rccl_files`: more even pieces, the latency order, fewer channels; MI300 x4 rail under RCCL: allreduce 183.5
+-> 191.9, allgather 364.1 -> 383.6 GB/s at 1 GiB, both faster at 16 MiB too).
 The rates come from the caller (``file_rate(algo, size)``, with an optional ``file_rate.bound(algo, size)``, an
 upper bound on the rate that lets files that cannot win go unsimulated): this layer does not simulate.
 """
@@ -83,7 +86,8 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
     split or even-pieces version replaces it by :func:`written_variant`'s rule; when the optimal k's file fits but lost
     the race, its split and even-pieces files, in that order, replace the file chosen so far by the same rule (even
     pieces rescue a large k's file, whose small trees move in few units), as do every other fitting k's files and
-    those of the optimum packed without the CPUs (:func:`_off_cpus`); notes say which and why.
+    those of the optimum packed without the CPUs or without the links between them (:func:`_off_cpus`); notes say
+    which and why.
 
     ``races``: a dict kept across choices on the same rates (``generate --buffsize``): the choice of k's race
     outcomes, replayed when the choice is made again with it.  ``lazy``: the same file, with fewer simulations and
@@ -193,30 +197,92 @@ def _other_ks(optimal: Schedule, files: dict[int, tuple[Schedule, ExportResult]]
 def _off_cpus(topology, optimal: Schedule, chosen: Schedule, result: ExportResult, said: list[str],
               options: ExportOptions, file_rate: Callable[[Algo, int], float], bound: Callable[[Algo, int], float] | None,
               size: int, **generate_kwargs: Any) -> tuple[Schedule, ExportResult, list[str]]:
-    """When ``optimal``'s trees join GPUs of one box through a CPU and the same optimum packs without the CPUs
-    (:func:`forestcoll.msccl.detours.off_cpu_schedule`), that schedule's files (plain, split, even pieces) compete
-    with ``result`` by :func:`_challenge`, with a note; else nothing changes."""
-    from forestcoll.msccl.detours import cpu_detours, off_cpu_schedule
+    """When ``optimal``'s trees join GPUs of one box through a CPU, the same optimum packed without the CPUs
+    (:func:`forestcoll.msccl.detours.off_cpu_schedule`) and packed without the links between the CPUs
+    (:func:`~forestcoll.msccl.detours.socket_schedule`), where they exist, compete with ``result`` by
+    :func:`_challenge`, each with its files (plain, split, even pieces, and for RCCL :func:`rccl_files`), with a
+    note; else nothing changes."""
+    from forestcoll.msccl.detours import cpu_detours, off_cpu_schedule, socket_schedule
 
-    bare = once(("off cpus", id(topology), id(optimal), tuple(sorted(generate_kwargs.items()))),
-                lambda: off_cpu_schedule(topology, optimal, **generate_kwargs), topology, optimal)  # once per run
-    if bare is None:
-        return chosen, result, said
-    try:
-        plain = exported(bare, options)
-    except ExportError as exc:
-        if not _over_limits(exc):
-            raise
-        return chosen, result, said
-    tally = [0, 0]
-    chosen, result, said = _challenge(f"the optimal k={bare.k}'s trees packed without the CPUs: their", bare,
-                                      _variants(bare, options, plain), chosen, result, said, file_rate, bound, size,
-                                      tally, raced=False)
-    said.append(f"the optimal k={optimal.k}'s trees join GPUs of one box through a CPU ({cpu_detours(topology, optimal)}"
-                f" edges), which a runtime sends over their direct link: the optimum packed without the CPUs "
-                f"(k={bare.k}, the same exact rate) competed by the same rule ({tally[0]} files simulated, {tally[1]} "
-                "not)")
+    for what, how, pack in (("without the CPUs", "off cpus", off_cpu_schedule),
+                            ("without the links between the CPUs", "one socket", socket_schedule)):
+        bare = once((how, id(topology), id(optimal), tuple(sorted(generate_kwargs.items()))),
+                    lambda pack=pack: pack(topology, optimal, **generate_kwargs), topology, optimal)  # once per run
+        if bare is None:
+            continue
+        try:
+            plain = exported(bare, options)
+        except ExportError as exc:
+            if not _over_limits(exc):
+                raise
+            continue
+        tally = [0, 0]
+        mine = _variants(bare, options, plain)
+        chosen, result, said = _challenge(f"the optimal k={bare.k}'s trees packed {what}: their", bare,
+                                          mine + rccl_files(bare, options, mine), chosen, result, said, file_rate,
+                                          bound, size, tally, raced=False)
+        said.append(f"the optimal k={optimal.k}'s trees join GPUs of one box through a CPU "
+                    f"({cpu_detours(topology, optimal)} edges), which a runtime sends over their direct link: the "
+                    f"optimum packed {what} (k={bare.k}, the same exact rate, {cpu_detours(topology, bare)} such edges) "
+                    f"competed by the same rule ({tally[0]} files simulated, {tally[1]} not)")
     return chosen, result, said
+
+
+def rccl_files(sched: Schedule, options: ExportOptions, mine: list[tuple[str, int, ExportResult]]
+               ) -> list[tuple[str, int, ExportResult]]:
+    """For an RCCL file, more of ``sched``'s files after ``mine`` (:func:`_variants`: plain, split, even pieces),
+    [(kind, s, file)]: the even-pieces file with as many pieces per tree as fit (:func:`finest_files`), the plain and
+    split files in the latency order (:func:`latency_files`), and the plain file on fewer channels in both orders
+    (:func:`narrow_files`); none for another runtime.
+
+    Why: under RCCL's 64 thread blocks and 64 steps per block the layout decides much of a file's rate, and these are
+    the layouts the per-size choice measured winning on the MI300 dump; the trees packed off the CPUs (or off the
+    link between them) compete with them for the one file (MI300 x4 rail: allreduce 104.4 / 183.5 -> 105.2 / 191.9
+    GB/s at 16 MiB / 1 GiB, the optimum kept on one socket on 2 channels in the latency order; allgather 229.4 /
+    364.1 -> 232.1 / 383.6, the optimum off the CPUs in 6 even pieces per tree; docs/msccl.md "Trees kept on one
+    socket")."""
+    base = options or ExportOptions()
+    if base.runtime != "rccl" or base.split != 1 or base.max_cnt is not None or base.per_tree != 0:
+        return []
+    plain = mine[0][2]
+    out = [("finer even pieces", s, r) for s, r in finest_files(sched, base, [(s, r) for k, s, r in mine
+                                                                              if k == "even pieces"])]
+    out += latency_files(sched, base, [(k, s, r) for k, s, r in mine if k in ("plain", "split")])
+    out += [(f"{c}-channel", 1, r) for c, r in narrow_files(sched, base, plain)]
+    out += [(f"{c}-channel latency", 1, r) for c, r in narrow_files(sched, replace(base, order="latency"), plain)]
+    return out
+
+
+def finest_files(sched: Schedule, options: ExportOptions, even: list[tuple[int, ExportResult]]
+                 ) -> list[tuple[int, ExportResult]]:
+    """[(s, export result)] or []: for ``even``'s file (``[(s, file)]``, :func:`even_files`' even pieces of s
+    MSCCL chunks per chunk, whose piece count per tree is a power of two that fits), the file with the most pieces per
+    tree, between that count and s, that keeps within the runtime's limits; nothing when none does.
+
+    A file of p >= 2 pieces per tree has p / 2 times the steps of the file of two (every range holds at least s >= p
+    MSCCL chunks), so a count that did not fit (the exporter then halves it) shows in the steps and is passed over.
+    Why: the even file's count halves from s until the steps fit, which can leave a block a third of its steps
+    unused (MI300 x4 rail allgather off the CPUs: 4 pieces, 40 steps, 229.4 / 364.1 GB/s at 16 MiB / 1 GiB; 6 pieces,
+    60 steps: 232.1 / 383.6)."""
+    if not even:
+        return []
+    s, first = even[0]
+    base = replace(options, split=s, max_cnt=None)
+    try:
+        two = exported(sched, replace(base, per_tree=2)).total_steps
+    except ExportError:
+        return []
+    for p in range(s - 1, 2, -1):
+        if p * two <= 2 * first.total_steps:
+            break
+        try:
+            result = exported(sched, replace(base, per_tree=p))
+        except ExportError:
+            continue
+        if 2 * result.total_steps == p * two:
+            name = f"{result.algo.name}_even{p}"
+            return [(s, result if options.name is not None else _renamed(result, name))]
+    return []
 
 
 def _variants(sched: Schedule, options: ExportOptions, plain: ExportResult) -> list[tuple[str, int, ExportResult]]:
@@ -245,7 +311,8 @@ def _challenge(who: str, sched: Schedule, mine: list[tuple[str, int, ExportResul
             continue
         tally[0] += 1
         if faster := _beats(other.algo, result.algo, file_rate, size):
-            what = "plain file" if kind == "plain" else f"{kind} file (x{s}, nchunksperloop {other.algo.nchunksperloop})"
+            what = ("plain file" if kind == "plain" else f"{kind} file (x{s}, nchunksperloop {other.algo.nchunksperloop})"
+                    if s > 1 else f"{kind} file")
             said = [f"{who} {what} replaces k={chosen.k}'s written file (faster at {faster}, slower at neither); "
                     f"k={chosen.k}'s: " + "; ".join(said)]
             chosen, result = sched, other
