@@ -30,7 +30,7 @@ def test_ranges_report_their_written_plans_rates(tmp_path):
         for size, rate in r.range.measured.items():
             assert simulate_plan(net, plan, size).algbw_gbps == pytest.approx(rate, rel=1e-9)
             seen.add(size)
-    assert seen == set(SIZES)
+    assert seen >= set(SIZES)  # and the powers of two between where LL and Simple were compared
 
 
 def test_the_fastest_plan_wins_at_each_size():
@@ -78,3 +78,32 @@ def test_a_size_gets_its_own_cut_when_that_runs_faster(tmp_path):
         for size, rate in r.range.measured.items():
             own = export_mscclpp(r.range.schedule, net.topology, ExportOptions(check=False, design_size=size)).plan
             assert rate * (1 + CUT_MARGIN) >= simulate_plan(net, own, size).algbw_gbps
+
+
+@pytest.mark.parametrize("sizes", [[256 << 10, 16 << 20], [256 << 10]])
+def test_no_size_is_served_by_ll_where_simple_runs_faster(tmp_path, sizes):
+    """ring:n=4 allreduce: LL wins at 256 KiB, the Simple plan from 288 KiB.  The LL plan used to serve up to the next
+    listed size (16 MiB - 1: 31-34 GB/s where Simple plans run 43-113) or the LL cap (1 MiB); now at every power of
+    two a plan serves, LL only where it beats the Simple plan cut for that size, the plan after it beats LL where it
+    starts, and the plans still cover the sizes without gap or overlap, from 0 up."""
+    out = export_by_size("ring:n=4", "allreduce", sizes, str(tmp_path), format="mscclpp", workers=1)
+    assert out.ok
+    net = load_network("ring:n=4")
+    plans = sorted((read_plan(r.path) for r in out.ranges), key=lambda p: p.setting("min_message_size"))
+    assert plans[0].setting("min_message_size") == 0
+    for a, b in zip(plans, plans[1:]):
+        assert b.setting("min_message_size") == a.setting("max_message_size") + 1
+    for plan in plans:
+        if plan.protocol != "LL":
+            continue
+        sched = next(r.range.schedule for r in out.ranges if r.result.plan.protocol == "LL")
+        lo, hi = plan.setting("min_message_size"), plan.setting("max_message_size")
+        for size in (1 << e for e in range(12, 32)):
+            if lo <= size <= hi:
+                cut = export_mscclpp(sched, net.topology, ExportOptions(check=False, design_size=size)).plan
+                assert simulate_plan(net, plan, size).algbw_gbps > simulate_plan(net, cut, size).algbw_gbps, size
+        after = next(p for p in plans if p.setting("min_message_size") == hi + 1)
+        assert simulate_plan(net, after, hi + 1).algbw_gbps >= simulate_plan(net, plan, hi + 1).algbw_gbps
+    assert any(p.protocol == "LL" for p in plans) and any(p.protocol == "Simple" for p in plans)
+    assert any(n.startswith("LL ends here: from ") for r in out.ranges for n in r.result.notes)
+

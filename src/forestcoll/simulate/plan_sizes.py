@@ -17,6 +17,7 @@ from forestcoll.progress import Progress, report
 from forestcoll.schedule import Schedule
 from forestcoll.simulate.mscclpp import mscclpp_collective, mscclpp_program, simulate_plan
 from forestcoll.simulate.network import Network
+from forestcoll.units import format_size
 
 LL = "@LL"  # the contender name suffix of a candidate's LL plan (its Simple plan has the candidate's name)
 CUT_MARGIN = 0.02  # a size of a Simple range gets a plan cut for itself when that runs this much faster there
@@ -114,11 +115,54 @@ def select_plans(net: Network, collective: str, sizes: Sequence[int], candidates
     return Selection(size_ranges(table, sizes, candidates, margin), table), rates, note
 
 
+BISECT = 3  # halvings of the gap between the last size where LL wins and the first where it loses
+
+
+def ll_reach(rng, sizes: Sequence[int], proto: dict[int, str], ll_rate, simple_rate) -> dict[int, str]:
+    """Where each run of LL sizes of ``rng`` (a :class:`forestcoll.simulate.select.SizeRange`; ``proto``: size ->
+    protocol of its listed ``sizes``) stops winning before the next listed size (or the range's end; an open range:
+    the LL cap): the powers of two in between and that end (each rounded down to a size the plan takes) are compared
+    one after another (``ll_rate(size)`` against ``simple_rate(size)``, the Simple plan cut for that size) up to the
+    first where Simple is at least as fast, and the crossover is narrowed by ``BISECT`` halvings from the last size
+    LL won.  Returns size -> protocol for the sizes it adds: "LL" where LL won, "Simple" at the crossover found and
+    the powers of two from the first loss to the end (the Simple sizes after the LL ones: LL serves no size from the
+    crossover up, and the Simple plans there are cut for those sizes as for listed ones)."""
+    from forestcoll.mscclpp.export import DEFAULT_LL_MAX_MESSAGE
+
+    unit = 16 * collectives.get(rng.schedule.collective).chunks_per_loop(len(rng.schedule.ranks), rng.schedule.k)
+    out: dict[int, str] = {}
+    for i, s in enumerate(sizes):
+        if proto[s] != "LL" or (i + 1 < len(sizes) and proto[sizes[i + 1]] == "LL"):
+            continue  # not the last size of an LL run
+        top = sizes[i + 1] - 1 if i + 1 < len(sizes) else rng.max_bytes or max(DEFAULT_LL_MAX_MESSAGE, s)
+        powers = [p - p % unit for p in (1 << e for e in range(s.bit_length(), top.bit_length()))]
+        probes = sorted({p for p in powers + [top - top % unit] if p > s})
+        won, lost = s, None
+        for j, probe in enumerate(probes):
+            if ll_rate(probe) <= simple_rate(probe):
+                lost = probe
+                out.update((p, "Simple") for p in probes[j:] if p in powers)
+                break
+            out[probe], won = "LL", probe
+        for _ in range(BISECT if lost is not None else 0):
+            mid = (won + lost) // 2 - (won + lost) // 2 % unit
+            if mid <= won:
+                break
+            if ll_rate(mid) > simple_rate(mid):
+                out[mid], won = "LL", mid
+            else:
+                lost = mid
+        if lost is not None:
+            out[lost] = "Simple"
+    return out
+
+
 def export_plans_by_size(net: Network, selection, outdir: str, collective: str, options=None, check: bool = True,
                          fairness: str = "max-min", rates: Rates | None = None) -> list:
     """One MSCCL++ plan per size range of ``selection`` (:class:`forestcoll.simulate.select.Selection`) into
     ``outdir``: inside a range, sizes up to the LL cap (1 MiB) whose LL plan simulates faster than the Simple plan
-    cut for that size get an LL plan, the others a Simple plan cut for the middle size of its sizes (a size
+    cut for that size get an LL plan, which serves up to the first power of two above them where it no longer
+    does (:func:`ll_reach`; that size starts a Simple plan), the others a Simple plan cut for the middle size of its sizes (a size
     whose own cut runs more than ``CUT_MARGIN`` faster there gets a plan cut for itself); every plan
     covers its sizes with ``min_message_size`` / ``max_message_size``.  ``rates``: the plan rates
     :func:`select_plans` simulated (the others are simulated here).  Returns
@@ -137,10 +181,15 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
     index = 0
     rates = {} if rates is None else rates
 
+    cuts: dict[tuple[int, int], Plan] = {}
+
     def simple(sched: Schedule, design: int) -> Plan:
         """``sched``'s unchecked Simple plan cut for ``design``, without a size range (as :func:`select_plans`)."""
-        return export_mscclpp(sched, topo, replace(base, protocol="Simple", check=False, min_message_size=0,
-                                                   max_message_size=None, design_size=design)).plan
+        if (id(sched), design) not in cuts:
+            cuts[(id(sched), design)] = export_mscclpp(sched, topo, replace(
+                base, protocol="Simple", check=False, min_message_size=0, max_message_size=None,
+                design_size=design)).plan
+        return cuts[(id(sched), design)]
 
     def rate(name: str, plan: Plan, design: int | None, hi: int | None, size: int) -> float:
         key = (name, plan.protocol, design, None if plan.protocol == "LL" else hi, size)
@@ -150,6 +199,8 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
 
     for rng in selection.ranges:
         sizes = sorted(rng.measured)
+        probed: dict[int, float] = {}  # sizes between the listed ones where LL and Simple were compared
+        cuts.clear()
         proto = {s: "Simple" for s in sizes}
         small = [s for s in sizes if s <= DEFAULT_LL_MAX_MESSAGE]
         if small and not coll.rooted:
@@ -161,6 +212,14 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
             for s in small if ll is not None else ():
                 if rate(rng.name, ll, None, None, s) > rate(rng.name, simple(rng.schedule, s), s, None, s):
                     proto[s] = "LL"
+            if ll is not None:
+                ends = ll_reach(rng, sizes, proto, lambda s, r=rng, plan=ll: rate(r.name, plan, None, None, s),
+                                lambda s, r=rng: rate(r.name, simple(r.schedule, s), s, None, s))
+                for s, p in ends.items():
+                    proto[s] = p
+                    probed[s] = rate(rng.name, ll if p == "LL" else simple(rng.schedule, s), None if p == "LL" else s,
+                                     None, s)
+                sizes = sorted(proto)
         runs: list[tuple[str, list[int]]] = []
         for s in sizes:
             if runs and runs[-1][0] == proto[s]:
@@ -169,7 +228,8 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
                 runs.append((proto[s], [s]))
         segments: list[tuple[str, list[int], int | None]] = []  # (protocol, sizes, design size of a Simple plan)
         for p, seg in runs:
-            mid = seg[len(seg) // 2]
+            listed = [s for s in seg if s in rng.measured] or seg  # sizes ll_reach added do not move the cut
+            mid = listed[len(listed) // 2]
             if p == "LL" or len(seg) == 1:
                 segments.append((p, seg, None if p == "LL" else mid))
                 continue
@@ -191,7 +251,8 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
                 hi = rng.max_bytes or None
             if p == "LL" and hi is None:
                 hi = max(DEFAULT_LL_MAX_MESSAGE, seg[-1])
-            part = replace(rng, min_bytes=lo, max_bytes=hi or 0, measured={s: rng.measured[s] for s in seg})
+            part = replace(rng, min_bytes=lo, max_bytes=hi or 0,
+                           measured={s: rng.measured[s] if s in rng.measured else probed[s] for s in seg})
             name = f"{rng.name}_{coll.mscclpp}_{index}_{p.lower()}".replace("-", "_")
             path = os.path.join(outdir, f"{coll.mscclpp}-{index:02d}-{rng.name}-{p}-{lo}-{hi if hi else 'any'}.json")
             index += 1
@@ -207,6 +268,10 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
                     failed.append(str(exc))
                     continue
                 result.notes.extend(f"the LL plan was not written: {why}" for why in failed)
+                after = segments[j + 1][1][0] if j + 1 < len(segments) else None
+                if q == "LL" and after in probed:
+                    result.notes.append(f"LL ends here: from {format_size(after)} the Simple plan cut for it runs "
+                                        f"faster ({probed[after]:.1f} against {rates[(rng.name, 'LL', None, None, after)]:.1f} GB/s)")
                 design = None if q == "LL" else mid
                 measured = {s: rate(rng.name, result.plan, design, hi, s) for s in seg}
                 out.append(ExportedRange(replace(part, measured=measured), at, result))
