@@ -129,3 +129,26 @@ def test_parallel_ranking_gives_the_same_plans_and_notes(tmp_path):
     cands = candidate_schedules(net.topology, net, "allreduce", sizes=[256 << 10, 4 << 20], element_bytes=16)
     one, two = (select_plans(net, "allreduce", [256 << 10, 4 << 20], cands, workers=w) for w in (1, 2))
     assert one[1] == two[1] and [r.to_dict() for r in one[0].ranges] == [r.to_dict() for r in two[0].ranges]
+
+
+def test_ll_keeps_listed_sizes_above_the_cap_where_it_wins(tmp_path):
+    """dgx-a100:nodes=2 allgather k=1: LL runs 2 MiB at 45 GB/s, the Simple plan cut for it 37 (LL loses from 4 MiB).
+    A listed size above the LL cap right after LL sizes gets the LL plan while LL wins (it was given to Simple): every
+    listed size is served by a plan within CUT_MARGIN of the faster of LL and the Simple plan cut for it."""
+    from forestcoll.generate import generate
+    from forestcoll.simulate.plan_sizes import CUT_MARGIN, export_plans_by_size
+    from forestcoll.simulate.select import Selection, SizeRange
+
+    net = load_network("dgx-a100:nodes=2")
+    sched = generate(net.topology, "allgather", k=1)
+    sizes = [1 << 20, 2 << 20]
+    sel = Selection([SizeRange(0, 0, "k1", sched, dict.fromkeys(sizes, 0.0))], [])
+    out = export_plans_by_size(net, sel, str(tmp_path), "allgather", check=False)
+    base = ExportOptions(check=False)
+    ll = export_mscclpp(sched, net.topology, replace(base, protocol="LL")).plan
+    for size in sizes:
+        (plan,) = [r.result.plan for r in out if r.range.min_bytes <= size <= (r.range.max_bytes or 1 << 62)]
+        own = export_mscclpp(sched, net.topology, replace(base, design_size=size)).plan
+        best = max(simulate_plan(net, p, size).algbw_gbps for p in (ll, own))
+        assert simulate_plan(net, plan, size).algbw_gbps >= (1 - CUT_MARGIN) * best, size
+    assert [r.result.plan.protocol for r in out][:1] == ["LL"] and out[0].range.max_bytes >= 2 << 20

@@ -207,9 +207,9 @@ def ll_reach(rng, sizes: Sequence[int], proto: dict[int, str], ll_rate, simple_r
 def export_plans_by_size(net: Network, selection, outdir: str, collective: str, options=None, check: bool = True,
                          fairness: str = "max-min", rates: Rates | None = None) -> list:
     """One MSCCL++ plan per size range of ``selection`` (:class:`forestcoll.simulate.select.Selection`) into
-    ``outdir``: inside a range, sizes up to the LL cap (1 MiB) whose LL plan simulates faster than the Simple plan
-    cut for that size get an LL plan, which serves up to the first power of two above them where it no longer
-    does (:func:`ll_reach`; that size starts a Simple plan), the others a Simple plan cut for the middle size of its sizes (a size
+    ``outdir``: inside a range, sizes up to the LL cap (1 MiB), and above it the sizes after those while LL keeps
+    winning, whose LL plan simulates faster than the Simple plan cut for that size get an LL plan, which serves up
+    to where it stops winning (:func:`ll_reach`; a Simple plan starts there), the others a Simple plan cut for the middle size of its sizes (a size
     whose own cut runs more than ``CUT_MARGIN`` faster there gets a plan cut for itself); every plan
     covers its sizes with ``min_message_size`` / ``max_message_size``.  ``rates``: the plan rates
     :func:`select_plans` simulated (the others are simulated here).  Returns
@@ -256,7 +256,9 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
                                                                 max_message_size=None)).plan
             except ExportError:
                 ll = None
-            for s in small if ll is not None else ():
+            for i, s in enumerate(sizes if ll is not None else ()):
+                if s > DEFAULT_LL_MAX_MESSAGE and (i == 0 or proto[sizes[i - 1]] != "LL"):
+                    break  # above the LL cap only while LL keeps winning
                 if rate(rng.name, ll, None, None, s) > rate(rng.name, simple(rng.schedule, s), s, None, s):
                     proto[s] = "LL"
             if ll is not None:
