@@ -165,6 +165,13 @@ def select_plans(net: Network, collective: str, sizes: Sequence[int], candidates
 BISECT = 3  # halvings of the gap between the last size where LL wins and the first where it loses
 
 
+def _round(size: int, unit: int) -> int:
+    """``size`` rounded down to a multiple of ``unit`` (the plan's chunking) and of a sixteenth of its power of two
+    (sizes a user reads: 3 MiB, not 3 MiB - 256 bytes)."""
+    step = max(unit, (1 << max(size.bit_length() - 5, 0)) // unit * unit)
+    return size - size % step
+
+
 def ll_reach(rng, sizes: Sequence[int], proto: dict[int, str], ll_rate, simple_rate) -> dict[int, str]:
     """Where each run of LL sizes of ``rng`` (a :class:`forestcoll.simulate.select.SizeRange`; ``proto``: size ->
     protocol of its listed ``sizes``) stops winning before the next listed size (or the range's end; an open range:
@@ -183,7 +190,7 @@ def ll_reach(rng, sizes: Sequence[int], proto: dict[int, str], ll_rate, simple_r
             continue  # not the last size of an LL run
         top = sizes[i + 1] - 1 if i + 1 < len(sizes) else rng.max_bytes or max(DEFAULT_LL_MAX_MESSAGE, s)
         powers = [p - p % unit for p in (1 << e for e in range(s.bit_length(), top.bit_length()))]
-        probes = sorted({p for p in powers + [top - top % unit] if p > s})
+        probes = sorted({p for p in powers + [_round(top, unit)] if p > s})
         won, lost = s, None
         for j, probe in enumerate(probes):
             if ll_rate(probe) <= simple_rate(probe):
@@ -192,7 +199,7 @@ def ll_reach(rng, sizes: Sequence[int], proto: dict[int, str], ll_rate, simple_r
                 break
             out[probe], won = "LL", probe
         for _ in range(BISECT if lost is not None else 0):
-            mid = (won + lost) // 2 - (won + lost) // 2 % unit
+            mid = _round((won + lost) // 2, unit)
             if mid <= won:
                 break
             if ll_rate(mid) > simple_rate(mid):
