@@ -216,9 +216,9 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
     """One MSCCL++ plan per size range of ``selection`` (:class:`forestcoll.simulate.select.Selection`) into
     ``outdir``: inside a range, sizes up to the LL cap (1 MiB), and above it the sizes after those while LL keeps
     winning, whose LL plan simulates faster than the Simple plan cut for that size get an LL plan, which serves up
-    to where it stops winning (:func:`ll_reach`; a Simple plan starts there), the others a Simple plan cut for the middle size of its sizes (a size
-    whose own cut runs more than ``CUT_MARGIN`` faster there gets a plan cut for itself); every plan
-    covers its sizes with ``min_message_size`` / ``max_message_size``.  ``rates``: the plan rates
+    to where it stops winning (:func:`ll_reach`; a Simple plan starts there), the others a Simple plan cut for the
+    middle size of its sizes (a size whose own cut runs more than ``CUT_MARGIN`` faster there gets a plan cut for
+    itself); every plan covers its sizes with ``min_message_size`` / ``max_message_size``, from 0 without gaps.  ``rates``: the plan rates
     :func:`select_plans` simulated (the others are simulated here).  Returns
     :class:`forestcoll.simulate.select.ExportedRange` entries (a failed export carries its reason) whose ``measured``
     are the written plan's own simulated rates at its sizes."""
@@ -326,8 +326,8 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
                 result.notes.extend(f"the LL plan was not written: {why}" for why in failed)
                 after = segments[j + 1][1][0] if j + 1 < len(segments) else None
                 if q == "LL" and after in probed:
-                    result.notes.append(f"LL ends here: from {format_size(after)} the Simple plan cut for it runs "
-                                        f"faster ({probed[after]:.1f} against {rates[(rng.name, 'LL', None, None, after)]:.1f} GB/s)")
+                    result.notes.append(f"LL ends here: from {format_size(after)} the Simple plan cut for it runs as "
+                                        f"fast or faster ({probed[after]:.1f} against {rates[(rng.name, 'LL', None, None, after)]:.1f} GB/s)")
                 design = None if q == "LL" else mid
                 measured = {s: rate(rng.name, result.plan, design, hi, s) for s in seg}
                 out.append(ExportedRange(replace(part, measured=measured), at, result))
