@@ -17,6 +17,7 @@ from forestcoll.progress import Progress, report
 from forestcoll.schedule import Schedule
 from forestcoll.simulate.mscclpp import mscclpp_collective, mscclpp_program, simulate_plan
 from forestcoll.simulate.network import Network
+from forestcoll.units import format_size
 
 LL = "@LL"  # the contender name suffix of a candidate's LL plan (its Simple plan has the candidate's name)
 CUT_MARGIN = 0.02  # a size of a Simple range gets a plan cut for itself when that runs this much faster there
@@ -52,75 +53,172 @@ def plan_lowering(plan: Plan, net: Network, size: float, slice_bytes: float, max
     return mscclpp_program(plan, net, size), coll, {"protocol": plan.protocol}, bus
 
 
+_WORKER: tuple | None = None  # (net, candidates, options, rooted, margin, fairness, LL plans) of a ranking worker
+
+
+def _init_ranking(net: Network, candidates: dict[str, Schedule], base, rooted: bool, margin: float,
+                  fairness: str) -> None:
+    global _WORKER
+    _WORKER = (net, candidates, base, rooted, margin, fairness, {})
+
+
+def _rank_one(size: int) -> tuple[int, list, int, set[str], int]:
+    assert _WORKER is not None
+    return rank_size(size, *_WORKER)
+
+
+def rank_size(size: int, net: Network, candidates: dict[str, Schedule], base, rooted: bool, margin: float,
+              fairness: str, ll: dict[str, Plan | None]) -> tuple[int, list, int, set[str], int]:
+    """One size of :func:`select_plans`: every candidate whose plan takes ``size`` raced with its Simple plan cut for
+    it and, up to the LL cap, its LL plan (``ll``: name -> LL plan or None, exported here once per process).
+    Returns (size, [(contender, design size, result)] of those simulated, Simple plans exported, the candidates with
+    an LL plan, contenders)."""
+    from forestcoll.mscclpp.export import DEFAULT_LL_MAX_MESSAGE, ExportError, export_mscclpp
+    from forestcoll.simulate.race import race
+    from forestcoll.simulate.select import usable
+
+    contenders: dict[str, Plan] = {}
+    design: dict[str, int | None] = {}
+    exported = 0
+    for name, sched in candidates.items():
+        if not usable(sched, size, 16):
+            continue
+        try:
+            contenders[name] = export_mscclpp(sched, net.topology, replace(base, protocol="Simple",
+                                                                            design_size=size)).plan
+            design[name] = size
+            exported += 1
+        except ExportError:
+            pass
+        if size <= DEFAULT_LL_MAX_MESSAGE and not rooted:
+            if name not in ll:
+                try:
+                    ll[name] = export_mscclpp(sched, net.topology, replace(base, protocol="LL")).plan
+                except ExportError:
+                    ll[name] = None
+            if ll[name] is not None:
+                contenders[name + LL], design[name + LL] = ll[name], None
+    got = race(net, size, contenders, slack=margin, fairness=fairness, lowering=plan_lowering)
+    with_ll = {n.removesuffix(LL) for n in contenders if n.endswith(LL)}
+    return size, [(r.algorithm, design[r.algorithm], r) for r in got.results], exported, with_ll, len(contenders)
+
+
 def select_plans(net: Network, collective: str, sizes: Sequence[int], candidates: dict[str, Schedule], options=None,
-                 *, fairness: str = "max-min", margin: float = 0.02,
+                 *, fairness: str = "max-min", margin: float = 0.02, workers: int = 1,
                  progress: Progress | None = None) -> tuple[Any, Rates, str]:
     """The candidate whose MSCCL++ plan simulates fastest at each size, merged into size ranges
     (:func:`forestcoll.simulate.select.size_ranges`): at a size each candidate whose plan takes it competes with its
     Simple plan cut for that size and, up to the LL cap (not rooted collectives), its LL plan; a contender that cannot
-    come within ``margin`` of the best is skipped by its lower bound (:func:`forestcoll.simulate.race.race`).  Returns
-    the :class:`forestcoll.simulate.select.Selection` (``measured``: the best of a candidate's plans), the rates
-    simulated (for :func:`export_plans_by_size`) and a note on the cost."""
-    from forestcoll.mscclpp.export import DEFAULT_LL_MAX_MESSAGE, ExportError, ExportOptions, export_mscclpp
-    from forestcoll.simulate.race import race
-    from forestcoll.simulate.select import Selection, size_ranges, usable
+    come within ``margin`` of the best is skipped by its lower bound (:func:`forestcoll.simulate.race.race`), the
+    sizes raced one by one (:func:`rank_size`), in ``workers`` processes (the largest sizes first) when > 1: the
+    same result and note but for the times.  Returns the :class:`forestcoll.simulate.select.Selection`
+    (``measured``: the best of a candidate's plans), the rates simulated (for :func:`export_plans_by_size`) and a
+    note on the cost."""
+    import resource
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from forestcoll.mscclpp.export import ExportOptions
+    from forestcoll.simulate.select import Selection, size_ranges
 
     base = replace(options or ExportOptions(), check=False, min_message_size=0, max_message_size=None)
     rooted = collectives.get(collective).rooted
     t0, cpu0 = time.perf_counter(), time.process_time()
-    ll: dict[str, Plan | None] = {}
+    kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    order = sorted(set(sizes))
+    got: dict[int, tuple] = {}
+    report(progress, "simulating candidates' plans", 0, len(order))
+    if workers <= 1 or len(order) <= 1:
+        ll: dict[str, Plan | None] = {}
+        for size in order:
+            got[size] = rank_size(size, net, candidates, base, rooted, margin, fairness, ll)
+            report(progress, "simulating candidates' plans", len(got), len(order))
+    else:
+        with ProcessPoolExecutor(max_workers=min(workers, len(order)), initializer=_init_ranking,
+                                 initargs=(net, candidates, base, rooted, margin, fairness)) as pool:
+            for job in as_completed([pool.submit(_rank_one, size) for size in reversed(order)]):
+                done = job.result()
+                got[done[0]] = done
+                report(progress, "simulating candidates' plans", len(got), len(order))
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     table: list = []
     rates: Rates = {}
     exported = runs = 0
-    first = None
-    for i, size in enumerate(sorted(sizes)):
-        report(progress, "simulating candidates' plans", i, len(sizes))
-        contenders: dict[str, Plan] = {}
-        design: dict[str, int | None] = {}
-        for name, sched in candidates.items():
-            if not usable(sched, size, 16):
-                continue
-            try:
-                contenders[name] = export_mscclpp(sched, net.topology, replace(base, protocol="Simple",
-                                                                                design_size=size)).plan
-                design[name] = size
-                exported += 1
-            except ExportError:
-                pass
-            if size <= DEFAULT_LL_MAX_MESSAGE and not rooted:
-                if name not in ll:
-                    try:
-                        ll[name] = export_mscclpp(sched, net.topology, replace(base, protocol="LL")).plan
-                        exported += 1
-                    except ExportError:
-                        ll[name] = None
-                if ll[name] is not None:
-                    contenders[name + LL], design[name + LL] = ll[name], None
-        got = race(net, size, contenders, slack=margin, fairness=fairness, first=first, lowering=plan_lowering)
-        runs += len(contenders)
+    with_ll: set[str] = set()
+    for size in order:
+        _, results, simple_plans, lls, contenders = got[size]
+        exported, runs = exported + simple_plans, runs + contenders
+        with_ll |= lls
         best: dict[str, Any] = {}
-        for r in got.results:
-            name = r.algorithm.removesuffix(LL)
-            rates[(name, "LL" if r.algorithm.endswith(LL) else "Simple", design[r.algorithm], None, size)] = r.algbw_gbps
+        for alg, design, r in results:
+            name = alg.removesuffix(LL)
+            rates[(name, "LL" if alg.endswith(LL) else "Simple", design, None, size)] = r.algbw_gbps
             if name not in best or r.algbw_gbps > best[name].algbw_gbps:
                 best[name] = replace(r, algorithm=name)
         table += best.values()
-        top = max(best.values(), key=lambda r: r.algbw_gbps, default=None)
-        first = top.algorithm if top is not None else first
-    report(progress, "simulating candidates' plans", len(sizes), len(sizes))
-    note = (f"ranked by the candidates' MSCCL++ plans simulated at each size, not by their trees ({exported} plans "
-            f"exported, {len(rates)} of {runs} plan simulations run, the others skipped by their lower "
-            f"bounds; {time.perf_counter() - t0:.1f} s, {time.process_time() - cpu0:.1f} s CPU)")
-    return Selection(size_ranges(table, sizes, candidates, margin), table), rates, note
+    cpu = time.process_time() - cpu0 + kids.ru_utime + kids.ru_stime - kids0.ru_utime - kids0.ru_stime
+    note = (f"ranked by the candidates' MSCCL++ plans simulated at each size, not by their trees "
+            f"({exported + len(with_ll)} plans exported, {len(rates)} of {runs} plan simulations run, the others "
+            f"skipped by their lower bounds; {time.perf_counter() - t0:.1f} s, {cpu:.1f} s CPU)")
+    return Selection(size_ranges(table, order, candidates, margin), table), rates, note
+
+
+BISECT = 3  # halvings of the gap between the last size where LL wins and the first where it loses
+
+
+def _round(size: int, unit: int) -> int:
+    """``size`` rounded down to a multiple of ``unit`` (the plan's chunking) and of a sixteenth of its power of two
+    (sizes a user reads: 3 MiB, not 3 MiB - 256 bytes)."""
+    step = max(unit, (1 << max(size.bit_length() - 5, 0)) // unit * unit)
+    return size - size % step
+
+
+def ll_reach(rng, sizes: Sequence[int], proto: dict[int, str], ll_rate, simple_rate) -> dict[int, str]:
+    """Where each run of LL sizes of ``rng`` (a :class:`forestcoll.simulate.select.SizeRange`; ``proto``: size ->
+    protocol of its listed ``sizes``) stops winning before the next listed size (or the range's end; an open range:
+    the LL cap): the powers of two in between and that end (each rounded down to a size the plan takes) are compared
+    one after another (``ll_rate(size)`` against ``simple_rate(size)``, the Simple plan cut for that size) up to the
+    first where Simple is at least as fast, and the crossover is narrowed by ``BISECT`` halvings from the last size
+    LL won.  Returns size -> protocol for the sizes it adds: "LL" where LL won, "Simple" at the crossover found and
+    the powers of two from the first loss to the end (the Simple sizes after the LL ones: LL serves no size from the
+    crossover up, and the Simple plans there are cut for those sizes as for listed ones)."""
+    from forestcoll.mscclpp.export import DEFAULT_LL_MAX_MESSAGE
+
+    unit = 16 * collectives.get(rng.schedule.collective).chunks_per_loop(len(rng.schedule.ranks), rng.schedule.k)
+    out: dict[int, str] = {}
+    for i, s in enumerate(sizes):
+        if proto[s] != "LL" or (i + 1 < len(sizes) and proto[sizes[i + 1]] == "LL"):
+            continue  # not the last size of an LL run
+        top = sizes[i + 1] - 1 if i + 1 < len(sizes) else rng.max_bytes or max(DEFAULT_LL_MAX_MESSAGE, s)
+        powers = [p - p % unit for p in (1 << e for e in range(s.bit_length(), top.bit_length()))]
+        probes = sorted({p for p in powers + [_round(top, unit)] if p > s})
+        won, lost = s, None
+        for j, probe in enumerate(probes):
+            if ll_rate(probe) <= simple_rate(probe):
+                lost = probe
+                out.update((p, "Simple") for p in probes[j:] if p in powers)
+                break
+            out[probe], won = "LL", probe
+        for _ in range(BISECT if lost is not None else 0):
+            mid = _round((won + lost) // 2, unit)
+            if mid <= won:
+                break
+            if ll_rate(mid) > simple_rate(mid):
+                out[mid], won = "LL", mid
+            else:
+                lost = mid
+        if lost is not None:
+            out[lost] = "Simple"
+    return out
 
 
 def export_plans_by_size(net: Network, selection, outdir: str, collective: str, options=None, check: bool = True,
                          fairness: str = "max-min", rates: Rates | None = None) -> list:
     """One MSCCL++ plan per size range of ``selection`` (:class:`forestcoll.simulate.select.Selection`) into
-    ``outdir``: inside a range, sizes up to the LL cap (1 MiB) whose LL plan simulates faster than the Simple plan
-    cut for that size get an LL plan, the others a Simple plan cut for the middle size of its sizes (a size
-    whose own cut runs more than ``CUT_MARGIN`` faster there gets a plan cut for itself); every plan
-    covers its sizes with ``min_message_size`` / ``max_message_size``.  ``rates``: the plan rates
+    ``outdir``: inside a range, sizes up to the LL cap (1 MiB), and above it the sizes after those while LL keeps
+    winning, whose LL plan simulates faster than the Simple plan cut for that size get an LL plan, which serves up
+    to where it stops winning (:func:`ll_reach`; a Simple plan starts there), the others a Simple plan cut for the
+    middle size of its sizes (a size whose own cut runs more than ``CUT_MARGIN`` faster there gets a plan cut for
+    itself); every plan covers its sizes with ``min_message_size`` / ``max_message_size``, from 0 without gaps.  ``rates``: the plan rates
     :func:`select_plans` simulated (the others are simulated here).  Returns
     :class:`forestcoll.simulate.select.ExportedRange` entries (a failed export carries its reason) whose ``measured``
     are the written plan's own simulated rates at its sizes."""
@@ -137,10 +235,15 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
     index = 0
     rates = {} if rates is None else rates
 
+    cuts: dict[tuple[int, int], Plan] = {}
+
     def simple(sched: Schedule, design: int) -> Plan:
         """``sched``'s unchecked Simple plan cut for ``design``, without a size range (as :func:`select_plans`)."""
-        return export_mscclpp(sched, topo, replace(base, protocol="Simple", check=False, min_message_size=0,
-                                                   max_message_size=None, design_size=design)).plan
+        if (id(sched), design) not in cuts:
+            cuts[(id(sched), design)] = export_mscclpp(sched, topo, replace(
+                base, protocol="Simple", check=False, min_message_size=0, max_message_size=None,
+                design_size=design)).plan
+        return cuts[(id(sched), design)]
 
     def rate(name: str, plan: Plan, design: int | None, hi: int | None, size: int) -> float:
         key = (name, plan.protocol, design, None if plan.protocol == "LL" else hi, size)
@@ -150,6 +253,8 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
 
     for rng in selection.ranges:
         sizes = sorted(rng.measured)
+        probed: dict[int, float] = {}  # sizes between the listed ones where LL and Simple were compared
+        cuts.clear()
         proto = {s: "Simple" for s in sizes}
         small = [s for s in sizes if s <= DEFAULT_LL_MAX_MESSAGE]
         if small and not coll.rooted:
@@ -158,9 +263,19 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
                                                                 max_message_size=None)).plan
             except ExportError:
                 ll = None
-            for s in small if ll is not None else ():
+            for i, s in enumerate(sizes if ll is not None else ()):
+                if s > DEFAULT_LL_MAX_MESSAGE and (i == 0 or proto[sizes[i - 1]] != "LL"):
+                    break  # above the LL cap only while LL keeps winning
                 if rate(rng.name, ll, None, None, s) > rate(rng.name, simple(rng.schedule, s), s, None, s):
                     proto[s] = "LL"
+            if ll is not None:
+                ends = ll_reach(rng, sizes, proto, lambda s, r=rng, plan=ll: rate(r.name, plan, None, None, s),
+                                lambda s, r=rng: rate(r.name, simple(r.schedule, s), s, None, s))
+                for s, p in ends.items():
+                    proto[s] = p
+                    probed[s] = rate(rng.name, ll if p == "LL" else simple(rng.schedule, s), None if p == "LL" else s,
+                                     None, s)
+                sizes = sorted(proto)
         runs: list[tuple[str, list[int]]] = []
         for s in sizes:
             if runs and runs[-1][0] == proto[s]:
@@ -169,7 +284,8 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
                 runs.append((proto[s], [s]))
         segments: list[tuple[str, list[int], int | None]] = []  # (protocol, sizes, design size of a Simple plan)
         for p, seg in runs:
-            mid = seg[len(seg) // 2]
+            listed = [s for s in seg if s in rng.measured] or seg  # sizes ll_reach added do not move the cut
+            mid = listed[len(listed) // 2]
             if p == "LL" or len(seg) == 1:
                 segments.append((p, seg, None if p == "LL" else mid))
                 continue
@@ -191,7 +307,8 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
                 hi = rng.max_bytes or None
             if p == "LL" and hi is None:
                 hi = max(DEFAULT_LL_MAX_MESSAGE, seg[-1])
-            part = replace(rng, min_bytes=lo, max_bytes=hi or 0, measured={s: rng.measured[s] for s in seg})
+            part = replace(rng, min_bytes=lo, max_bytes=hi or 0,
+                           measured={s: rng.measured[s] if s in rng.measured else probed[s] for s in seg})
             name = f"{rng.name}_{coll.mscclpp}_{index}_{p.lower()}".replace("-", "_")
             path = os.path.join(outdir, f"{coll.mscclpp}-{index:02d}-{rng.name}-{p}-{lo}-{hi if hi else 'any'}.json")
             index += 1
@@ -207,6 +324,10 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
                     failed.append(str(exc))
                     continue
                 result.notes.extend(f"the LL plan was not written: {why}" for why in failed)
+                after = segments[j + 1][1][0] if j + 1 < len(segments) else None
+                if q == "LL" and after in probed:
+                    result.notes.append(f"LL ends here: from {format_size(after)} the Simple plan cut for it runs as "
+                                        f"fast or faster ({probed[after]:.1f} against {rates[(rng.name, 'LL', None, None, after)]:.1f} GB/s)")
                 design = None if q == "LL" else mid
                 measured = {s: rate(rng.name, result.plan, design, hi, s) for s in seg}
                 out.append(ExportedRange(replace(part, measured=measured), at, result))
