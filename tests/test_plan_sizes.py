@@ -108,29 +108,6 @@ def test_no_size_is_served_by_ll_where_simple_runs_faster(tmp_path, sizes):
     assert any(n.startswith("LL ends here: from ") for r in out.ranges for n in r.result.notes)
 
 
-def test_parallel_ranking_gives_the_same_plans_and_notes(tmp_path):
-    """The plans' ranking runs one size per worker process (``workers``): the same plan files, ranges and notes
-    (but for the ranking's times) as one process."""
-    import hashlib
-    import re
-
-    files, notes, ranges = [], [], []
-    for w in (1, 2):
-        out = export_by_size("ring:n=4", "allreduce", [256 << 10, 4 << 20], str(tmp_path / str(w)), format="mscclpp",
-                             workers=w)
-        assert out.ok
-        files.append({p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (tmp_path / str(w)).iterdir()})
-        notes.append([re.sub(r"; [0-9.]+ s, [0-9.]+ s CPU\)$", ")", n) for n in out.notes])
-        ranges.append([(r.range.to_dict(), r.result.notes) for r in out.ranges])
-    assert files[0] == files[1] and len(files[0]) >= 2
-    assert notes[0] == notes[1] and any("plan simulations run" in n for n in notes[0])
-    assert ranges[0] == ranges[1]
-    net = load_network("ring:n=4")
-    cands = candidate_schedules(net.topology, net, "allreduce", sizes=[256 << 10, 4 << 20], element_bytes=16)
-    one, two = (select_plans(net, "allreduce", [256 << 10, 4 << 20], cands, workers=w) for w in (1, 2))
-    assert one[1] == two[1] and [r.to_dict() for r in one[0].ranges] == [r.to_dict() for r in two[0].ranges]
-
-
 def test_ll_keeps_listed_sizes_above_the_cap_where_it_wins(tmp_path):
     """dgx-a100:nodes=2 allgather k=1: LL runs 2 MiB at 45 GB/s, the Simple plan cut for it 37 (LL loses from 4 MiB).
     A listed size above the LL cap right after LL sizes gets the LL plan while LL wins (it was given to Simple): every

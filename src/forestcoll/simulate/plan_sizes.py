@@ -53,113 +53,66 @@ def plan_lowering(plan: Plan, net: Network, size: float, slice_bytes: float, max
     return mscclpp_program(plan, net, size), coll, {"protocol": plan.protocol}, bus
 
 
-_WORKER: tuple | None = None  # (net, candidates, options, rooted, margin, fairness, LL plans) of a ranking worker
-
-
-def _init_ranking(net: Network, candidates: dict[str, Schedule], base, rooted: bool, margin: float,
-                  fairness: str) -> None:
-    global _WORKER
-    _WORKER = (net, candidates, base, rooted, margin, fairness, {})
-
-
-def _rank_one(size: int) -> tuple[int, list, int, set[str], int]:
-    assert _WORKER is not None
-    return rank_size(size, *_WORKER)
-
-
-def rank_size(size: int, net: Network, candidates: dict[str, Schedule], base, rooted: bool, margin: float,
-              fairness: str, ll: dict[str, Plan | None]) -> tuple[int, list, int, set[str], int]:
-    """One size of :func:`select_plans`: every candidate whose plan takes ``size`` raced with its Simple plan cut for
-    it and, up to the LL cap, its LL plan (``ll``: name -> LL plan or None, exported here once per process).
-    Returns (size, [(contender, design size, result)] of those simulated, Simple plans exported, the candidates with
-    an LL plan, contenders)."""
-    from forestcoll.mscclpp.export import DEFAULT_LL_MAX_MESSAGE, ExportError, export_mscclpp
-    from forestcoll.simulate.race import race
-    from forestcoll.simulate.select import usable
-
-    contenders: dict[str, Plan] = {}
-    design: dict[str, int | None] = {}
-    exported = 0
-    for name, sched in candidates.items():
-        if not usable(sched, size, 16):
-            continue
-        try:
-            contenders[name] = export_mscclpp(sched, net.topology, replace(base, protocol="Simple",
-                                                                            design_size=size)).plan
-            design[name] = size
-            exported += 1
-        except ExportError:
-            pass
-        if size <= DEFAULT_LL_MAX_MESSAGE and not rooted:
-            if name not in ll:
-                try:
-                    ll[name] = export_mscclpp(sched, net.topology, replace(base, protocol="LL")).plan
-                except ExportError:
-                    ll[name] = None
-            if ll[name] is not None:
-                contenders[name + LL], design[name + LL] = ll[name], None
-    got = race(net, size, contenders, slack=margin, fairness=fairness, lowering=plan_lowering)
-    with_ll = {n.removesuffix(LL) for n in contenders if n.endswith(LL)}
-    return size, [(r.algorithm, design[r.algorithm], r) for r in got.results], exported, with_ll, len(contenders)
-
-
 def select_plans(net: Network, collective: str, sizes: Sequence[int], candidates: dict[str, Schedule], options=None,
-                 *, fairness: str = "max-min", margin: float = 0.02, workers: int = 1,
+                 *, fairness: str = "max-min", margin: float = 0.02,
                  progress: Progress | None = None) -> tuple[Any, Rates, str]:
     """The candidate whose MSCCL++ plan simulates fastest at each size, merged into size ranges
     (:func:`forestcoll.simulate.select.size_ranges`): at a size each candidate whose plan takes it competes with its
     Simple plan cut for that size and, up to the LL cap (not rooted collectives), its LL plan; a contender that cannot
-    come within ``margin`` of the best is skipped by its lower bound (:func:`forestcoll.simulate.race.race`), the
-    sizes raced one by one (:func:`rank_size`), in ``workers`` processes (the largest sizes first) when > 1: the
-    same result and note but for the times.  Returns the :class:`forestcoll.simulate.select.Selection`
-    (``measured``: the best of a candidate's plans), the rates simulated (for :func:`export_plans_by_size`) and a
-    note on the cost."""
-    import resource
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    from forestcoll.mscclpp.export import ExportOptions
-    from forestcoll.simulate.select import Selection, size_ranges
+    come within ``margin`` of the best is skipped by its lower bound (:func:`forestcoll.simulate.race.race`).  Returns
+    the :class:`forestcoll.simulate.select.Selection` (``measured``: the best of a candidate's plans), the rates
+    simulated (for :func:`export_plans_by_size`) and a note on the cost."""
+    from forestcoll.mscclpp.export import DEFAULT_LL_MAX_MESSAGE, ExportError, ExportOptions, export_mscclpp
+    from forestcoll.simulate.race import race
+    from forestcoll.simulate.select import Selection, size_ranges, usable
 
     base = replace(options or ExportOptions(), check=False, min_message_size=0, max_message_size=None)
     rooted = collectives.get(collective).rooted
     t0, cpu0 = time.perf_counter(), time.process_time()
-    kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    order = sorted(set(sizes))
-    got: dict[int, tuple] = {}
-    report(progress, "simulating candidates' plans", 0, len(order))
-    if workers <= 1 or len(order) <= 1:
-        ll: dict[str, Plan | None] = {}
-        for size in order:
-            got[size] = rank_size(size, net, candidates, base, rooted, margin, fairness, ll)
-            report(progress, "simulating candidates' plans", len(got), len(order))
-    else:
-        with ProcessPoolExecutor(max_workers=min(workers, len(order)), initializer=_init_ranking,
-                                 initargs=(net, candidates, base, rooted, margin, fairness)) as pool:
-            for job in as_completed([pool.submit(_rank_one, size) for size in reversed(order)]):
-                done = job.result()
-                got[done[0]] = done
-                report(progress, "simulating candidates' plans", len(got), len(order))
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    ll: dict[str, Plan | None] = {}
     table: list = []
     rates: Rates = {}
     exported = runs = 0
-    with_ll: set[str] = set()
-    for size in order:
-        _, results, simple_plans, lls, contenders = got[size]
-        exported, runs = exported + simple_plans, runs + contenders
-        with_ll |= lls
+    first = None
+    for i, size in enumerate(sorted(sizes)):
+        report(progress, "simulating candidates' plans", i, len(sizes))
+        contenders: dict[str, Plan] = {}
+        design: dict[str, int | None] = {}
+        for name, sched in candidates.items():
+            if not usable(sched, size, 16):
+                continue
+            try:
+                contenders[name] = export_mscclpp(sched, net.topology, replace(base, protocol="Simple",
+                                                                                design_size=size)).plan
+                design[name] = size
+                exported += 1
+            except ExportError:
+                pass
+            if size <= DEFAULT_LL_MAX_MESSAGE and not rooted:
+                if name not in ll:
+                    try:
+                        ll[name] = export_mscclpp(sched, net.topology, replace(base, protocol="LL")).plan
+                        exported += 1
+                    except ExportError:
+                        ll[name] = None
+                if ll[name] is not None:
+                    contenders[name + LL], design[name + LL] = ll[name], None
+        got = race(net, size, contenders, slack=margin, fairness=fairness, first=first, lowering=plan_lowering)
+        runs += len(contenders)
         best: dict[str, Any] = {}
-        for alg, design, r in results:
-            name = alg.removesuffix(LL)
-            rates[(name, "LL" if alg.endswith(LL) else "Simple", design, None, size)] = r.algbw_gbps
+        for r in got.results:
+            name = r.algorithm.removesuffix(LL)
+            rates[(name, "LL" if r.algorithm.endswith(LL) else "Simple", design[r.algorithm], None, size)] = r.algbw_gbps
             if name not in best or r.algbw_gbps > best[name].algbw_gbps:
                 best[name] = replace(r, algorithm=name)
         table += best.values()
-    cpu = time.process_time() - cpu0 + kids.ru_utime + kids.ru_stime - kids0.ru_utime - kids0.ru_stime
-    note = (f"ranked by the candidates' MSCCL++ plans simulated at each size, not by their trees "
-            f"({exported + len(with_ll)} plans exported, {len(rates)} of {runs} plan simulations run, the others "
-            f"skipped by their lower bounds; {time.perf_counter() - t0:.1f} s, {cpu:.1f} s CPU)")
-    return Selection(size_ranges(table, order, candidates, margin), table), rates, note
+        top = max(best.values(), key=lambda r: r.algbw_gbps, default=None)
+        first = top.algorithm if top is not None else first
+    report(progress, "simulating candidates' plans", len(sizes), len(sizes))
+    note = (f"ranked by the candidates' MSCCL++ plans simulated at each size, not by their trees ({exported} plans "
+            f"exported, {len(rates)} of {runs} plan simulations run, the others skipped by their lower "
+            f"bounds; {time.perf_counter() - t0:.1f} s, {time.process_time() - cpu0:.1f} s CPU)")
+    return Selection(size_ranges(table, sizes, candidates, margin), table), rates, note
 
 
 BISECT = 3  # halvings of the gap between the last size where LL wins and the first where it loses
