@@ -20,11 +20,36 @@ if TYPE_CHECKING:
     from forestcoll.mscclpp.export import ExportOptions, ExportResult
     from forestcoll.mscclpp.plan import Plan
 
-__all__ = ["TIE", "finer_units", "laid_out", "once", "race_layouts", "raced"]
+__all__ = ["BOUND", "SLACK", "TIE", "below", "cannot_beat", "ceiling", "finer_units", "laid_out", "once", "race_layouts",
+           "raced"]
 
 # rates within this fraction are a tie: plans of equal rate may simulate a rounding apart (dgx-a100:nodes=2 allreduce
 # at 1 GiB: edge 171.2863106741303, source 171.28631067413033 GB/s), and a tie keeps auto's plan
 TIE = 1e-9
+# a simulated rate may pass its plan's bound by the engine's rounding only (events merged within 1e-9, transfers done
+# with 1e-8 of their bytes left): a plan is skipped only when its bound is below the rate to beat by this much more
+SLACK = 1e-6
+BOUND = "at most"  # the note's word for a plan's bound in place of its simulated rate
+
+
+def ceiling(plan_rate: Callable[[Plan, int], float], plan: Plan, size: int) -> float | None:
+    """A rate that ``plan_rate(plan, size)`` never exceeds (``plan_rate.ceiling``, which
+    :func:`forestcoll.simulate.mscclpp.plan_rate` offers; no simulation), or None when ``plan_rate`` has none."""
+    top = getattr(plan_rate, "ceiling", None)
+    return None if top is None else top(plan, size)
+
+
+def below(top: float | None, rate: float, strict: bool = False) -> bool:
+    """Whether a plan whose :func:`ceiling` is ``top`` cannot simulate faster than ``rate`` (``strict``: simulates
+    slower), so that a race need not simulate it."""
+    return top is not None and (top * (1 + SLACK) < rate or (not strict and top * (1 + SLACK) == rate))
+
+
+def cannot_beat(plan_rate: Callable[[Plan, int], float], plan: Plan, size: int, rate: float) -> float | None:
+    """``plan``'s :func:`ceiling` when it shows that ``plan`` cannot simulate faster than ``rate``; None when it does
+    not (or ``plan_rate`` has no ceiling): then ``plan`` must be simulated."""
+    top = ceiling(plan_rate, plan, size)
+    return top if below(top, rate) else None
 
 
 def raced(opts: ExportOptions) -> bool:
@@ -41,6 +66,8 @@ def once(plan_rate: Callable[[Plan, int], float]) -> Callable[[Plan, int], float
         if key not in memo:
             memo[key] = (plan, plan_rate(plan, size))  # the plan is held, so its id is not reused
         return memo[key][1]
+    if hasattr(plan_rate, "ceiling"):
+        rate.ceiling = plan_rate.ceiling  # type: ignore[attr-defined]
     return rate
 
 
@@ -72,6 +99,10 @@ def race_layouts(topology: Topology, sched: Schedule, mine: ExportResult, rate: 
         if text in seen:  # e.g. 'mixed' where every block of 'edge' fits: the same plan
             continue
         seen.add(text)
+        top = cannot_beat(plan_rate, alt.plan, size, best_rate * (1 + TIE))
+        if top is not None:  # not simulated: it would not be taken
+            tried.append(f"{layout} {BOUND} {top:.1f} ({alt.stats.threadblocks_per_gpu})")
+            continue
         there = plan_rate(alt.plan, size)
         tried.append(f"{layout} {there:.1f} ({alt.stats.threadblocks_per_gpu})")
         if there > best_rate * (1 + TIE):
@@ -109,6 +140,9 @@ def finer_units(topology: Topology, sched: Schedule, exported: dict[int, ExportR
     alt = export_mscclpp(sched, topology, replace(opts, check=False, fine_units=True))
     if max(len(g.threadblocks) for g in alt.plan.gpus) > opts.max_threadblocks:
         return ""
+    top = cannot_beat(plan_rate, alt.plan, size, rate)
+    if top is not None:
+        return f"; half units for pieces of several chunks {BOUND} {top:.1f} GB/s, not taken"
     fine = plan_rate(alt.plan, size)
     if fine <= rate:
         return f"; half units for pieces of several chunks {fine:.1f} GB/s, not taken"

@@ -59,6 +59,7 @@ def race_plans(topology: Topology, sched: Schedule, mine: ExportResult, rival: S
     whichever plan ``plan_rate`` gives the higher rate at :func:`design_size` (ties keep ``sched``), its plan, and a
     note saying what was raced."""
     from forestcoll.msccl.detours import cpu_detours
+    from forestcoll.mscclpp.layouts import BOUND, below, ceiling
     from forestcoll.units import format_size
 
     size = design_size(opts)
@@ -68,8 +69,20 @@ def race_plans(topology: Topology, sched: Schedule, mine: ExportResult, rival: S
     alt, why = unchecked_plan(topology, rival, opts)
     if alt is None:
         return sched, mine, head + f", its plan does not fit ({why}): not taken"
-    here, there = plan_rate(mine.plan, size), plan_rate(alt.plan, size)
-    said = (f", its plan simulates {there:.1f} GB/s at {format_size(size)} against {here:.1f} ({alt.layout} layout, "
+    # the plan that may be faster first: the other is not simulated when its bound shows it loses
+    top_mine, top_alt = ceiling(plan_rate, mine.plan, size), ceiling(plan_rate, alt.plan, size)
+    at = f" GB/s at {format_size(size)} against "
+    if top_mine is not None and top_alt is not None and top_alt > top_mine:
+        there = plan_rate(alt.plan, size)
+        pruned = below(top_mine, there, strict=True)
+        here = top_mine if pruned else plan_rate(mine.plan, size)
+        rates = f"{there:.1f}{at}" + (f"{BOUND} {here:.1f}" if pruned else f"{here:.1f}")
+    else:
+        here = plan_rate(mine.plan, size)
+        pruned = below(top_alt, here)
+        there = top_alt if pruned else plan_rate(alt.plan, size)
+        rates = (f"{BOUND} {there:.1f}" if pruned else f"{there:.1f}") + f"{at}{here:.1f}"
+    said = (f", its plan simulates {rates} ({alt.layout} layout, "
             f"{alt.stats.threadblocks_per_gpu} thread blocks per GPU against {mine.stats.threadblocks_per_gpu})")
     if there > here:
         return rival, alt, head + said + ": taken"
@@ -84,6 +97,7 @@ def race_fallback(topology: Topology, optimal: Schedule, chosen: Schedule, sched
     without the CPUs where their trees have detours (:func:`off_cpu_rival`), race ``chosen`` by their plans (those
     that fit): the fastest, when faster, goes into ``exported`` and ``rates`` at its k and is returned.  The
     schedule to write and a phrase for the note ("" when no tree had detours)."""
+    from forestcoll.mscclpp.layouts import BOUND, cannot_beat
     from forestcoll.units import format_size
 
     size = design_size(opts)
@@ -94,8 +108,10 @@ def race_fallback(topology: Topology, optimal: Schedule, chosen: Schedule, sched
         if rival is None:
             continue
         alt, _why = unchecked_plan(topology, rival, opts)
-        there = None if alt is None else plan_rate(alt.plan, size)
-        tried.append(f"k={rival.k} " + ("does not fit" if there is None else f"{there:.1f}"))
+        top = None if alt is None else cannot_beat(plan_rate, alt.plan, size, best_rate)  # not simulated: not taken
+        there = None if alt is None or top is not None else plan_rate(alt.plan, size)
+        tried.append(f"k={rival.k} " + ("does not fit" if alt is None else f"{BOUND} {top:.1f}" if there is None
+                                        else f"{there:.1f}"))
         if there is not None and there > best_rate:
             best, best_rate, best_plan = rival, there, alt
     if not tried:

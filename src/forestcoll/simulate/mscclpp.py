@@ -138,14 +138,17 @@ class _Builder:
              ctype: str | None = None) -> int:
         links, lat = self.route(a, b, ctype)
         self.transfers += 1
-        return self.prog.transfer(links, max(nbytes, 0.0), lat, after_sent=sent, after_delivered=delivered, stream=stream)
+        # ProgramBuilder.transfer's events, without its checks: every id here is one the builder returned before
+        deps = [d << 1 for d in sent if d is not None] + [(d << 1) | 1 for d in delivered if d is not None]
+        return self.prog.add(links, float(max(nbytes, 0.0)), float(lat), deps, stream)
 
     def marker(self, sent: list = (), delivered: list = ()) -> int:
         """An event after the given ones (the one event itself when there is a single delivered one)."""
         delivered = list(dict.fromkeys(delivered))
         if not sent and len(delivered) == 1:
             return delivered[0]
-        return self.prog.marker(after_sent=list(sent), after_delivered=delivered)
+        return self.prog.add((), 0.0, 0.0, [d << 1 for d in sent if d is not None]
+                             + [(d << 1) | 1 for d in delivered if d is not None], None)
 
     # -- references -----------------------------------------------------------------------------------
 
@@ -598,8 +601,19 @@ def executor_rate(topology) -> Any:
 def plan_rate(topology) -> Any:
     """``rate(plan, size)``: the algbw (GB/s) of an MSCCL++ plan simulated at ``size`` on ``topology``; what the
     fallback of ``generate --format mscclpp`` ranks the fitting k by (their trees rank them otherwise: mi250:nodes=2
-    allreduce at 1 GiB, k=4's trees 165.2 GB/s on the executor's routes but its plan 146.7, k=1's plan 156.2)."""
+    allreduce at 1 GiB, k=4's trees 165.2 GB/s on the executor's routes but its plan 146.7, k=1's plan 156.2).
+    ``rate.ceiling(plan, size)``: a rate it never exceeds, from the plan alone
+    (:func:`forestcoll.simulate.plan_bound.plan_time_bound`), which lets a race skip a plan that cannot win."""
     from forestcoll.simulate.network import build_network
+    from forestcoll.simulate.plan_bound import plan_time_bound
 
     net = build_network(topology)
-    return lambda plan, size: simulate_plan(net, plan, size).algbw_gbps
+
+    def rate(plan: Plan, size: int) -> float:
+        return simulate_plan(net, plan, size).algbw_gbps
+
+    def ceiling(plan: Plan, size: int) -> float:
+        least = plan_time_bound(net, plan, size)
+        return size / least / 1e9 if least > 0 else math.inf
+    rate.ceiling = ceiling  # type: ignore[attr-defined]
+    return rate
