@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from forestcoll.progress import Progress, report
+from forestcoll.simulate import fill_jit
 
 __all__ = ["EngineResult", "Program", "ProgramBuilder", "link_bound", "link_loads", "link_share_rates", "lower_bound",
            "max_min_rates", "max_min_rates_small", "path_bound", "run"]
@@ -325,6 +326,7 @@ class _ComponentShares:
         self.cache: dict[tuple[int, ...], tuple] = {}
         self.recomputes = 0
         self.small = share_fn is max_min_rates  # components of a few classes: the plain-Python solver
+        self.fast = None  # the solver of larger components: share_fn, or max_min_rates compiled (fill_jit)
         # link -> (its component's classes, sorted; the component's links): a class that starts joins the components of
         # its links (_started), one that stops makes its component's links forgotten (it may split), and counts that
         # move change nothing (the components depend on which classes are active, not on their counts)
@@ -428,8 +430,12 @@ class _ComponentShares:
                 where = np.asarray(members, dtype=np.int64)
                 per = np.asarray(counts, dtype=float)
                 program = self.program
-                found = (where, self.share_fn(program.class_ptr, program.class_idx, where,
-                                              program.class_weight[where] * per, self.capacity) / per)
+                if self.fast is None:  # compiled filling (the same floats), looked up at the first large solve
+                    jit = fill_jit.compiled() if self.small else None
+                    self.fast, self.fast_cap = ((jit, np.ascontiguousarray(self.capacity, dtype=np.float64))
+                                                if jit is not None else (self.share_fn, self.capacity))
+                found = (where, self.fast(program.class_ptr, program.class_idx, where,
+                                          program.class_weight[where] * per, self.fast_cap) / per)
             if len(self.cache) < 200_000:
                 self.cache[key] = found
             self.recomputes += 1
