@@ -99,3 +99,20 @@ def test_the_switch_turns_it_off(monkeypatch):
     monkeypatch.setenv("FORESTCOLL_JIT", "0")
     monkeypatch.setattr(fill_jit, "_state", {})
     assert fill_jit.compiled() is None
+
+
+def test_a_compiler_that_fails_leaves_the_engine_on_numpy(monkeypatch):
+    numba = pytest.importorskip("numba")
+
+    def broken(**_kw):
+        def wrap(fn):
+            def fails(*_a):
+                raise RuntimeError("cannot cache function: no locator available")
+            return fails
+        return wrap
+    monkeypatch.setattr(numba, "njit", broken)
+    monkeypatch.setattr(fill_jit, "_state", {})
+    monkeypatch.delenv("FORESTCOLL_JIT", raising=False)
+    assert fill_jit.compiled() is None
+    program, caps = _ring_program(40, 2)
+    assert run(program, caps).time > 0

@@ -117,8 +117,9 @@ def fill(ptr: np.ndarray, idx: np.ndarray, active: np.ndarray, weight: np.ndarra
 
 
 def compiled() -> Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None:
-    """:func:`fill` compiled by numba (cached on disk beside this module), or None without numba or with
-    ``FORESTCOLL_JIT=0``; decided once per process."""
+    """:func:`fill` compiled by numba (cached on disk beside this module, or in numba's user cache when that is
+    read-only; not cached when neither can be written), or None without numba, with ``FORESTCOLL_JIT=0``, or when
+    it does not compile: the engine then stays on numpy, with the same results.  Decided once per process."""
     if "fill" not in _state:
         _state["fill"] = None
         if os.environ.get("FORESTCOLL_JIT", "1") != "0":
@@ -126,5 +127,13 @@ def compiled() -> Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.n
                 import numba
             except ImportError:
                 return None
-            _state["fill"] = numba.njit(cache=True, nogil=True)(fill)
+            for cache in (True, False):
+                jit = numba.njit(cache=cache, nogil=True)(fill)
+                try:  # compiles now, for the engine's argument types (int64 CSR and ids, float64 weights, capacities)
+                    one = np.zeros(1, dtype=np.int64)
+                    jit(np.arange(2, dtype=np.int64), one, one, np.ones(1), np.ones(1))
+                except Exception:  # an accelerator that fails leaves the engine on numpy, never the run
+                    continue
+                _state["fill"] = jit
+                break
     return _state["fill"]
