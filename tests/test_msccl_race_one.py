@@ -96,5 +96,49 @@ def test_many_readers_wrap_alike(monkeypatch):
 
 
 def test_clock_type():
-    assert clock_dtype(0) is np.int16 and clock_dtype(32766) is np.int16
+    assert clock_dtype(0) is np.uint8 and clock_dtype(254) is np.uint8 and clock_dtype(255) is np.int16
+    assert clock_dtype(32766) is np.int16
     assert clock_dtype(32767) is np.int32 and clock_dtype(10**6) is np.int32
+
+
+def _with_clock(monkeypatch, algo, dtype, **kw):
+    """(errors, shadows, the clocks' type) of a run whose vector clocks have type ``dtype`` (None: the chosen one)."""
+    machines = []
+    run = interp._Machine.run
+
+    def spy(self, *a, _run=run, **k):
+        machines.append(self)
+        return _run(self, *a, **k)
+    monkeypatch.setattr(interp._Machine, "run", spy)
+    if dtype is not None:
+        monkeypatch.setattr(interp, "clock_dtype", lambda ticks: dtype)
+    result = interp.run_algo(algo, **kw)
+    m = machines[0]
+    shadows = {key: [getattr(sh, f).copy() for f in ("w_gid", "w_clk", "r_gid", "r_clk")] for key, sh in m.shadow.items()}
+    kind = m.blocks[0].vc.dtype
+    monkeypatch.undo()
+    return result.errors, shadows, kind, max(int(b.vc.max()) for b in m.blocks)
+
+
+@pytest.mark.parametrize("steps", [20, 127])
+def test_narrow_clocks_find_what_wide_ones_find(monkeypatch, steps):
+    # blocks of 127 transmissions in 2 iterations reach clock 254: still uint8, and the same races and shadow state
+    # as with int32 clocks (chunk 1 sent and received again and again with no dependency: races by design)
+    one = ('<step s="{i}" type="{k}" srcbuf="o" srcoff="1" dstbuf="o" dstoff="1" cnt="1" depid="-1" deps="-1" '
+           'hasdep="0"/>')
+    sends = "".join(one.format(i=i, k="s") for i in range(steps))
+    recvs = "".join(one.format(i=i, k="r") for i in range(steps))
+    gpu = ('<gpu id="{g}" i_chunks="1" o_chunks="2" s_chunks="0"><tb id="0" send="{p}" recv="-1" chan="0">{s}</tb>'
+           '<tb id="1" send="-1" recv="{p}" chan="0">{r}</tb></gpu>')
+    text = ('<algo name="w" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allgather" inplace="1" '
+            'outofplace="0" minBytes="0" maxBytes="0">' + gpu.format(g=0, p=1, s=sends, r=recvs)
+            + gpu.format(g=1, p=0, s=sends, r=recvs) + "</algo>")
+    algo = parse_algo(text)
+    narrow = _with_clock(monkeypatch, algo, None, slots=1, nbytes=None)
+    wide = _with_clock(monkeypatch, algo, np.int32, slots=1, nbytes=None)
+    assert narrow[2] == np.uint8 and wide[2] == np.int32
+    assert narrow[0] and narrow[0] == wide[0] and narrow[3] == wide[3]
+    assert narrow[3] == 2 * steps
+    for a, b in zip(narrow[1].values(), wide[1].values()):
+        for x, y in zip(a, b):
+            assert np.array_equal(x, y)

@@ -16,7 +16,10 @@ SCALAR = True  # False: every access takes the vector path (the tests' oracle)
 
 def clock_dtype(ticks: int) -> type:
     """The vector clocks' integer type when no block's clock passes ``ticks`` (its transmissions times the
-    iterations): int16 below its maximum, which halves the bytes each message's clock copies and merges, else int32."""
+    iterations; clocks only count up from 0): uint8 below its maximum (a split file's 64 steps a block, two
+    iterations), int16 below its, each halving the bytes each message's clock copies and merges, else int32."""
+    if ticks < np.iinfo(np.uint8).max:
+        return np.uint8
     return np.int16 if ticks < np.iinfo(np.int16).max else np.int32
 
 

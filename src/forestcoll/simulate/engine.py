@@ -37,12 +37,14 @@ from __future__ import annotations
 import bisect
 import heapq
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from forestcoll.progress import Progress, report
+from forestcoll.simulate import fill_jit
 
 __all__ = ["EngineResult", "Program", "ProgramBuilder", "link_bound", "link_loads", "link_share_rates", "lower_bound",
            "max_min_rates", "max_min_rates_small", "path_bound", "run"]
@@ -325,10 +327,11 @@ class _ComponentShares:
         self.cache: dict[tuple[int, ...], tuple] = {}
         self.recomputes = 0
         self.small = share_fn is max_min_rates  # components of a few classes: the plain-Python solver
-        # link -> (its component's classes, sorted; the component's links): a class that starts joins the components of
-        # its links (_started), one that stops makes its component's links forgotten (it may split), and counts that
-        # move change nothing (the components depend on which classes are active, not on their counts)
-        self.components: dict[int, tuple[list[int], set[int]]] = {}
+        self.fast = None  # the solver of larger components: share_fn, or max_min_rates compiled (fill_jit)
+        # link -> [its component's classes, sorted; the component's links]: a class that starts joins the components of
+        # its links (_started), one that stops leaves its component unless that splits it, then forgotten (_stopped),
+        # and counts that move change nothing (the components depend on which classes are active, not on their counts)
+        self.components: dict[int, list] = {}
         self.weight = program.class_weight.tolist()
         self.cap_list = capacity.tolist()
 
@@ -347,10 +350,7 @@ class _ComponentShares:
             elif not after:
                 for link in paths[c]:
                     on_link[link].discard(c)
-                    known = components.get(link)
-                    if known is not None:  # c's component may split: searched again when a seed reaches it
-                        for here in known[1]:
-                            del components[here]
+                self._stopped(c)
             seeds += paths[c]
         if not self.split:  # the reference: the whole mix at once
             if seeds:
@@ -379,7 +379,7 @@ class _ComponentShares:
                         stack += paths[c]
             seen |= reached
             if members:
-                found = (sorted(members), reached)
+                found = [sorted(members), reached]
                 for here in reached:
                     components[here] = found
                 self._solve(found[0])
@@ -409,9 +409,52 @@ class _ComponentShares:
             bisect.insort(members, c)
         else:
             members = sorted({c}.union(*(j[0] for j in joined)))
-        found = (members, set(path).union(*(j[1] for j in joined)))
+        found = [members, set(path).union(*(j[1] for j in joined))]
         for here in found[1]:
             components[here] = found
+
+    def _stopped(self, c: int) -> None:
+        """Class ``c`` stopped (already off its links): its remembered component without ``c`` and its links that
+        no active class crosses now, when the links of ``c`` that still carry classes are joined without ``c`` (the
+        same classes and links a search finds; a short search tells); else it may split and is forgotten."""
+        components, on_link, path = self.components, self.on_link, self.paths[c]
+        known = components.get(path[0])
+        if known is None:
+            return
+        left = [link for link in path if on_link[link]]
+        if left and self._joined(left):
+            members = known[0].copy()
+            del members[bisect.bisect_left(members, c)]
+            known[0] = members  # a new list: the cache may hold the old one
+            for link in path:
+                if not on_link[link]:
+                    known[1].discard(link)
+                    del components[link]
+            return
+        for here in known[1]:
+            del components[here]
+
+    def _joined(self, links: list[int]) -> bool:
+        """Whether the active classes join ``links`` (a search from the first that stops once it reached them all)."""
+        want = set(links[1:])
+        if not want:
+            return True
+        on_link, paths = self.on_link, self.paths
+        reached = {links[0]}
+        classes: set[int] = set()
+        queue = deque(reached)  # breadth first: the links of c are near each other
+        while queue:
+            for k in on_link[queue.popleft()]:
+                if k not in classes:
+                    classes.add(k)
+                    for link in paths[k]:
+                        if link not in reached:
+                            reached.add(link)
+                            want.discard(link)
+                            if not want:
+                                return True
+                            queue.append(link)
+        return False
 
     def _solve(self, members: list[int]) -> None:
         count = self.count
@@ -428,8 +471,12 @@ class _ComponentShares:
                 where = np.asarray(members, dtype=np.int64)
                 per = np.asarray(counts, dtype=float)
                 program = self.program
-                found = (where, self.share_fn(program.class_ptr, program.class_idx, where,
-                                              program.class_weight[where] * per, self.capacity) / per)
+                if self.fast is None:  # compiled filling (the same floats), looked up at the first large solve
+                    jit = fill_jit.compiled() if self.small else None
+                    self.fast, self.fast_cap = ((jit, np.ascontiguousarray(self.capacity, dtype=np.float64))
+                                                if jit is not None else (self.share_fn, self.capacity))
+                found = (where, self.fast(program.class_ptr, program.class_idx, where,
+                                          program.class_weight[where] * per, self.fast_cap) / per)
             if len(self.cache) < 200_000:
                 self.cache[key] = found
             self.recomputes += 1
