@@ -1,6 +1,6 @@
 # forestcoll: two entry points on a fresh machine (only Python >= 3.11 needed).
 #   make demo   set up .venv, generate + verify an optimal allreduce for a 2x8 DGX-A100, export it to an MSCCL++ plan, run that
-#   make test   set up .venv with the test and torch extras, run the whole test suite (~10 min on 2 cores)
+#   make test   set up .venv with the test, torch and jit extras, run the whole test suite (~10 min on 2 cores)
 #   make check  the fast tier for the edit loop: the suite without the tests marked slow (< 60 s)
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -30,7 +30,7 @@ TORCH ?= torch==2.13.0
 
 $(VENV)/.test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[test,torch]"
+	$(BIN)/python -m pip install -q -e ".[test,torch,jit]"
 	@touch $@ $(VENV)/.base
 
 $(VENV)/.pyc: $(SOURCES) | $(BIN)/python
