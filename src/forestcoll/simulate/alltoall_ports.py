@@ -17,6 +17,7 @@ flows).  A fabric whose every port is driven gets the driven flows unchanged.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from forestcoll.alltoall.generate import AlltoallGenerated, generate_alltoall
 from forestcoll.alltoall.schedule import AlltoallSchedule
@@ -24,6 +25,9 @@ from forestcoll.alltoall.verify import verify_alltoall
 from forestcoll.mscclpp.ports import driven_ports
 from forestcoll.simulate.network import Network, build_network
 from forestcoll.topology import Topology
+
+if TYPE_CHECKING:
+    from forestcoll.mscclpp.export import ExportOptions
 
 __all__ = ["LARGE", "SMALL", "generate_for_executor", "rerouted"]
 
@@ -54,7 +58,7 @@ def rerouted(sched: AlltoallSchedule, driven: Topology, net: Network, like: Allt
     return out if check.ok and check.optimal else None
 
 
-def _rates(sched: AlltoallSchedule, topo: Topology, net: Network, options) -> tuple[float, float]:
+def _rates(sched: AlltoallSchedule, topo: Topology, net: Network, options: ExportOptions) -> tuple[float, float]:
     from forestcoll.alltoall.mscclpp import export_alltoall_mscclpp
     from forestcoll.simulate.mscclpp import simulate_plan
 
@@ -62,7 +66,7 @@ def _rates(sched: AlltoallSchedule, topo: Topology, net: Network, options) -> tu
     return simulate_plan(net, plan, SMALL).algbw_gbps, simulate_plan(net, plan, LARGE).algbw_gbps
 
 
-def generate_for_executor(topo: Topology, options, *, chunks: int | str | None, symmetry: bool) -> AlltoallGenerated:
+def generate_for_executor(topo: Topology, options: ExportOptions, *, chunks: int | str | None, symmetry: bool) -> AlltoallGenerated:
     """The all-to-all schedule an MSCCL++ plan of ``topo`` is written from (ExportOptions ``options``): see the
     module docstring."""
     from forestcoll.mscclpp.export import ExportError
