@@ -209,13 +209,13 @@ def xml_table(console: Console, markdown: bool) -> None:
 
 def mscclpp_table(console: Console, markdown: bool, fabrics: list[str] | None = None) -> None:
     """The MSCCL++ plan of each fabric's chunks='auto' schedule, routed on the network ports the executor drives (as
-    ``generate --format mscclpp`` does: :func:`forestcoll.mscclpp.ports.driven_ports`): its size figures, export +
+    ``generate --format mscclpp`` does: :func:`forestcoll.simulate.alltoall_ports.generate_for_executor`): its size figures, export +
     self-check time, and its simulated algbw against the schedule's own and direct's (the plan is cut for 1 GiB, the
     default design size)."""
     from forestcoll.alltoall.mscclpp import export_alltoall_mscclpp
     from forestcoll.mscclpp.export import ExportError, ExportOptions
-    from forestcoll.mscclpp.ports import driven_ports
     from forestcoll.simulate.alltoall import simulate_alltoall
+    from forestcoll.simulate.alltoall_ports import generate_for_executor
     from forestcoll.simulate.mscclpp import simulate_plan
 
     rows = []
@@ -225,7 +225,7 @@ def mscclpp_table(console: Console, markdown: bool, fabrics: list[str] | None = 
         if how and not os.path.exists(how[0]):
             continue
         topo = load_topology(*how) if how else load_topology(label)
-        sched = generate_alltoall(driven_ports(topo), chunks="auto").schedule
+        sched = generate_for_executor(topo, ExportOptions(inplace=False), chunks="auto", symmetry=True).schedule
         t0 = time.perf_counter()
         try:
             out = export_alltoall_mscclpp(sched, topo, ExportOptions(inplace=False))

@@ -345,7 +345,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def generate_alltoall(args: argparse.Namespace) -> int:
     """generate --collective alltoall: the optimal flow's paths, as schedule JSON or MSCCL XML."""
     from forestcoll.alltoall.generate import generate_alltoall as generate
-    from forestcoll.mscclpp.ports import driven_ports
+    from forestcoll.simulate.alltoall_ports import generate_for_executor
 
     refuse_flags(args, "root", "split")
     if args.sizes:
@@ -362,8 +362,8 @@ def generate_alltoall(args: argparse.Namespace) -> int:
         options = mscclpp_options(args)
     topo = topology(args)
     options = fabric_options(options, topo, args) if args.format in ("msccl", "mscclpp") else None
-    packed = driven_ports(topo) if args.format == "mscclpp" else topo  # a plan's flows: on the ports the executor drives
-    made = generate(packed, chunks=args.k if args.k is not None else "auto", symmetry=not args.no_symmetry)
+    kw = {"chunks": args.k if args.k is not None else "auto", "symmetry": not args.no_symmetry}
+    made = generate_for_executor(topo, options, **kw) if args.format == "mscclpp" else generate(topo, **kw)  # type: ignore[arg-type]
     if not made.ok or made.schedule is None:
         raise UsageError(made.message)
     sched = made.schedule
