@@ -1,0 +1,75 @@
+"""The fallback of ``generate --format mscclpp`` when the optimal k's plan needs more thread blocks than a GPU runs at
+once: the powers of two k below it whose plans fit (:func:`fitting_powers`), ranked at the design size
+(:func:`fitting_schedule`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from forestcoll.schedule import Schedule
+from forestcoll.topology import Topology
+
+if TYPE_CHECKING:
+    from forestcoll.mscclpp.export import ExportOptions, ExportResult
+
+__all__ = ["fitting_powers", "fitting_schedule"]
+
+
+def fitting_schedule(topology: Topology, collective: str, sched: Schedule, options: ExportOptions | None = None,
+                     rate: Callable[[Schedule, int], float] | None = None, what: str = "trees",
+                     exported: dict[int, ExportResult] | None = None,
+                     **generate_kwargs: Any) -> tuple[Schedule, str] | None:
+    """The schedule to export when ``sched``'s plan needs more thread blocks than ``options.max_threadblocks``:
+    among the powers of two k below its k whose plans fit (:func:`fitting_powers`), the one with the highest
+    ``rate(schedule, size)`` at the design size (``options.design_size``, default 1 GiB), ties to the larger k
+    (the CLI passes :func:`forestcoll.simulate.mscclpp.executor_rate`: the trees simulated on the routes the
+    executor takes; without ``rate`` the largest fitting k is taken); with a phrase saying how it was chosen
+    (``what`` the rate simulates).  None when no power of two fits.  ``exported`` (when given) receives each
+    fitting k's unchecked export (:func:`fitting_powers`) before ``rate`` is asked, so ``rate`` can rank the plan
+    exported there instead of exporting it again."""
+    from forestcoll.mscclpp.export import ExportOptions
+    from forestcoll.mscclpp.offcpu import design_size
+    from forestcoll.units import format_size
+
+    fitting = fitting_powers(topology, collective, sched, options, exported, **generate_kwargs)
+    if not fitting:
+        return None
+    if rate is None:
+        top = max(fitting)
+        return fitting[top], "the largest power of two below it whose plan fits"
+    base = options or ExportOptions()
+    size = design_size(base)
+    rates = {kk: rate(s, size) for kk, s in fitting.items()}
+    chosen = max(rates, key=lambda kk: (rates[kk], kk))
+    others = ", ".join(f"k={kk} {rates[kk]:.1f}" for kk in sorted(rates, reverse=True) if kk != chosen)
+    how = (f"the fastest of the powers of two below it whose plans fit, {what} simulated at {format_size(size)} "
+           f"({rates[chosen]:.1f} GB/s" + (f"; {others}" if others else "") + ")")
+    return fitting[chosen], how
+
+
+def fitting_powers(topology: Topology, collective: str, sched: Schedule, options: ExportOptions | None = None,
+                   exported: dict[int, ExportResult] | None = None, **generate_kwargs: Any) -> dict[int, Schedule]:
+    """The schedules at the powers of two k below ``sched.k`` whose plans fit the executor's thread blocks
+    (with any layout the exporter picks), largest k first; once one fits, every smaller k is tried too (fewer
+    trees need no more thread blocks, but a smaller k may still be faster: shallower trees, fewer pieces).
+    ``exported`` (when given) receives each fitting k's export (``options`` without the self-check)."""
+    from dataclasses import replace
+
+    from forestcoll.generate import generate
+    from forestcoll.mscclpp.export import ExportError, ExportOptions, export_mscclpp
+
+    base = replace(options or ExportOptions(), check=False)
+    found: dict[int, Schedule] = {}
+    for kk in sorted((2**i for i in range(20) if 2**i < sched.k), reverse=True):
+        cand = generate(topology, collective, k=kk, **generate_kwargs)
+        try:
+            result = export_mscclpp(cand, topology, base)
+        except ExportError as exc:
+            if "thread blocks per GPU" in str(exc):
+                continue
+            raise
+        found[kk] = cand
+        if exported is not None:
+            exported[kk] = result
+    return found
