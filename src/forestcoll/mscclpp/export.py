@@ -302,7 +302,7 @@ def _generated_plan(topology: Topology, collective: str, path: str, *, k: int | 
     from dataclasses import replace
 
     from forestcoll.generate import generate
-    from forestcoll.mscclpp.layouts import laid_out, once, raced
+    from forestcoll.mscclpp.layouts import ceiling, laid_out, once, raced
     from forestcoll.mscclpp.offcpu import design_size, off_cpu_rival, race_fallback, race_plans
 
     kwargs: dict[str, Any] = {"root": root, "symmetry": symmetry}
@@ -336,6 +336,11 @@ def _generated_plan(topology: Topology, collective: str, path: str, *, k: int | 
         def rate(s: Schedule, size: int) -> float:
             scheds[s.k] = s
             return rates.setdefault(s.k, plan_rate(exported[s.k].plan, size))
+
+        def top(s: Schedule, size: int) -> float | None:  # the fallback skips a k whose plan cannot win
+            scheds[s.k] = s
+            return ceiling(plan_rate, exported[s.k].plan, size)
+        rate.ceiling = top  # type: ignore[attr-defined]
     found = fitting_schedule(topology, collective, sched, options, rate, "plans" if plan_rate else "trees", exported,
                              **kwargs)
     if found is None:

@@ -13,7 +13,7 @@ from forestcoll.topology import Topology
 if TYPE_CHECKING:
     from forestcoll.mscclpp.export import ExportOptions, ExportResult
 
-__all__ = ["fitting_powers", "fitting_schedule"]
+__all__ = ["fitting_powers", "fitting_schedule", "ranked"]
 
 
 def fitting_schedule(topology: Topology, collective: str, sched: Schedule, options: ExportOptions | None = None,
@@ -27,8 +27,10 @@ def fitting_schedule(topology: Topology, collective: str, sched: Schedule, optio
     executor takes; without ``rate`` the largest fitting k is taken); with a phrase saying how it was chosen
     (``what`` the rate simulates).  None when no power of two fits.  ``exported`` (when given) receives each
     fitting k's unchecked export (:func:`fitting_powers`) before ``rate`` is asked, so ``rate`` can rank the plan
-    exported there instead of exporting it again."""
+    exported there instead of exporting it again.  A ``rate`` with ``rate.ceiling(schedule, size)`` (a rate it never
+    exceeds) lets a k that cannot win go unsimulated (:func:`ranked`); the phrase gives its ceiling ("at most")."""
     from forestcoll.mscclpp.export import ExportOptions
+    from forestcoll.mscclpp.layouts import BOUND
     from forestcoll.mscclpp.offcpu import design_size
     from forestcoll.units import format_size
 
@@ -40,9 +42,10 @@ def fitting_schedule(topology: Topology, collective: str, sched: Schedule, optio
         return fitting[top], "the largest power of two below it whose plan fits"
     base = options or ExportOptions()
     size = design_size(base)
-    rates = {kk: rate(s, size) for kk, s in fitting.items()}
+    rates, tops = ranked(fitting, rate, size)
     chosen = max(rates, key=lambda kk: (rates[kk], kk))
-    others = ", ".join(f"k={kk} {rates[kk]:.1f}" for kk in sorted(rates, reverse=True) if kk != chosen)
+    others = ", ".join(f"k={kk} {BOUND} {tops[kk]:.1f}" if kk in tops else f"k={kk} {rates[kk]:.1f}"
+                       for kk in sorted(fitting, reverse=True) if kk != chosen)
     how = (f"the fastest of the powers of two below it whose plans fit, {what} simulated at {format_size(size)} "
            f"({rates[chosen]:.1f} GB/s" + (f"; {others}" if others else "") + ")")
     return fitting[chosen], how
@@ -73,3 +76,24 @@ def fitting_powers(topology: Topology, collective: str, sched: Schedule, options
         if exported is not None:
             exported[kk] = result
     return found
+
+
+def ranked(fitting: dict[int, Schedule], rate: Callable[[Schedule, int], float],
+           size: int) -> tuple[dict[int, float], dict[int, float]]:
+    """``rate(schedule, size)`` of the fitting k, largest k first (ties go to the larger k, so the first is the
+    incumbent), skipping a k whose ``rate.ceiling(schedule, size)`` shows it cannot beat the best rate so far (it
+    would not be chosen): the rates simulated, and the ceilings of the k skipped."""
+    from forestcoll.mscclpp.layouts import below
+
+    top = getattr(rate, "ceiling", None)
+    rates: dict[int, float] = {}
+    tops: dict[int, float] = {}
+    for kk in sorted(fitting, reverse=True):
+        s = fitting[kk]
+        if rates and top is not None:
+            bound = top(s, size)
+            if below(bound, max(rates.values())):  # a smaller k than every rated one: a tie would not take it
+                tops[kk] = bound
+                continue
+        rates[kk] = rate(s, size)
+    return rates, tops
