@@ -93,3 +93,22 @@ def test_prune_on_a_real_fallback_writes_the_same_plan(tmp_path):
     assert "(156.5 GB/s; k=1 at most 133.3)" in b.notes[0], b.notes
     assert a.notes[0].replace("k=1 129.3", "k=1 at most 133.3") == b.notes[0] and a.notes[1:] == b.notes[1:]
     assert not any(name.endswith("_k1") for name in asked), asked
+
+
+def test_mixed_layout_stops_when_nothing_is_left_to_coarsen(monkeypatch):
+    # hypercube:dim=3 allgather k=3 in 4 thread blocks: the first round coarsens every group as far as it goes and
+    # still needs 14 blocks; the five rounds that followed emitted the same plan again (the fallback's rejected k on
+    # the bonded H100 dump: k=349 10.9 -> 5.3 s).  Same message, one emit.
+    import forestcoll.mscclpp.export as export
+    from forestcoll.generate import generate
+    from forestcoll.topology import load_topology
+
+    topo = load_topology("hypercube:dim=3")
+    emits: list[int] = []
+    real = export._layout_and_emit
+    monkeypatch.setattr(export, "_layout_and_emit", lambda *a, **kw: emits.append(1) or real(*a, **kw))
+    with pytest.raises(export.ExportError, match="allgather k=3 needs 14 thread blocks per GPU even at the 'mixed' "
+                                                 "layout, more than the 4 a GPU runs at once"):
+        export.export_mscclpp(generate(topo, "allgather"), topo, ExportOptions(check=False, max_threadblocks=4,
+                                                                               layout="mixed"))
+    assert len(emits) == 1

@@ -488,6 +488,10 @@ def _mixed_layout(low: Lowering, acts: list[Act], units: dict[int, int], name: s
             return 2
         return int(role in OUT_ROLES)
 
+    def _coarser(gk: tuple[int, tuple], g: int) -> bool:
+        """Whether a round could still coarsen group ``gk`` (now at grain ``g``): the while loop's candidates."""
+        return g < 2 and gk[1][2] != "sink" and min(blocks(gk, x) for x in range(g + 1, 3)) < blocks(gk, g)
+
     limit = [opts.max_threadblocks] * low.n
     plan = None
     for _round in range(6):
@@ -521,6 +525,8 @@ def _mixed_layout(low: Lowering, acts: list[Act], units: dict[int, int], name: s
         over = [len(gp.threadblocks) - opts.max_threadblocks for gp in plan.gpus]
         if max(over) <= 0:
             break
+        if not any(over[gk[0]] > 0 and _coarser(gk, grain[gk]) for gk in groups):
+            break  # no GPU over the limit has a group left to coarsen: every further round emits this same plan
         for g, extra in enumerate(over):  # the executor's op and channel limits split some blocks: aim lower
             if extra > 0:
                 limit[g] -= extra
