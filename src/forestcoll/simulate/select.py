@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,9 +34,10 @@ from forestcoll.simulate.network import Network
 from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
-__all__ = ["ALL_KS", "CANDIDATE_SETS", "LATENCY", "OFF_CPUS", "SMALL_KS", "ExportedRange", "Selection", "SizeExport",
-           "SizeRange", "EVEN", "SPLIT", "candidate_files", "candidate_schedules", "default_ks", "export_by_size",
-           "height_candidate", "off_cpu_candidates", "select_schedules", "size_ranges", "usable"]
+__all__ = ["ALL_KS", "CANDIDATE_SETS", "EVEN", "FINEST", "LATENCY", "OFF_CPUS", "SMALL_KS", "SOCKET", "SPLIT",
+           "ExportedRange", "Selection", "SizeExport", "SizeRange", "candidate_files", "candidate_schedules",
+           "default_ks", "export_by_size", "height_candidate", "off_cpu_candidates", "packed", "select_schedules",
+           "size_ranges", "smallest_sizes", "usable"]
 
 ALL_KS = tuple(2**i for i in range(0, 7))  # ``--candidates all`` adds every power of two up to 64
 # always offered below the optimal k: 1 and 2 pay the fewest latencies; 4 and 8 come within a few per cent of the
@@ -121,6 +122,7 @@ def candidate_schedules(topo: Topology, net: Network, collective: str, root: str
 
 
 OFF_CPUS = "-offcpu"  # the name suffix of a candidate packed again without the CPUs
+SOCKET = "-socket"  # ... of the optimum packed again without the links between the CPUs (kept on one socket)
 
 
 def off_cpu_candidates(topo: Topology, cands: Mapping[str, Schedule], root: str | None = None) -> dict[str, Schedule]:
@@ -128,8 +130,10 @@ def off_cpu_candidates(topo: Topology, cands: Mapping[str, Schedule], root: str 
     again on the topology without its CPUs, with the same k or height limit, where its trees join GPUs of one box
     that have a direct link through a CPU (a runtime sends those edges over the direct link) and the packing loses
     nothing in exact rate (:func:`forestcoll.msccl.detours.off_cpu_schedule` for the optimal k,
-    :func:`~forestcoll.msccl.detours.off_cpu_packing` for the others).  Empty on fabrics without such detours."""
-    from forestcoll.msccl.detours import off_cpu_packing, off_cpu_schedule
+    :func:`~forestcoll.msccl.detours.off_cpu_packing` for the others); and ``"forestcoll" + SOCKET`` -> the optimum
+    packed again without the links between the CPUs (:func:`~forestcoll.msccl.detours.socket_schedule`, the single
+    file's other packing).  Empty on fabrics without such detours."""
+    from forestcoll.msccl.detours import off_cpu_packing, off_cpu_schedule, socket_schedule
 
     out: dict[str, Schedule] = {}
     for name, sched in cands.items():
@@ -143,7 +147,15 @@ def off_cpu_candidates(topo: Topology, cands: Mapping[str, Schedule], root: str 
             continue
         if found is not None:
             out[name + OFF_CPUS] = found
+        if name == "forestcoll" and (kept := socket_schedule(topo, sched, root=root)) is not None:
+            out[name + SOCKET] = kept
     return out
+
+
+def packed(name: str) -> bool:
+    """Whether candidate (or file) ``name`` is a packing without the CPUs or kept on one socket
+    (:func:`off_cpu_candidates`)."""
+    return OFF_CPUS in name or SOCKET in name
 
 
 def default_ks(k_opt: int, ranks: int, collective: str, sizes: Sequence[int] = (), element_bytes: int = 4) -> list[int]:
@@ -364,6 +376,7 @@ LATENCY = "-latency"  # the name suffix of a candidate's file in the latency ste
 SPLIT = "-s"  # the name suffix of a candidate's file whose chunks are split (``-s4``: 4 MSCCL chunks per chunk)
 NARROW = "-c"  # ... of its file on fewer channels (``-c2``: two channels per instance)
 narrowed = re.compile(rf"{NARROW}\d+({LATENCY})?$").search  # a file on fewer channels (also for 1 GiB: competes from 256 MiB up)
+FINEST = "-finest"  # ... of its even-pieces file with as many pieces per tree as fit (``-even8-finest``)
 EVEN = "-even"  # ... of its file with even pieces per tree (``-even8``: 8 MSCCL chunks per chunk, every tree's range
 #                 in as many pieces as the others')
 
@@ -383,7 +396,7 @@ def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progr
     latter in both step orders: ``name-even<s>-c<c>-latency``).  Returns (name -> export result, name -> schedule of each file, notes on the candidates
     whose files do not fit)."""
     from forestcoll.msccl.export import ExportError, ExportOptions, export_msccl
-    from forestcoll.msccl.generated import even_files, narrow_files, split_files
+    from forestcoll.msccl.generated import even_files, finest_files, narrow_files, split_files
 
     base = options or ExportOptions()
     orders = [("", base)]
@@ -404,18 +417,33 @@ def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progr
         files[name + suffix], named[name + suffix] = first, sched
         if base.split == 1 and base.max_cnt is None:
             finer = [(f"{name}{SPLIT}{s}{suffix}", r) for s, r in split_files(sched, opts, first)]
-            finer += [(f"{name}{EVEN}{s}", r) for s, r in (even_files(sched, opts, first) if even and not suffix else [])]
+            evens = even_files(sched, opts, first) if even and not suffix else []
+            finer += [(f"{name}{EVEN}{s}", r) for s, r in evens]
             if narrow and not suffix:  # fewer channels: for RCCL's 1 GiB, in the progress order (plain and even pieces)
                 finer += [(f"{name}{NARROW}{c}", r) for c, r in narrow_files(sched, opts, first)]
                 finer += [(f"{v}{NARROW}{c}{order}", r) for v, e in list(finer) if EVEN in v
                           for order, o in (("", opts), (LATENCY, replace(opts, order="latency")))
                           for c, r in narrow_files(sched, replace(o, per_tree=None), e)
                           if r.algo.nchunksperloop != first.algo.nchunksperloop]  # else the plain pieces again
+                if packed(name):  # the single file's RCCL layouts for these packings (generated.rccl_files)
+                    finer += [(f"{name}{NARROW}{c}{LATENCY}", r)
+                              for c, r in narrow_files(sched, replace(opts, order="latency"), first)]
+                    finer += [(f"{name}{EVEN}{s}{FINEST}", r) for s, r in finest_files(sched, opts, evens)]
             for variant, result in finer:
                 files[variant], named[variant] = result, sched
     return files, named, notes
 
 
+
+
+def smallest_sizes(names: Iterable[str]) -> dict[str, int]:
+    """name -> the smallest size its file competes at, for the files of ``names`` that do not compete at every size:
+    even pieces (cut for 1 GiB) and files on fewer channels from AUTO_MIN_BYTES up, except the packings' files on
+    fewer channels (:func:`packed`), which compete at every size as the single file's do (MI300 x4 rail allreduce: the
+    optimum kept on one socket, 2 channels, latency order, is the fastest file at 16 MiB too, 105.2 GB/s)."""
+    from forestcoll.msccl.ordering import AUTO_MIN_BYTES
+
+    return {name: AUTO_MIN_BYTES for name in names if EVEN in name or (narrowed(name) and not packed(name))}
 
 
 def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str, *,
@@ -475,7 +503,7 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     if not files:
         raise UsageError(f"no candidate's MSCCL file fits {base.runtime}: {'; '.join(notes)}")
     t1, cpu1 = time.perf_counter(), time.process_time()
-    smallest = {name: AUTO_MIN_BYTES for name in files if EVEN in name or narrowed(name)}
+    smallest = smallest_sizes(files)
     sel = select_schedules(topo, net, collective, sizes, named, workers=workers or default_workers(), fairness=fairness,
                            element_bytes=element_bytes, progress=progress,
                            files={name: r.algo for name, r in files.items()}, smallest=smallest)
