@@ -231,6 +231,8 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
     scratch = [0] * n
     final_op: dict[tuple[int, int, int], _Op] = {}  # (instance, root, start) -> op that completes the reduction
     frac = _progress(pieces) if order in ("progress", "latency", "tail") else {id(pc): Fraction(0) for pc in pieces}
+    rank = {f: i for i, f in enumerate(sorted(set(frac.values())))}  # keys hold the rank: same order, int compares
+    frac = {key: rank[f] for key, f in frac.items()}
     tails = _tails(pieces) if order == "tail" or (two_phase and order in ("progress", "latency")) else None
     lvl = (lambda t, x: levels[(id(t), x)]) if levels is not None else (lambda t, x: t.level[x])
     chan_of = _channel_of(pieces, channels, layout, ports, spread_band, widths, heavy)
