@@ -247,13 +247,19 @@ def wire(plan: Plan) -> Wiring:
             peers_of[(pos, ctype)] = [p for c in g.channels if c.channel_type == ctype for p in (c.connected_to or ())]
         switches[pos] = [SwitchGroup(pos, i, buf, ranks) for i, (buf, ranks) in enumerate(
             (c.buffer_type or "s", grp.ranks) for c in g.channels if c.channel_type == "switch" for grp in c.rank_groups or ())]
+    at: dict[tuple[int, str], dict[int, list[int]]] = {}  # (gpu, type) -> peer -> its positions in the list, in order
+    for key, peers in peers_of.items():
+        spots: dict[int, list[int]] = {}
+        for j, q in enumerate(peers):
+            spots.setdefault(q, []).append(j)
+        at[key] = spots
     for (pos, ctype), peers in peers_of.items():
         seen: dict[int, int] = {}
         ends = []
         for i, p in enumerate(peers):
             m = seen.get(p, 0)
             seen[p] = m + 1
-            back = [j for j, q in enumerate(peers_of.get((p, ctype), [])) if q == pos]
+            back = at.get((p, ctype), {}).get(pos, [])
             ends.append(ChannelEnd(pos, ctype, i, p, m, back[m] if m < len(back) else None))
         channels[(pos, ctype)] = ends
     tb_channels: dict[tuple[int, int], dict[str, list[int]]] = {}
