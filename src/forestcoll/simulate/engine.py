@@ -565,6 +565,8 @@ def _run(program: Program, capacity: np.ndarray, fairness: str, stop_at: float, 
 
     start([t for t in range(n) if not need[t]][::-1], 0.0)
     next_report = 0.0
+    rates = np.zeros(0)
+    stale = True  # ``rates`` (the active transfers' rates) needs gathering: the shares or the active set changed
     while added or len(act) or deliveries:
         if progress is not None and (clock := time.monotonic()) >= next_report:
             next_report = clock + 0.1
@@ -572,6 +574,7 @@ def _run(program: Program, capacity: np.ndarray, fairness: str, stop_at: float, 
         if delta:
             shares.update(delta)  # the mix of active classes changed: new shares where it changed
             delta.clear()
+            stale = True  # every change of ``act`` (started, finished) left an entry in ``delta``
         if added:
             new = np.asarray(added, dtype=np.int64)
             added.clear()
@@ -582,7 +585,9 @@ def _run(program: Program, capacity: np.ndarray, fairness: str, stop_at: float, 
             done_at = np.concatenate((done_at, np.maximum(fresh, 1.0) * _TOL * 10))
         t_done = np.inf
         if len(act):
-            rates = shares.rate[act_cls]
+            if stale:
+                rates = shares.rate[act_cls]
+                stale = False
             t_done = now + float(_min(rem / rates))
         t_deliver = deliveries[0][0] if deliveries else np.inf
         target = min(t_done, t_deliver)
