@@ -9,6 +9,7 @@ whole (temporary file, then rename) or not at all.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from forestcoll.errors import ForestCollError
 
 EXIT_USAGE = 2
+GC_YOUNG = 100_000  # allocations between two collections of the youngest generation while a command runs
 
 __all__ = ["EXIT_USAGE", "build_parser", "main"]
 
@@ -46,6 +48,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The command line does no linear algebra: one BLAS thread, so numpy's import does not start (and spin) a
     # thread per core — ~0.1 s CPU of every process on the 2-core machine.  A user's own setting wins.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # The cyclic garbage collector, at CPython's default (a young collection every 700 allocations, and the older
+    # generations' walks over every live object that follow), took ~40 % of a program build and simulation: they
+    # allocate millions of small lists that live until the stage ends.  Collected less often, the same cycles are
+    # freed (generate dgx-a100:nodes=2 --format mscclpp: 12.5 -> 7.2 s CPU, the same memory); restored on return.
+    was = gc.get_threshold()
+    gc.set_threshold(max(was[0], GC_YOUNG), *was[1:])
+    try:
+        return _main(argv)
+    finally:
+        gc.set_threshold(*was)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    """:func:`main` under its collector setting."""
     try:
         words = sys.argv[1:] if argv is None else list(argv)
         args = build_parser(_command(words)).parse_args(words)
