@@ -9,7 +9,7 @@ import pytest
 from conftest import shared_file
 
 from forestcoll.generate import generate
-from forestcoll.msccl.detours import cpu_detours, off_cpu_schedule, socket_schedule
+from forestcoll.msccl.detours import cpu_detours, optimum_on, without_cpu_links, without_cpus
 from forestcoll.msccl.fabric import for_gpu
 from forestcoll.msccl.ordering import AUTO_MIN_BYTES
 from forestcoll.simulate import select
@@ -40,7 +40,7 @@ def test_the_packings_get_the_plain_file_on_fewer_channels_in_the_latency_order(
     latency order (two MI300 boxes, allgather off the CPUs); the same schedule under another name, or for
     msccl-executor-nccl, gets none."""
     topo = _mi300(2)
-    bare = off_cpu_schedule(topo, generate(topo, "allgather"))
+    bare = optimum_on(topo, generate(topo, "allgather"), without_cpus)
     rccl = for_gpu(None, topo.gpu)
     name = "forestcoll" + OFF_CPUS
     files, named, _notes = candidate_files({name: bare}, rccl)
@@ -57,7 +57,7 @@ def test_the_packings_get_the_finest_even_pieces():
     """Four MI300 boxes, allgather off the CPUs: the even file is x8 in 4 pieces per tree (40 steps); the finest that
     fits, 6 pieces (60 steps, the single file's), is offered as "-even8-finest", for a packing's name only."""
     topo = _mi300(4)
-    bare = off_cpu_schedule(topo, generate(topo, "allgather"))
+    bare = optimum_on(topo, generate(topo, "allgather"), without_cpus)
     rccl = for_gpu(None, topo.gpu)
     name = "forestcoll" + OFF_CPUS
     files, named, _notes = candidate_files({name: bare}, rccl)
@@ -78,4 +78,5 @@ def test_the_packings_narrow_files_compete_at_every_size():
                                      "forestcoll-offcpu-even8-finest": AUTO_MIN_BYTES,
                                      "forestcoll-offcpu-even8-c2": AUTO_MIN_BYTES}
     assert select.packed("forestcoll-socket") and select.packed("forestcoll-h3-offcpu") and not select.packed("forestcoll-k8")
-    assert socket_schedule(load_topology("hypercube:dim=3"), generate(load_topology("hypercube:dim=3"), "allgather")) is None
+    cube = load_topology("hypercube:dim=3")
+    assert optimum_on(cube, generate(cube, "allgather"), without_cpu_links) is None

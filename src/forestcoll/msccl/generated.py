@@ -198,16 +198,16 @@ def _off_cpus(topology, optimal: Schedule, chosen: Schedule, result: ExportResul
               options: ExportOptions, file_rate: Callable[[Algo, int], float], bound: Callable[[Algo, int], float] | None,
               size: int, **generate_kwargs: Any) -> tuple[Schedule, ExportResult, list[str]]:
     """When ``optimal``'s trees join GPUs of one box through a CPU, the same optimum packed without the CPUs
-    (:func:`forestcoll.msccl.detours.off_cpu_schedule`) and packed without the links between the CPUs
-    (:func:`~forestcoll.msccl.detours.socket_schedule`), where they exist, compete with ``result`` by
+    and packed without the links between the CPUs (:func:`forestcoll.msccl.detours.optimum_on` on ``without_cpus``
+    and on ``without_cpu_links``), where they exist, compete with ``result`` by
     :func:`_challenge`, each with its files (plain, split, even pieces, and for RCCL :func:`rccl_files`), with a
     note; else nothing changes."""
-    from forestcoll.msccl.detours import cpu_detours, off_cpu_schedule, socket_schedule
+    from forestcoll.msccl.detours import cpu_detours, optimum_on, without_cpu_links, without_cpus
 
-    for what, how, pack in (("without the CPUs", "off cpus", off_cpu_schedule),
-                            ("without the links between the CPUs", "one socket", socket_schedule)):
+    for what, how, part in (("without the CPUs", "off cpus", without_cpus),
+                            ("without the links between the CPUs", "one socket", without_cpu_links)):
         bare = once((how, id(topology), id(optimal), tuple(sorted(generate_kwargs.items()))),
-                    lambda pack=pack: pack(topology, optimal, **generate_kwargs), topology, optimal)  # once per run
+                    lambda part=part: optimum_on(topology, optimal, part, **generate_kwargs), topology, optimal)
         if bare is None:
             continue
         try:

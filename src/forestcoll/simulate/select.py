@@ -129,16 +129,16 @@ def off_cpu_candidates(topo: Topology, cands: Mapping[str, Schedule], root: str 
     """``name + OFF_CPUS`` -> each forestcoll candidate of ``cands`` (the optimal k, a fixed k, a height limit) packed
     again on the topology without its CPUs, with the same k or height limit, where its trees join GPUs of one box
     that have a direct link through a CPU (a runtime sends those edges over the direct link) and the packing loses
-    nothing in exact rate (:func:`forestcoll.msccl.detours.off_cpu_schedule` for the optimal k,
+    nothing in exact rate (:func:`forestcoll.msccl.detours.optimum_on` on ``without_cpus`` for the optimal k,
     :func:`~forestcoll.msccl.detours.off_cpu_packing` for the others); and ``"forestcoll" + SOCKET`` -> the optimum
-    packed again without the links between the CPUs (:func:`~forestcoll.msccl.detours.socket_schedule`, the single
+    packed again without the links between the CPUs (``optimum_on`` on ``without_cpu_links``, the single
     file's other packing).  Empty on fabrics without such detours."""
-    from forestcoll.msccl.detours import off_cpu_packing, off_cpu_schedule, socket_schedule
+    from forestcoll.msccl.detours import off_cpu_packing, optimum_on, without_cpu_links, without_cpus
 
     out: dict[str, Schedule] = {}
     for name, sched in cands.items():
         if name == "forestcoll":
-            found = off_cpu_schedule(topo, sched, root=root)
+            found = optimum_on(topo, sched, without_cpus, root=root)
         elif name.startswith("forestcoll-k"):
             found = off_cpu_packing(topo, sched, k=sched.k, root=root)
         elif name.startswith("forestcoll-h"):
@@ -147,7 +147,7 @@ def off_cpu_candidates(topo: Topology, cands: Mapping[str, Schedule], root: str 
             continue
         if found is not None:
             out[name + OFF_CPUS] = found
-        if name == "forestcoll" and (kept := socket_schedule(topo, sched, root=root)) is not None:
+        if name == "forestcoll" and (kept := optimum_on(topo, sched, without_cpu_links, root=root)) is not None:
             out[name + SOCKET] = kept
     return out
 
