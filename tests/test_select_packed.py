@@ -80,3 +80,31 @@ def test_the_packings_narrow_files_compete_at_every_size():
     assert select.packed("forestcoll-socket") and select.packed("forestcoll-h3-offcpu") and not select.packed("forestcoll-k8")
     cube = load_topology("hypercube:dim=3")
     assert optimum_on(cube, generate(cube, "allgather"), without_cpu_links) is None
+
+
+def test_the_per_size_packings_get_the_single_files_rccl_layouts():
+    """Every file the single RCCL file races for a packing (msccl/generated.py rccl_files, from rccl_layouts) is
+    offered by the per-size choice under its name (two MI300 boxes, allgather off the CPUs), the same file apart from
+    its algo name: the two lists come from one function."""
+    from dataclasses import replace
+
+    from forestcoll.msccl.export import export_msccl
+    from forestcoll.msccl.generated import RCCL_LAYOUTS, _variants, rccl_files, rccl_layouts
+
+    topo = _mi300(2)
+    bare = optimum_on(topo, generate(topo, "allgather"), without_cpus)
+    rccl = for_gpu(None, topo.gpu)
+    name = "forestcoll" + OFF_CPUS
+    files, _named, _notes = candidate_files({name: bare}, rccl)
+    mine = _variants(bare, rccl, export_msccl(bare, rccl))
+    got = rccl_layouts(bare, rccl, mine)
+    assert list(got) == list(RCCL_LAYOUTS) and got["latency"] and got["narrow"] and got["narrow latency"]
+    suffix = {"finest": lambda n: f"{EVEN}{n}{FINEST}", "narrow": lambda n: f"{NARROW}{n}",
+              "narrow latency": lambda n: f"{NARROW}{n}{LATENCY}",
+              "latency": lambda n: f"{select.SPLIT}{n}{LATENCY}" if n > 1 else LATENCY}
+    for layout, entries in got.items():
+        for _kind, n, result in entries:
+            per_size = files[name + suffix[layout](n)]
+            assert replace(per_size.algo, name="") == replace(result.algo, name="")
+    single = rccl_files(bare, rccl, mine)
+    assert [r.algo for _k, _s, r in single] == [r.algo for layout in RCCL_LAYOUTS for _k, _n, r in got[layout]]
