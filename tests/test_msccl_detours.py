@@ -7,7 +7,7 @@ import pytest
 from conftest import cli, shared_file
 
 from forestcoll.generate import generate
-from forestcoll.msccl.detours import cpu_detours, off_cpu_schedule, without_cpus
+from forestcoll.msccl.detours import cpu_detours, optimum_on, without_cpus
 from forestcoll.msccl.generated import generated_msccl
 from forestcoll.topology import load_topology
 
@@ -22,7 +22,7 @@ def test_the_optimum_packs_without_the_cpus_on_two_mi300_boxes(collective, detou
     topo = _mi300(2)
     sched = generate(topo, collective)
     assert cpu_detours(topo, sched) == detours
-    bare = off_cpu_schedule(topo, sched)
+    bare = optimum_on(topo, sched, without_cpus)
     assert bare is not None and bare.algbw == sched.algbw == sched.bound_algbw and cpu_detours(topo, bare) == 0
     assert not any(".cpu" in node for tree in bare.trees for e in tree.edges for node in e.path)
 
@@ -30,9 +30,10 @@ def test_the_optimum_packs_without_the_cpus_on_two_mi300_boxes(collective, detou
 def test_nothing_without_detours_or_when_the_optimum_needs_the_cpus():
     one = _mi300(None)  # one box: the CPUs' PCIe links feed the GPUs, the optimum without them is lower
     sched = generate(one, "allgather")
-    assert cpu_detours(one, sched) > 0 and without_cpus(one) is not None and off_cpu_schedule(one, sched) is None
+    assert cpu_detours(one, sched) > 0 and without_cpus(one) is not None
+    assert optimum_on(one, sched, without_cpus) is None
     cube = load_topology("hypercube:dim=3")  # no CPUs at all
-    assert without_cpus(cube) is None and off_cpu_schedule(cube, generate(cube, "allgather")) is None
+    assert without_cpus(cube) is None and optimum_on(cube, generate(cube, "allgather"), without_cpus) is None
 
 
 def test_the_off_cpu_file_is_written_where_it_is_faster():

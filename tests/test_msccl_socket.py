@@ -1,4 +1,4 @@
-"""The optimum kept on one socket (msccl/detours.py socket_schedule) and RCCL's further files for the packings
+"""The optimum kept on one socket (msccl/detours.py optimum_on on without_cpu_links) and RCCL's further files for the packings
 without the CPUs (msccl/generated.py rccl_files, finest_files): the MI300 dump's single RCCL file reaches 0.95 of
 the bound at 1 GiB without losing 16 MiB (docs/msccl.md, "Trees kept on one socket")."""
 
@@ -10,7 +10,7 @@ import pytest
 from conftest import cli, shared_file
 
 from forestcoll.generate import generate
-from forestcoll.msccl.detours import _cpus, cpu_detours, off_cpu_schedule, socket_schedule, without_cpu_links
+from forestcoll.msccl.detours import _cpus, cpu_detours, optimum_on, without_cpu_links, without_cpus
 from forestcoll.msccl.export import ExportOptions, export_msccl
 from forestcoll.msccl.fabric import for_gpu
 from forestcoll.msccl.generated import _variants, finest_files, rccl_files
@@ -37,7 +37,7 @@ def test_the_optimum_kept_on_one_socket_on_four_mi300_boxes():
     GPUs' NICs through their CPU (the network peers the packing without the CPUs loses)."""
     topo = _mi300(4)
     sched = generate(topo, "allreduce")
-    kept = socket_schedule(topo, sched)
+    kept = optimum_on(topo, sched, without_cpu_links)
     assert kept is not None and kept.algbw == sched.algbw == sched.bound_algbw
     assert cpu_detours(topo, sched) == 192 and cpu_detours(topo, kept) == 64
     cpus = _cpus(topo)
@@ -45,14 +45,14 @@ def test_the_optimum_kept_on_one_socket_on_four_mi300_boxes():
     assert not any(a in cpus and b in cpus for a, b in hops)
     assert any(a in cpus for a, _b in hops)
     cube = load_topology("hypercube:dim=3")
-    assert socket_schedule(cube, generate(cube, "allgather")) is None
+    assert optimum_on(cube, generate(cube, "allgather"), without_cpu_links) is None
 
 
 def test_finest_files_fill_a_blocks_steps():
     """finest_files: from an even file of 8 pieces per tree (x16), the most pieces per tree that fit (15: 60 steps
     per block), p / 2 times the steps of two pieces; nothing when the even file already has s pieces."""
     topo = _mi300(2)
-    bare = off_cpu_schedule(topo, generate(topo, "allgather"))
+    bare = optimum_on(topo, generate(topo, "allgather"), without_cpus)
     opts = for_gpu(None, topo.gpu)
     eight = export_msccl(bare, replace(opts, split=16, per_tree=8))
     two = export_msccl(bare, replace(opts, split=16, per_tree=2)).total_steps
@@ -67,7 +67,7 @@ def test_finest_files_fill_a_blocks_steps():
 
 def test_rccl_files_only_for_rccl():
     topo = _mi300(2)
-    bare = off_cpu_schedule(topo, generate(topo, "allreduce"))
+    bare = optimum_on(topo, generate(topo, "allreduce"), without_cpus)
     nccl = ExportOptions()
     assert rccl_files(bare, nccl, _variants(bare, nccl, export_msccl(bare, nccl))) == []
     opts = for_gpu(None, topo.gpu)

@@ -18,7 +18,7 @@ from forestcoll.mscclpp.offcpu import race_fallback, race_plans
 from forestcoll.mscclpp.plan import write_plan
 from forestcoll.simulate.mscclpp import plan_rate, simulate_plan
 from forestcoll.simulate.network import build_network
-from forestcoll.simulate.plan_bound import plan_time_bound
+from forestcoll.simulate.plan_bound import plan_link_bytes, plan_time_bound
 from forestcoll.topology import load_topology
 
 FABRICS = ["hypercube:dim=3", "dgx-1", "mi300x", "torus:dims=3x3", "ring:n=6", "dgx-a100:nodes=2"]
@@ -188,3 +188,35 @@ def test_once_keeps_the_ceiling():
     memo = once(rate)
     plan = export_mscclpp(_sched(CUBE, "allgather", None), topo, ExportOptions(check=False)).plan
     assert memo.ceiling(plan, 1 << 20) == rate.ceiling(plan, 1 << 20)
+
+
+@pytest.mark.parametrize("spec,collective,k,layout", [
+    ("dgx-a100:nodes=2", "allreduce", None, "auto"), ("dgx-a100:nodes=2", "allgather", None, "auto"),
+    (CUBE, "allgather", 3, "source"), (CUBE, "allgather", 3, "level"), (CUBE, "allgather", 3, "LL"),
+    (CUBE, "allreduce", 2, "LL"), ("ring:n=6", "reducescatter", None, "mixed")])
+def test_the_bound_and_the_builder_count_the_same_bytes(spec, collective, k, layout):
+    """plan_link_bytes (the bound's bytes per link) equals what the simulator's program of the plan moves over each
+    link, at sizes that fill a pipeline's units and that do not: both read the plan through one PlanReader.  The one
+    exception is an LL plan's ``respkt`` (a reduction whose packets go on to peers), whose remote writes the bound
+    does not count: there it stays below the program on every link (still a lower bound)."""
+    from forestcoll.simulate.mscclpp import mscclpp_program
+
+    topo, net = _fabric(spec)
+    ll = layout == "LL"
+    opts = ExportOptions(check=False, layout="auto" if ll else layout, protocol="LL" if ll else "Simple",
+                         max_threadblocks=1024)
+    plan = export_mscclpp(_sched(spec, collective, k), topo, opts).plan
+    unmodelled = any(op.name == "respkt" for g in plan.gpus for tb in g.threadblocks for op in tb.ops)
+    assert unmodelled == (collective == "allreduce" and ll)
+    for size in (1 << 20, 3 << 20, 1 << 30):
+        prog = mscclpp_program(plan, net, size)
+        moved = [0.0] * len(net.capacity)
+        for links, nbytes in zip(prog._links, prog._bytes):
+            for i in links:
+                moved[i] += nbytes
+        counted = plan_link_bytes(net, plan, size)
+        assert sum(moved) > 0
+        if unmodelled:
+            assert all(x <= y * (1 + 1e-9) for x, y in zip(counted, moved)) and sum(counted) < sum(moved)
+        else:
+            assert counted == pytest.approx(moved, rel=1e-9, abs=1e-6)

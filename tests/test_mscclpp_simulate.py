@@ -81,15 +81,15 @@ def test_errors():
 def test_port_channels_inside_a_box_follow_the_transport():
     """Inside a host the executor carries a port channel over CUDA IPC (the box route); with port_transport="nic"
     it leaves the box through the network, as the trees' path does."""
-    from forestcoll.simulate.mscclpp import _leaving_route
+    from forestcoll.simulate.plan_reader import leaving_route
 
     net = build_network(load_topology("mi250:nodes=2"))
     a, b = net.ranks.index("n0.gcd4"), net.ranks.index("n0.gcd13")
     names = lambda links: [net.names[net.ends[i][1]] for i in links]  # noqa: E731
     assert "ib" not in names(net.route(a, b)[0])
-    assert names(_leaving_route(net, a, b)[0]) == ["ib", "n0.gcd13"]
+    assert names(leaving_route(net, a, b)[0]) == ["ib", "n0.gcd13"]
     c = net.ranks.index("n1.gcd4")
-    assert _leaving_route(net, a, c)[0] == net.route(a, c)[0]  # across boxes: the same route either way
+    assert leaving_route(net, a, c)[0] == net.route(a, c)[0]  # across boxes: the same route either way
     with pytest.raises(UsageError, match="unknown port transport"):
         simulate_plan(net, parsed(allgather_put()), 64, port_transport="pcie")
 

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from forestcoll.trees.packing import Packer, SymmetricPacker, pack_trees, pack_trees_symmetric
+from forestcoll.trees.packing import Packer, pack_trees
+from forestcoll.trees.symmetric import SymmetricPacker, pack_trees_symmetric
 
 
 def check_packing(n, caps, demand, trees):

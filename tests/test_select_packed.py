@@ -9,7 +9,7 @@ import pytest
 from conftest import shared_file
 
 from forestcoll.generate import generate
-from forestcoll.msccl.detours import cpu_detours, off_cpu_schedule, socket_schedule
+from forestcoll.msccl.detours import cpu_detours, optimum_on, without_cpu_links, without_cpus
 from forestcoll.msccl.fabric import for_gpu
 from forestcoll.msccl.ordering import AUTO_MIN_BYTES
 from forestcoll.simulate import select
@@ -40,7 +40,7 @@ def test_the_packings_get_the_plain_file_on_fewer_channels_in_the_latency_order(
     latency order (two MI300 boxes, allgather off the CPUs); the same schedule under another name, or for
     msccl-executor-nccl, gets none."""
     topo = _mi300(2)
-    bare = off_cpu_schedule(topo, generate(topo, "allgather"))
+    bare = optimum_on(topo, generate(topo, "allgather"), without_cpus)
     rccl = for_gpu(None, topo.gpu)
     name = "forestcoll" + OFF_CPUS
     files, named, _notes = candidate_files({name: bare}, rccl)
@@ -57,7 +57,7 @@ def test_the_packings_get_the_finest_even_pieces():
     """Four MI300 boxes, allgather off the CPUs: the even file is x8 in 4 pieces per tree (40 steps); the finest that
     fits, 6 pieces (60 steps, the single file's), is offered as "-even8-finest", for a packing's name only."""
     topo = _mi300(4)
-    bare = off_cpu_schedule(topo, generate(topo, "allgather"))
+    bare = optimum_on(topo, generate(topo, "allgather"), without_cpus)
     rccl = for_gpu(None, topo.gpu)
     name = "forestcoll" + OFF_CPUS
     files, named, _notes = candidate_files({name: bare}, rccl)
@@ -78,4 +78,33 @@ def test_the_packings_narrow_files_compete_at_every_size():
                                      "forestcoll-offcpu-even8-finest": AUTO_MIN_BYTES,
                                      "forestcoll-offcpu-even8-c2": AUTO_MIN_BYTES}
     assert select.packed("forestcoll-socket") and select.packed("forestcoll-h3-offcpu") and not select.packed("forestcoll-k8")
-    assert socket_schedule(load_topology("hypercube:dim=3"), generate(load_topology("hypercube:dim=3"), "allgather")) is None
+    cube = load_topology("hypercube:dim=3")
+    assert optimum_on(cube, generate(cube, "allgather"), without_cpu_links) is None
+
+
+def test_the_per_size_packings_get_the_single_files_rccl_layouts():
+    """Every file the single RCCL file races for a packing (msccl/generated.py rccl_files, from rccl_layouts) is
+    offered by the per-size choice under its name (two MI300 boxes, allgather off the CPUs), the same file apart from
+    its algo name: the two lists come from one function."""
+    from dataclasses import replace
+
+    from forestcoll.msccl.export import export_msccl
+    from forestcoll.msccl.generated import RCCL_LAYOUTS, _variants, rccl_files, rccl_layouts
+
+    topo = _mi300(2)
+    bare = optimum_on(topo, generate(topo, "allgather"), without_cpus)
+    rccl = for_gpu(None, topo.gpu)
+    name = "forestcoll" + OFF_CPUS
+    files, _named, _notes = candidate_files({name: bare}, rccl)
+    mine = _variants(bare, rccl, export_msccl(bare, rccl))
+    got = rccl_layouts(bare, rccl, mine)
+    assert list(got) == list(RCCL_LAYOUTS) and got["latency"] and got["narrow"] and got["narrow latency"]
+    suffix = {"finest": lambda n: f"{EVEN}{n}{FINEST}", "narrow": lambda n: f"{NARROW}{n}",
+              "narrow latency": lambda n: f"{NARROW}{n}{LATENCY}",
+              "latency": lambda n: f"{select.SPLIT}{n}{LATENCY}" if n > 1 else LATENCY}
+    for layout, entries in got.items():
+        for _kind, n, result in entries:
+            per_size = files[name + suffix[layout](n)]
+            assert replace(per_size.algo, name="") == replace(result.algo, name="")
+    single = rccl_files(bare, rccl, mine)
+    assert [r.algo for _k, _s, r in single] == [r.algo for layout in RCCL_LAYOUTS for _k, _n, r in got[layout]]

@@ -33,10 +33,11 @@ from forestcoll.topology.model import Topology, fingerprint
 from forestcoll.trees.capacities import DEFAULT_MAX_K, invariant_symmetries, phase_capacities
 from forestcoll.trees.crossings import fewer_crossings
 from forestcoll.trees.height import pack_height_limited
-from forestcoll.trees.packing import PackResult, pack_trees, pack_trees_symmetric
+from forestcoll.trees.packing import PackResult, pack_trees
 from forestcoll.trees.routing import map_back
 from forestcoll.trees.shallow import lower_trees, rank_eccentricities
 from forestcoll.trees.splitting import Path, split_switches, trim_switch_excess
+from forestcoll.trees.symmetric import pack_trees_symmetric
 
 __all__ = ["LOWERING_RANKS", "PhaseResult", "check_height", "fixed_k_reach", "generate", "lowering_budget", "solve_phase"]
 

@@ -5,12 +5,11 @@ an edge over the PCIe / CPU path (``gpu -> pci ... -> cpu0 -> cpu1 -> ... -> gpu
 but a runtime's point-to-point sends it over the pair's shortest route (the direct xGMI / NVLink link, as the
 simulator's ``channel_routes`` does), which then carries more than the trees assumed: the MI300 dump's
 (topo_8p_940.xml x4 rail) allgather trees have 96 such edges of 4,154 and their files are capped at their
-busiest xGMI link's 361.4 GB/s (0.91 of the bound 396.4).  :func:`off_cpu_schedule` packs the trees again on the
-topology without its CPUs (:func:`without_cpus`), kept only when that changes nothing in the optimum (the same
-exact algbw): every edge then goes where the runtime sends it (docs/msccl.md, "Trees routed off the CPUs").
-:func:`socket_schedule` packs them on the topology without the links *between* its CPUs (:func:`without_cpu_links`),
-kept on the same condition: a GPU may still reach another GPU's NIC through its own CPU, so its network edges spread
-over more peers than its own rail's (RCCL's files, which pay each network step's latency in turn, keep 16 MiB), and
+busiest xGMI link's 361.4 GB/s (0.91 of the bound 396.4).  :func:`optimum_on` packs the trees again on a part of
+the topology, kept only when that changes nothing in the optimum (the same exact algbw).  On the topology without
+its CPUs (:func:`without_cpus`) every edge then goes where the runtime sends it (docs/msccl.md, "Trees routed off
+the CPUs").  On the topology without the links *between* its CPUs (:func:`without_cpu_links`) a GPU may still
+reach another GPU's NIC through its own CPU, so its network edges spread over more peers than its own rail's (RCCL's files, which pay each network step's latency in turn, keep 16 MiB), and
 the edges that crossed from one CPU to the other to join two GPUs of a box are gone (MI300 x4 rail allreduce: 192 ->
 64 detours; docs/msccl.md, "Trees kept on one socket").
 """
@@ -18,13 +17,13 @@ the edges that crossed from one CPU to the other to join two GPUs of a box are g
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from forestcoll.schedule import Schedule
 from forestcoll.topology.model import Topology, TopologyError, make_topology
 
-__all__ = ["cpu_detours", "off_cpu_packing", "off_cpu_schedule", "socket_schedule", "without_cpu_links",
-           "without_cpus"]
+__all__ = ["cpu_detours", "off_cpu_packing", "optimum_on", "without_cpu_links", "without_cpus"]
 
 CPU = re.compile(r"cpu\d*(\.\d+)?")  # the switches an NCCL / RCCL topology's <cpu> elements become (topology/nccl_xml.py)
 
@@ -74,30 +73,18 @@ def without_cpu_links(topology: Topology) -> Topology | None:
         return None
 
 
-def off_cpu_schedule(topology: Topology, sched: Schedule, **generate_kwargs: Any) -> Schedule | None:
-    """The optimal schedule of ``sched``'s collective packed on :func:`without_cpus` (``generate_kwargs``: root,
-    symmetry, max_k as for ``sched``), when ``sched`` has CPU detours (:func:`cpu_detours`) and it reaches
-    ``sched``'s exact algbw (so it is as optimal on ``topology``, its links a subset); else None."""
-    if not sched.trees or not cpu_detours(topology, sched):
-        return None
-    return _optimum_on(without_cpus(topology), sched, **generate_kwargs)
-
-
-def socket_schedule(topology: Topology, sched: Schedule, **generate_kwargs: Any) -> Schedule | None:
-    """The optimal schedule of ``sched``'s collective packed on :func:`without_cpu_links` (the CPUs kept, the links
-    between them dropped), on :func:`off_cpu_schedule`'s conditions: ``sched`` has CPU detours and the packing reaches
-    its exact algbw (as optimal on ``topology``, its links a subset); else None."""
-    if not sched.trees or not cpu_detours(topology, sched):
-        return None
-    return _optimum_on(without_cpu_links(topology), sched, **generate_kwargs)
-
-
-def _optimum_on(bare: Topology | None, sched: Schedule, **generate_kwargs: Any) -> Schedule | None:
-    """The optimal schedule of ``sched``'s collective on ``bare`` (a part of its topology) when it reaches ``sched``'s
-    exact algbw, else None (also for no ``bare``)."""
+def optimum_on(topology: Topology, sched: Schedule, part: Callable[[Topology], Topology | None],
+               **generate_kwargs: Any) -> Schedule | None:
+    """The optimal schedule of ``sched``'s collective packed on ``part(topology)`` (``topology`` with some of its
+    links or switches dropped: :func:`without_cpus`, :func:`without_cpu_links`; ``generate_kwargs``: root, symmetry,
+    max_k as for ``sched``), when ``sched`` has CPU detours (:func:`cpu_detours`) and the packing reaches ``sched``'s
+    exact algbw (so it is as optimal on ``topology``, its links a subset); else None, also when ``part`` gives None."""
     from forestcoll.bound.optimal import optimal_bound
     from forestcoll.generate import generate
 
+    if not sched.trees or not cpu_detours(topology, sched):
+        return None
+    bare = part(topology)
     if bare is None:
         return None
     root = generate_kwargs.get("root")
@@ -111,7 +98,7 @@ def off_cpu_packing(topology: Topology, sched: Schedule, **generate_kwargs: Any)
     """``sched`` packed again on :func:`without_cpus` with the same ``generate_kwargs`` (its ``k`` or
     ``max_height``, root, ...), when ``sched`` has CPU detours (:func:`cpu_detours`) and that packing's exact algbw
     is not below ``sched``'s; else None.  For a schedule that is not optimal (a fixed k, a height limit) this is
-    :func:`off_cpu_schedule`'s test without the bound: the packing itself must reach the rate."""
+    :func:`optimum_on`'s test on :func:`without_cpus`, without the bound: the packing itself must reach the rate."""
     from forestcoll.errors import ForestCollError
     from forestcoll.generate import generate
 

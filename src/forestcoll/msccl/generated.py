@@ -198,16 +198,16 @@ def _off_cpus(topology, optimal: Schedule, chosen: Schedule, result: ExportResul
               options: ExportOptions, file_rate: Callable[[Algo, int], float], bound: Callable[[Algo, int], float] | None,
               size: int, **generate_kwargs: Any) -> tuple[Schedule, ExportResult, list[str]]:
     """When ``optimal``'s trees join GPUs of one box through a CPU, the same optimum packed without the CPUs
-    (:func:`forestcoll.msccl.detours.off_cpu_schedule`) and packed without the links between the CPUs
-    (:func:`~forestcoll.msccl.detours.socket_schedule`), where they exist, compete with ``result`` by
+    and packed without the links between the CPUs (:func:`forestcoll.msccl.detours.optimum_on` on ``without_cpus``
+    and on ``without_cpu_links``), where they exist, compete with ``result`` by
     :func:`_challenge`, each with its files (plain, split, even pieces, and for RCCL :func:`rccl_files`), with a
     note; else nothing changes."""
-    from forestcoll.msccl.detours import cpu_detours, off_cpu_schedule, socket_schedule
+    from forestcoll.msccl.detours import cpu_detours, optimum_on, without_cpu_links, without_cpus
 
-    for what, how, pack in (("without the CPUs", "off cpus", off_cpu_schedule),
-                            ("without the links between the CPUs", "one socket", socket_schedule)):
+    for what, how, part in (("without the CPUs", "off cpus", without_cpus),
+                            ("without the links between the CPUs", "one socket", without_cpu_links)):
         bare = once((how, id(topology), id(optimal), tuple(sorted(generate_kwargs.items()))),
-                    lambda pack=pack: pack(topology, optimal, **generate_kwargs), topology, optimal)  # once per run
+                    lambda part=part: optimum_on(topology, optimal, part, **generate_kwargs), topology, optimal)
         if bare is None:
             continue
         try:
@@ -228,12 +228,14 @@ def _off_cpus(topology, optimal: Schedule, chosen: Schedule, result: ExportResul
     return chosen, result, said
 
 
+RCCL_LAYOUTS = ("finest", "latency", "narrow", "narrow latency")  # rccl_layouts' kinds of file, in rccl_files' order
+
+
 def rccl_files(sched: Schedule, options: ExportOptions, mine: list[tuple[str, int, ExportResult]]
                ) -> list[tuple[str, int, ExportResult]]:
     """For an RCCL file, more of ``sched``'s files after ``mine`` (:func:`_variants`: plain, split, even pieces),
-    [(kind, s, file)]: the even-pieces file with as many pieces per tree as fit (:func:`finest_files`), the plain and
-    split files in the latency order (:func:`latency_files`), and the plain file on fewer channels in both orders
-    (:func:`narrow_files`); none for another runtime.
+    [(kind, s, file)]: every layout of :func:`rccl_layouts`, in :data:`RCCL_LAYOUTS`' order; none for another
+    runtime, a split or a cut (``options``' split, max_cnt or per_tree).
 
     Why: under RCCL's 64 thread blocks and 64 steps per block the layout decides much of a file's rate, and these are
     the layouts the per-size choice measured winning on the MI300 dump; the trees packed off the CPUs (or off the
@@ -244,12 +246,35 @@ def rccl_files(sched: Schedule, options: ExportOptions, mine: list[tuple[str, in
     base = options or ExportOptions()
     if base.runtime != "rccl" or base.split != 1 or base.max_cnt is not None or base.per_tree != 0:
         return []
+    got = rccl_layouts(sched, base, mine)
+    return [(kind, 1 if layout.startswith("narrow") else n, r) for layout in RCCL_LAYOUTS for kind, n, r in got[layout]]
+
+
+def rccl_layouts(sched: Schedule, options: ExportOptions, mine: list[tuple[str, int, ExportResult]],
+                 layouts: tuple[str, ...] = RCCL_LAYOUTS) -> dict[str, list[tuple[str, int, ExportResult]]]:
+    """The RCCL layouts of ``sched``'s files ``mine`` ([(kind, s, file)], :func:`_variants`' kinds: its plain file
+    first), layout -> [(kind, n, file)], for each of ``layouts`` (of :data:`RCCL_LAYOUTS`): ``"finest"``, the
+    even-pieces file with as many pieces per tree as fit (:func:`finest_files`, n = s); ``"latency"``, the plain and
+    split files in the latency order (:func:`latency_files`, n = s); ``"narrow"`` and ``"narrow latency"``, the plain
+    file on fewer channels in the progress and the latency order (:func:`narrow_files`, n = channels per instance).
+    The single file takes them all (:func:`rccl_files`); the per-size choice names its packings' files after them
+    (:func:`forestcoll.simulate.select.candidate_files`).  Each layout keeps its own conditions (the latency and the
+    narrow files are for RCCL only); the runtime of the whole list is the caller's to check."""
+    out: dict[str, list[tuple[str, int, ExportResult]]] = {}
     plain = mine[0][2]
-    out = [("finer even pieces", s, r) for s, r in finest_files(sched, base, [(s, r) for k, s, r in mine
-                                                                              if k == "even pieces"])]
-    out += latency_files(sched, base, [(k, s, r) for k, s, r in mine if k in ("plain", "split")])
-    out += [(f"{c}-channel", 1, r) for c, r in narrow_files(sched, base, plain)]
-    out += [(f"{c}-channel latency", 1, r) for c, r in narrow_files(sched, replace(base, order="latency"), plain)]
+    for layout in layouts:
+        if layout == "finest":
+            out[layout] = [("finer even pieces", s, r) for s, r in finest_files(sched, options, [
+                (s, r) for k, s, r in mine if k == "even pieces"])]
+        elif layout == "latency":
+            out[layout] = latency_files(sched, options, [(k, s, r) for k, s, r in mine if k in ("plain", "split")])
+        elif layout == "narrow":
+            out[layout] = [(f"{c}-channel", c, r) for c, r in narrow_files(sched, options, plain)]
+        elif layout == "narrow latency":
+            out[layout] = [(f"{c}-channel latency", c, r)
+                           for c, r in narrow_files(sched, replace(options, order="latency"), plain)]
+        else:
+            raise ValueError(f"unknown RCCL layout {layout!r}; choose from {', '.join(RCCL_LAYOUTS)}")
     return out
 
 

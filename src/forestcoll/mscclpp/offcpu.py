@@ -32,13 +32,13 @@ def design_size(opts: ExportOptions) -> int:
 
 def off_cpu_rival(topology: Topology, sched: Schedule, optimal: bool, **generate_kwargs: Any) -> Schedule | None:
     """``sched`` packed again without the CPUs when its trees join GPUs of one box through one and the packing
-    keeps its exact rate (the optimum: :func:`~forestcoll.msccl.detours.off_cpu_schedule`; a fixed k:
+    keeps its exact rate (the optimum: :func:`~forestcoll.msccl.detours.optimum_on` on ``without_cpus``; a fixed k:
     :func:`~forestcoll.msccl.detours.off_cpu_packing` at ``sched.k``); else None (always on fabrics without
     detours, where either costs one scan of the edges)."""
-    from forestcoll.msccl.detours import off_cpu_packing, off_cpu_schedule
+    from forestcoll.msccl.detours import off_cpu_packing, optimum_on, without_cpus
 
     if optimal:
-        return off_cpu_schedule(topology, sched, **generate_kwargs)
+        return optimum_on(topology, sched, without_cpus, **generate_kwargs)
     return off_cpu_packing(topology, sched, **{**generate_kwargs, "k": sched.k})
 
 

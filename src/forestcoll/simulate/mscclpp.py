@@ -28,7 +28,8 @@ channel inside a box is CUDA IPC too, unless ``port_transport="nic"``: then
 every port channel takes the shortest route that leaves the box (what an
 executor with one IPC domain per GPU would do; docs/mscclpp.md).  A call of
 ``size`` bytes is the executor's size (the output for allgather, the input
-otherwise: the nccl-tests size).
+otherwise: the nccl-tests size).  What the operations move (routes, bytes, remote GPUs, channels) is read by
+:class:`forestcoll.simulate.plan_reader.PlanReader`, which the bound of :mod:`forestcoll.simulate.plan_bound` shares.
 """
 
 from __future__ import annotations
@@ -42,13 +43,12 @@ from typing import Any
 from forestcoll import collectives
 from forestcoll.errors import UsageError
 from forestcoll.mscclpp.plan import BufRef, Op, Plan, PlanError
-from forestcoll.mscclpp.semantics import PIPELINED, buffer_sizes, check_message_size, wire
+from forestcoll.mscclpp.semantics import buffer_sizes, check_message_size
 from forestcoll.schedule import Schedule
 from forestcoll.simulate.core import SimResult, simulate_program
 from forestcoll.simulate.engine import ProgramBuilder
 from forestcoll.simulate.network import Network
-
-PORT_TRANSPORTS = ("executor", "nic")
+from forestcoll.simulate.plan_reader import PlanBlock, PlanReader
 
 
 def mscclpp_collective(plan: Plan, source: str = "plan") -> tuple[str, Fraction]:
@@ -62,43 +62,12 @@ def mscclpp_collective(plan: Plan, source: str = "plan") -> tuple[str, Fraction]
     raise UsageError(f"{source}: no simulator model for collective {plan.collective!r}")
 
 
-class _Block:
-    __slots__ = ("gpu", "pos", "prog", "pc", "frames", "prev", "pending", "done", "seq")
+class _Builder(PlanReader):
+    """A plan's call as a simulator program (:meth:`build`), from what :class:`PlanReader` reads of it."""
 
-    def __init__(self, gpu: int, pos: int, prog: list) -> None:
-        self.gpu, self.pos, self.prog = gpu, pos, prog
-        self.pc = 0
-        self.frames: list[list] = []
-        self.prev: int | None = None
-        self.pending: list[int] = []  # memory-channel writes a release (signal) must wait for
-        self.done = False
-        self.seq = 0
-
-
-class _Builder:
     def __init__(self, plan: Plan, net: Network, size: float, source: str, port_transport: str = "executor") -> None:
-        self.plan, self.net, self.source = plan, net, source
-        if port_transport not in PORT_TRANSPORTS:
-            raise UsageError(f"unknown port transport {port_transport!r}; choose {' or '.join(PORT_TRANSPORTS)}")
-        self.port_nic = port_transport == "nic"
-        n = len(plan.gpus)
-        if n != len(net.ranks):
-            raise UsageError(f"{source} is for {n} GPUs but the topology has {len(net.ranks)} compute nodes")
-        self.w = wire(plan)
-        ins, outs = buffer_sizes(plan, int(size))
-        g0 = plan.gpus[0]
-        if plan.collective == "allgather":
-            ins, outs = size / n, size
-        elif plan.collective == "reducescatter":
-            ins, outs = size, size / n
-        else:
-            ins = outs = size
-        self.chunk = ins / g0.input_chunks if g0.input_chunks else outs / max(g0.output_chunks, 1)
+        super().__init__(plan, net, size, source, port_transport)
         self.prog = ProgramBuilder()
-        self.blocks: list[_Block] = []
-        for g, gp in enumerate(plan.gpus):
-            for t, tb in enumerate(gp.threadblocks):
-                self.blocks.append(_Block(g, t, self._compile(tb.ops)))
         self.tokens: dict[tuple[int, str, int], list[int]] = defaultdict(list)
         self.consumed: dict[tuple[int, str, int], int] = defaultdict(int)
         self.port_last: dict[tuple[int, int], int] = {}
@@ -107,32 +76,7 @@ class _Builder:
         self.sem_init = {(g, s): v for g, gp in enumerate(plan.gpus) for s, v in enumerate(gp.semaphores or ())}
         self.barrier: dict[tuple[int, int], list[int]] = defaultdict(list)
         self.packets: dict[int, list[tuple[float, float, int]]] = defaultdict(list)  # gpu -> (lo, hi, transfer)
-        self.routes: dict[tuple[int, int, bool], tuple[tuple[int, ...], float]] = {}
         self.transfers = 0
-
-    # -- programs -------------------------------------------------------------------------------------
-
-    def _compile(self, ops: tuple[Op, ...]) -> list:
-        out: list = []
-        for op in ops:
-            if op.name == "pipeline":
-                unit, nchunks = op.iter_context or (0, 0)
-                iters = math.ceil(nchunks * self.chunk / unit) if unit else 0
-                inner = op.ops or ()
-                out.append(("pipe", iters, unit, len(inner)))
-                out.extend(("op", x, True) for x in inner)
-                out.append(("end",))
-            else:
-                out.append(("op", op, False))
-        return out
-
-    def route(self, a: int, b: int, ctype: str | None = None) -> tuple[tuple[int, ...], float]:
-        """Links and latency between ranks a and b for a transfer on a ``ctype`` channel (see the module docstring)."""
-        nic = ctype == "port" and self.port_nic
-        key = (a, b, nic)
-        if key not in self.routes:
-            self.routes[key] = _leaving_route(self.net, a, b) if nic else self.net.route(a, b)
-        return self.routes[key]
 
     def send(self, a: int, b: int, nbytes: float, sent: list, delivered: list, stream: Any,
              ctype: str | None = None) -> int:
@@ -149,38 +93,6 @@ class _Builder:
             return delivered[0]
         return self.prog.add((), 0.0, 0.0, [d << 1 for d in sent if d is not None]
                              + [(d << 1) | 1 for d in delivered if d is not None], None)
-
-    # -- references -----------------------------------------------------------------------------------
-
-    def nbytes(self, ref: BufRef, op: Op, off: float | None, unit: float | None) -> float:
-        b = ref.size * self.chunk
-        if op.tbg is not None and op.tbg[1] > 0:
-            b /= op.tbg[1]
-        if off is None or op.name not in PIPELINED:
-            return b
-        return max(0.0, min(b - off, unit))
-
-    def remote_gpu(self, b: _Block, ref: BufRef, ctype: str | None) -> int:
-        ids = self.w.tb_remote[(b.gpu, b.pos)].get(ctype or "", [])
-        if ref.buffer_id is None or ref.buffer_id >= len(ids):
-            raise PlanError(f"{self.source}: gpu {b.gpu} tb {b.pos}: remote buffer {ref.buffer_id} is not in its list")
-        return self.plan.gpus[b.gpu].remote_buffers[ids[ref.buffer_id]].rank
-
-    def channel_end(self, b: _Block, ctype: str, cid: int):
-        table = self.w.tb_channels[(b.gpu, b.pos)].get(ctype, [])
-        ends = self.w.channels.get((b.gpu, ctype), [])
-        if not 0 <= cid < len(table) or not 0 <= table[cid] < len(ends):
-            raise PlanError(f"{self.source}: gpu {b.gpu} tb {b.pos}: {ctype} channel {cid} does not exist "
-                            "(`forestcoll mscclpp lint` names every such reference)")
-        return ends[table[cid]]
-
-    def span(self, ref: BufRef, op: Op) -> tuple[float, float]:
-        lo = ref.index * self.chunk
-        hi = (ref.index + ref.size) * self.chunk
-        if op.tbg is not None and op.tbg[1] > 0:
-            step = (hi - lo) / op.tbg[1]
-            lo, hi = lo + op.tbg[0] * step, lo + (op.tbg[0] + 1) * step
-        return lo, hi
 
     # -- building -------------------------------------------------------------------------------------
 
@@ -202,7 +114,7 @@ class _Builder:
                                 f"{stuck.gpu} tb {stuck.pos}); run the interpreter to see where")
         return self.prog
 
-    def _advance(self, b: _Block) -> bool:
+    def _advance(self, b: PlanBlock) -> bool:
         """Build the block's next operation; False if it must wait for another block's to be built first."""
         while True:
             if b.pc >= len(b.prog):
@@ -237,7 +149,7 @@ class _Builder:
             b.pc += 1
             return True
 
-    def _op(self, b: _Block, op: Op, off: float | None, unit: float | None) -> int | None:
+    def _op(self, b: PlanBlock, op: Op, off: float | None, unit: float | None) -> int | None:
         name = op.name
         prev = [b.prev] if b.prev is not None else []
         g = b.gpu
@@ -336,7 +248,7 @@ class _Builder:
             deps.append(t)
         return deps if covered >= hi - 1e-9 else None
 
-    def _data(self, b: _Block, op: Op, off, unit, prev: list[int], stream: Any) -> int | None:
+    def _data(self, b: PlanBlock, op: Op, off, unit, prev: list[int], stream: Any) -> int | None:
         name = op.name
         g = b.gpu
         src, dst = op.src or (), op.dst or ()
@@ -447,7 +359,7 @@ class _Builder:
         # local operations (copy, re, upkt, repkt, ...): no link time
         return self.marker(delivered=prev + pkt_deps)
 
-    def _remote_writes(self, b: _Block, op: Op, dsts, src0: BufRef, off, unit, after: list[int], stream: Any) -> int:
+    def _remote_writes(self, b: PlanBlock, op: Op, dsts, src0: BufRef, off, unit, after: list[int], stream: Any) -> int:
         last_sent: list[int] = []
         first = after
         for i, d in enumerate(dsts):
@@ -457,38 +369,6 @@ class _Builder:
             b.pending.append(t)
             last_sent, first = [t], []
         return self.marker(sent=last_sent, delivered=after)
-
-
-def _leaving_route(net: Network, src: int, dst: int) -> tuple[tuple[int, ...], float]:
-    """The route from rank ``src`` to rank ``dst`` through switches only that leaves ``src``'s box (fewest hops,
-    then widest, then smallest node ids): a port channel over the NICs; the box route when there is none."""
-    a, b = net.index[net.ranks[src]], net.index[net.ranks[dst]]
-    box, is_compute, out = net.box, net.topology.is_compute, net.out
-    start = (a, box[a] != box[a])
-    best: dict[tuple[int, bool], tuple[int, float, tuple[int, ...]]] = {start: (0, math.inf, (a,))}
-    frontier = [start]
-    while frontier and not any(s == (b, True) for s in frontier):
-        nxt: dict[tuple[int, bool], tuple[int, float, tuple[int, ...]]] = {}
-        for state in frontier:
-            u, left = state
-            hops, width, path = best[state]
-            if u != a and is_compute[u]:
-                continue
-            for v in out.get(u, []):
-                s2 = (v, left or box[v] != box[a])
-                if s2 in best or (is_compute[v] and v != b):
-                    continue
-                cand = (hops + 1, min(width, float(net.capacity[net.link_of[(u, v)]])), path + (v,))
-                cur = nxt.get(s2)
-                if cur is None or (-cand[1], cand[2]) < (-cur[1], cur[2]):
-                    nxt[s2] = cand
-        best.update(nxt)
-        frontier = sorted(nxt)
-    if (b, True) not in best:
-        return net.route(src, dst)
-    path = best[(b, True)][2]
-    ids = tuple(net.link_of[(u, v)] for u, v in zip(path, path[1:]))
-    return ids, float(sum(net.latency[i] for i in ids))
 
 
 def mscclpp_program(plan: Plan, net: Network, size: float, source: str = "plan",

@@ -23,10 +23,10 @@ from collections import defaultdict
 
 from forestcoll.mscclpp.plan import Op, Plan
 from forestcoll.mscclpp.semantics import PIPELINED
-from forestcoll.simulate.mscclpp import _Builder
 from forestcoll.simulate.network import Network
+from forestcoll.simulate.plan_reader import PlanReader
 
-__all__ = ["plan_time_bound"]
+__all__ = ["plan_link_bytes", "plan_time_bound"]
 
 _WRITES = frozenset({"put", "pws", "pwsf", "ppkt", "rppkt"})
 _READS = frozenset({"get", "rre", "rres"})
@@ -35,7 +35,22 @@ _READS = frozenset({"get", "rre", "rres"})
 def plan_time_bound(net: Network, plan: Plan, size: int) -> float:
     """Seconds that :func:`~forestcoll.simulate.mscclpp.simulate_plan` of ``plan`` on ``net`` for a call of ``size``
     bytes takes at least (executor port transport); see the module docstring."""
-    bld = _Builder(plan, net, float(size), "plan")
+    worst, load, queue = _walk(net, plan, size)
+    links = max((x / c for x, c in zip(load, (float(c) for c in net.capacity)) if c > 0), default=0.0)
+    return max(worst, links, max(queue.values(), default=0.0))
+
+
+def plan_link_bytes(net: Network, plan: Plan, size: int) -> list[float]:
+    """The bytes the bound puts on each of ``net``'s links (by link id) for a call of ``size`` bytes: what the
+    simulator's program of the plan (:func:`~forestcoll.simulate.mscclpp.mscclpp_program`) moves over each link, as
+    both read the plan through :class:`~forestcoll.simulate.plan_reader.PlanReader` (tests/test_mscclpp_prune.py)."""
+    return _walk(net, plan, size)[1]
+
+
+def _walk(net: Network, plan: Plan, size: int) -> tuple[float, list[float], dict[tuple[int, int], float]]:
+    """One pass over ``plan``'s operations: (the longest thread block's chain in seconds, bytes per link, seconds
+    per port channel's queue)."""
+    bld = PlanReader(plan, net, float(size), "plan")
     cap = [float(c) for c in net.capacity]
     load = [0.0] * len(cap)
     queue: dict[tuple[int, int], float] = defaultdict(float)
@@ -94,5 +109,4 @@ def plan_time_bound(net: Network, plan: Plan, size: int) -> float:
                 for d in dst[1:]:
                     chain += move(b.gpu, bld.remote_gpu(b, d, ctype), total(src[0]), ctype)[0]
         worst = max(worst, chain)
-    links = max((x / c for x, c in zip(load, cap) if c > 0), default=0.0)
-    return max(worst, links, max(queue.values(), default=0.0))
+    return worst, load, queue

@@ -129,16 +129,16 @@ def off_cpu_candidates(topo: Topology, cands: Mapping[str, Schedule], root: str 
     """``name + OFF_CPUS`` -> each forestcoll candidate of ``cands`` (the optimal k, a fixed k, a height limit) packed
     again on the topology without its CPUs, with the same k or height limit, where its trees join GPUs of one box
     that have a direct link through a CPU (a runtime sends those edges over the direct link) and the packing loses
-    nothing in exact rate (:func:`forestcoll.msccl.detours.off_cpu_schedule` for the optimal k,
+    nothing in exact rate (:func:`forestcoll.msccl.detours.optimum_on` on ``without_cpus`` for the optimal k,
     :func:`~forestcoll.msccl.detours.off_cpu_packing` for the others); and ``"forestcoll" + SOCKET`` -> the optimum
-    packed again without the links between the CPUs (:func:`~forestcoll.msccl.detours.socket_schedule`, the single
+    packed again without the links between the CPUs (``optimum_on`` on ``without_cpu_links``, the single
     file's other packing).  Empty on fabrics without such detours."""
-    from forestcoll.msccl.detours import off_cpu_packing, off_cpu_schedule, socket_schedule
+    from forestcoll.msccl.detours import off_cpu_packing, optimum_on, without_cpu_links, without_cpus
 
     out: dict[str, Schedule] = {}
     for name, sched in cands.items():
         if name == "forestcoll":
-            found = off_cpu_schedule(topo, sched, root=root)
+            found = optimum_on(topo, sched, without_cpus, root=root)
         elif name.startswith("forestcoll-k"):
             found = off_cpu_packing(topo, sched, k=sched.k, root=root)
         elif name.startswith("forestcoll-h"):
@@ -147,7 +147,7 @@ def off_cpu_candidates(topo: Topology, cands: Mapping[str, Schedule], root: str 
             continue
         if found is not None:
             out[name + OFF_CPUS] = found
-        if name == "forestcoll" and (kept := socket_schedule(topo, sched, root=root)) is not None:
+        if name == "forestcoll" and (kept := optimum_on(topo, sched, without_cpu_links, root=root)) is not None:
             out[name + SOCKET] = kept
     return out
 
@@ -393,10 +393,12 @@ def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progr
     others', which fills a large k's thin trees in enough pipeline units at 1 GiB; the latency order is for the small
     sizes, where pieces this fine only add steps); and (with ``narrow``, for an RCCL file) its plain and even-pieces files
     on fewer channels (:func:`forestcoll.msccl.generated.narrow_files`: ``name-c<c>``, ``name-even<s>-c<c>``, the
-    latter in both step orders: ``name-even<s>-c<c>-latency``).  Returns (name -> export result, name -> schedule of each file, notes on the candidates
+    latter in both step orders: ``name-even<s>-c<c>-latency``), and for a packing (:func:`packed`) the single RCCL
+    file's other layouts (:func:`forestcoll.msccl.generated.rccl_layouts`: ``name-c<c>-latency``,
+    ``name-even<s>-finest``).  Returns (name -> export result, name -> schedule of each file, notes on the candidates
     whose files do not fit)."""
     from forestcoll.msccl.export import ExportError, ExportOptions, export_msccl
-    from forestcoll.msccl.generated import even_files, finest_files, narrow_files, split_files
+    from forestcoll.msccl.generated import even_files, narrow_files, rccl_layouts, split_files
 
     base = options or ExportOptions()
     orders = [("", base)]
@@ -425,10 +427,11 @@ def candidate_files(cands: Mapping[str, Schedule], options=None, progress: Progr
                           for order, o in (("", opts), (LATENCY, replace(opts, order="latency")))
                           for c, r in narrow_files(sched, replace(o, per_tree=None), e)
                           if r.algo.nchunksperloop != first.algo.nchunksperloop]  # else the plain pieces again
-                if packed(name):  # the single file's RCCL layouts for these packings (generated.rccl_files)
-                    finer += [(f"{name}{NARROW}{c}{LATENCY}", r)
-                              for c, r in narrow_files(sched, replace(opts, order="latency"), first)]
-                    finer += [(f"{name}{EVEN}{s}{FINEST}", r) for s, r in finest_files(sched, opts, evens)]
+                if packed(name):  # the single file's RCCL layouts for these packings that are not offered above
+                    got = rccl_layouts(sched, opts, [("plain", 1, first)] + [("even pieces", s, r) for s, r in evens],
+                                       ("narrow latency", "finest"))
+                    finer += [(f"{name}{NARROW}{c}{LATENCY}", r) for _kind, c, r in got["narrow latency"]]
+                    finer += [(f"{name}{EVEN}{s}{FINEST}", r) for _kind, s, r in got["finest"]]
             for variant, result in finer:
                 files[variant], named[variant] = result, sched
     return files, named, notes
