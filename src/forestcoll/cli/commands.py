@@ -15,6 +15,7 @@ import sys
 
 from forestcoll.cli import render
 from forestcoll.cli.fabric import fabric_options
+from forestcoll.cli.generate_flags import refuse_root
 from forestcoll.cli.progress import progress_for
 from forestcoll.collectives import ALLTOALL
 from forestcoll.errors import ForestCollError, UsageError
@@ -115,11 +116,11 @@ def export_options(args: argparse.Namespace):
             raise UsageError(f"--{flag} must be >= 1, got {value}")
     mode = args.mode or "both"
     opts = ExportOptions(
-        proto=args.proto,
+        proto=args.proto or "Simple",
         instances=args.instances or 1,
         inplace=mode in ("both", "in-place"),
         outofplace=mode in ("both", "out-of-place"),
-        min_bytes=_size_flag(args.min_bytes, "--min-bytes", zero=True),
+        min_bytes=_size_flag("0" if args.min_bytes is None else args.min_bytes, "--min-bytes", zero=True),
         max_bytes=_size_flag(args.max_bytes, "--max-bytes", zero=True) or 0,
         runtime=args.runtime or "msccl-executor-nccl",  # or the fabric's GPU's (msccl/fabric.py)
         channels=args.channels, split=1 if args.split is None else args.split,
@@ -143,9 +144,9 @@ def mscclpp_options(args: argparse.Namespace):
     if args.max_threadblocks is not None and args.max_threadblocks < 1:
         raise UsageError(f"--max-threadblocks must be >= 1, got {args.max_threadblocks}")
     opts = ExportOptions(
-        protocol=args.proto,
+        protocol=args.proto or "Simple",
         inplace=(args.mode or "in-place") == "in-place",
-        min_message_size=_size_flag(args.min_bytes, "--min-bytes", zero=True),
+        min_message_size=_size_flag("0" if args.min_bytes is None else args.min_bytes, "--min-bytes", zero=True),
         max_message_size=_size_flag(args.max_bytes, "--max-bytes"),
         design_size=_size_flag(args.design_size, "--design-size"),
         name=args.name, check=not args.no_check,
@@ -216,6 +217,7 @@ def cmd_bound(args: argparse.Namespace) -> int:
 
     if flow_collective(args):
         return bound_alltoall(args)
+    refuse_root(args)
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
     topo = cluster_for_bound(args.topology, cluster_options(args), args.collective, args.k, not args.no_symmetry) or topology(args)
@@ -273,8 +275,10 @@ def with_source(sched, args: argparse.Namespace):
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    from forestcoll.cli.generate_flags import check_generate_flags
     from forestcoll.generate import generate
 
+    check_generate_flags(args)
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
     if args.max_k < 1:
@@ -283,7 +287,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-height must be >= 1, got {args.max_height}")
     if flow_collective(args):
         return generate_alltoall(args)
-    if args.sizes:
+    if args.sizes is not None:
         return generate_by_size(args)
     if args.candidates is not None:
         raise UsageError("--candidates chooses what --sizes simulates; give --sizes too")
@@ -348,7 +352,7 @@ def generate_alltoall(args: argparse.Namespace) -> int:
     from forestcoll.simulate.alltoall_ports import generate_for_executor
 
     refuse_flags(args, "root", "split")
-    if args.sizes:
+    if args.sizes is not None:
         raise UsageError("--sizes chooses among tree schedules; an alltoall schedule serves every size "
                          "(generate it with --format msccl)")
     if args.format == "msccl":
@@ -400,7 +404,7 @@ def generate_by_size(args: argparse.Namespace) -> int:
     if args.format == "mscclpp":
         if args.design_size is not None:
             raise UsageError("--sizes cuts every plan for the sizes of its range; leave out --design-size")
-        if args.proto != "Simple":
+        if args.proto not in (None, "Simple"):
             raise UsageError("--sizes picks Simple or LL per size range; leave out --proto")
     topo = topology(args)  # once: its GPU sets the options, and the selection runs on it
     options = fabric_options(export_options(args) if args.format == "msccl" else mscclpp_options(args), topo, args)
@@ -596,6 +600,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from forestcoll.simulate.compare import compare_topology, default_workers
     from forestcoll.units import parse_sizes
 
+    refuse_root(args)
     sizes = parse_sizes(args.sizes)
     opts = sim_options(args)
     chosen = [a.strip() for a in args.algorithms.split(",") if a.strip()] if args.algorithms else None
