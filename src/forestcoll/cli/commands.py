@@ -558,6 +558,9 @@ def cmd_msccl_lint(args: argparse.Namespace) -> int:
 def cmd_msccl_run(args: argparse.Namespace) -> int:
     from forestcoll.msccl.interpreter import run_file
 
+    if args.show < 0:
+        raise UsageError(f"--show must be >= 0, got {args.show}")
+
     nbytes: int | str | None = "auto"
     if args.bytes is not None:
         nbytes = None if args.bytes == "unbounded" else positive_int(args.bytes, "--bytes")
