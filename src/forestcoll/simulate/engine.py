@@ -43,6 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from forestcoll import limits
+from forestcoll.errors import UsageError
 from forestcoll.progress import Progress, report
 from forestcoll.simulate import fill_jit
 
@@ -85,6 +87,10 @@ class ProgramBuilder:
         ``deps`` already encoded as events (``(tid << 1) | SENT`` or ``| DELIVERED``, of transfers built before:
         not checked)."""
         tid = len(self._bytes)
+        if tid >= limits.MAX_SIM_TRANSFERS:
+            raise UsageError(f"the simulation needs more than {limits.MAX_SIM_TRANSFERS:,} transfers (slices moved over "
+                             "paths), above forestcoll's limit; pass a smaller --size, or a larger --slice or a "
+                             "--max-slices cap (see docs/limits.md)")
         self._stream.append(stream if stream is not None else ("#", tid))
         self._links.append(links)
         self._bytes.append(nbytes)
