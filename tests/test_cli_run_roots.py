@@ -35,3 +35,9 @@ def test_mscclpp_run_with_the_right_root_passes(plans):
 def test_msccl_run_refuses_a_negative_show(plans):
     code, out, err = cli("msccl", "run", plans / "allreduce.xml", "--show", "-1")
     assert code == 2 and "--show must be >= 0" in err, err
+
+
+@pytest.mark.parametrize("count", ["0", "-5"])
+def test_msccl_run_refuses_a_count_below_one(plans, count):
+    code, out, err = cli("msccl", "run", plans / "allreduce.xml", "--count", count)
+    assert code == 2 and f"--count must be >= 1, got {count}" in err, err

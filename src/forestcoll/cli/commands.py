@@ -569,6 +569,8 @@ def cmd_msccl_run(args: argparse.Namespace) -> int:
 
     if args.show < 0:
         raise UsageError(f"--show must be >= 0, got {args.show}")
+    if args.count is not None and args.count < 1:  # was "count -5 does not split into 8 equal chunks"
+        raise UsageError(f"--count must be >= 1, got {args.count}")
 
     nbytes: int | str | None = "auto"
     if args.bytes is not None:
