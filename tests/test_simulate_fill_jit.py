@@ -71,6 +71,7 @@ def _ring_program(n: int, rounds: int) -> tuple[object, np.ndarray]:
 
 
 def test_the_engine_gives_the_same_times_with_and_without_the_compiled_filling(monkeypatch):
+    monkeypatch.setattr(fill_jit, "PAYBACK_S", 0.0)  # compiled from the first large solve
     program, caps = _ring_program(40, 6)
     with_jit = run(program, caps)
     monkeypatch.setattr(fill_jit, "compiled", lambda: None)
@@ -88,6 +89,7 @@ def test_large_components_use_the_compiled_filling(monkeypatch):
         calls.append(len(args[2]))
         return max_min_rates(*args)
     monkeypatch.setattr(fill_jit, "compiled", lambda: spy)
+    monkeypatch.setattr(fill_jit, "PAYBACK_S", 0.0)
     program, caps = _ring_program(40, 2)
     run(program, caps)
     assert calls and max(calls) > 24
@@ -116,3 +118,38 @@ def test_a_compiler_that_fails_leaves_the_engine_on_numpy(monkeypatch):
     assert fill_jit.compiled() is None
     program, caps = _ring_program(40, 2)
     assert run(program, caps).time > 0
+
+
+def test_numba_waits_until_the_numpy_solves_have_cost_its_import(monkeypatch):
+    """audit18: the README's `simulate` of dgx-a100:nodes=2 imported numba (~0.4 s CPU) to save ~1 ms of 28 solves;
+    now the large solves run on numpy until they have cost PAYBACK_S in this process, then compiled, same floats."""
+    calls = []
+
+    def spy(*args):
+        calls.append(1)
+        return max_min_rates(*args)
+    monkeypatch.setattr(fill_jit, "compiled", lambda: spy)
+    monkeypatch.setattr(fill_jit, "_state", {})
+    monkeypatch.setattr(fill_jit, "_spent", [0.0])
+    program, caps = _ring_program(40, 2)
+    monkeypatch.setattr(fill_jit, "PAYBACK_S", 1e9)
+    on_numpy = run(program, caps)
+    assert not calls and fill_jit._spent[0] > 0  # numpy, timed
+    monkeypatch.setattr(fill_jit, "PAYBACK_S", fill_jit._spent[0] / 2)  # paid back halfway through the same run
+    switched = run(program, caps)
+    assert calls
+    assert on_numpy.time.hex() == switched.time.hex() and on_numpy.delivered.tobytes() == switched.delivered.tobytes()
+
+
+def test_a_small_simulation_does_not_import_numba(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys, io, contextlib\nfrom forestcoll.cli import main\n"
+            f"with contextlib.redirect_stdout(io.StringIO()):\n    assert main(['generate', 'dgx-a100:nodes=2', '-o', {str(tmp_path / 's.json')!r}]) == 0\n"
+            f"    assert main(['simulate', {str(tmp_path / 's.json')!r}]) == 0\n"
+            "print(sorted(m for m in ('numba', 'llvmlite') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "FORESTCOLL_JIT": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

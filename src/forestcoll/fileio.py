@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -11,8 +14,8 @@ from typing import Any
 
 from forestcoll.errors import ForestCollError
 
-__all__ = ["FileKind", "atomic_write_bytes", "atomic_write_text", "check_output", "dump_json", "ensure_directory",
-           "file_kind", "is_plan", "kind_of", "load_json", "parse_json", "read_text", "sniff", "wrong_kind"]
+__all__ = ["FileKind", "atomic_write_bytes", "atomic_write_text", "check_output", "dump_json", "earlier_files",
+           "ensure_directory", "file_kind", "output_directory", "is_plan", "kind_of", "load_json", "parse_json", "read_text", "sniff", "wrong_kind"]
 
 
 def _umask() -> int:
@@ -63,6 +66,48 @@ def ensure_directory(path: str | os.PathLike[str]) -> Path:
     if not os.access(target, os.W_OK | os.X_OK):
         raise ForestCollError(f"{target}: cannot write into the directory (permission denied)")
     return target
+
+
+@contextmanager
+def output_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """The directory ``path`` for a run that writes several files into it, created (with its parents) if needed; when
+    the run fails or is interrupted, the files it added and the directories it created are removed again, so a run
+    leaves all its files or nothing new (a file it replaced stays replaced)."""
+    target = Path(path)
+    missing, up = [], target
+    while not up.exists() and up != up.parent:
+        missing.append(up)
+        up = up.parent
+    ensure_directory(target)
+    before = set(os.listdir(target))
+    try:
+        yield target
+    except BaseException:
+        for name in sorted(set(os.listdir(target)) - before):
+            try:
+                if (target / name).is_file():
+                    os.unlink(target / name)
+            except OSError:
+                pass
+        for made in missing:  # deepest first; one another run has written into stays
+            try:
+                made.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def earlier_files(directory: str | os.PathLike[str], written: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """The files in ``directory`` named as a per-size run names the ``written`` ones (``COLL-NN-NAME-...-LO-HI.ext``,
+    the same collective and extension) that this run did not write: left by an earlier run, sorted."""
+    names = {os.path.basename(w) for w in written}
+    kinds = {(n.split("-", 1)[0], os.path.splitext(n)[1]) for n in names}
+    found = []
+    for name in sorted(os.listdir(directory)):
+        for coll, ext in kinds:
+            if name not in names and re.fullmatch(rf"{re.escape(coll)}-\d\d-.+-\d+-(\d+|any){re.escape(ext)}", name):
+                found.append(name)
+    return found
 
 
 def _temporary(directory: str | os.PathLike[str], name: str) -> tuple[int, str]:

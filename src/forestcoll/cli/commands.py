@@ -15,6 +15,7 @@ import sys
 
 from forestcoll.cli import render
 from forestcoll.cli.fabric import fabric_options
+from forestcoll.cli.generate_flags import refuse_root
 from forestcoll.cli.progress import progress_for
 from forestcoll.collectives import ALLTOALL
 from forestcoll.errors import ForestCollError, UsageError
@@ -68,6 +69,15 @@ def topology(args: argparse.Namespace):
     return imported.topology
 
 
+def file_notes(args: argparse.Namespace) -> None:
+    """The importer's warnings and notes for a topology file named on the command line, printed as ``topology``
+    prints them, for the commands that build the fabric inside the library (simulate, compare), which drops them."""
+    from forestcoll.topology.spec import split_file_spec
+
+    if isinstance(getattr(args, "topology", None), str) and split_file_spec(args.topology) is not None:
+        topology(args)  # a file is read again inside: ~20 ms for the MI300 dump x4
+
+
 def warn(warnings, notes=()) -> None:
     """An importer's doubts about a file and what its options did, one line each on stderr (the command runs)."""
     for w in warnings:
@@ -115,11 +125,11 @@ def export_options(args: argparse.Namespace):
             raise UsageError(f"--{flag} must be >= 1, got {value}")
     mode = args.mode or "both"
     opts = ExportOptions(
-        proto=args.proto,
+        proto=args.proto or "Simple",
         instances=args.instances or 1,
         inplace=mode in ("both", "in-place"),
         outofplace=mode in ("both", "out-of-place"),
-        min_bytes=_size_flag(args.min_bytes, "--min-bytes", zero=True),
+        min_bytes=_size_flag("0" if args.min_bytes is None else args.min_bytes, "--min-bytes", zero=True),
         max_bytes=_size_flag(args.max_bytes, "--max-bytes", zero=True) or 0,
         runtime=args.runtime or "msccl-executor-nccl",  # or the fabric's GPU's (msccl/fabric.py)
         channels=args.channels, split=1 if args.split is None else args.split,
@@ -143,9 +153,9 @@ def mscclpp_options(args: argparse.Namespace):
     if args.max_threadblocks is not None and args.max_threadblocks < 1:
         raise UsageError(f"--max-threadblocks must be >= 1, got {args.max_threadblocks}")
     opts = ExportOptions(
-        protocol=args.proto,
+        protocol=args.proto or "Simple",
         inplace=(args.mode or "in-place") == "in-place",
-        min_message_size=_size_flag(args.min_bytes, "--min-bytes", zero=True),
+        min_message_size=_size_flag("0" if args.min_bytes is None else args.min_bytes, "--min-bytes", zero=True),
         max_message_size=_size_flag(args.max_bytes, "--max-bytes"),
         design_size=_size_flag(args.design_size, "--design-size"),
         name=args.name, check=not args.no_check,
@@ -216,6 +226,7 @@ def cmd_bound(args: argparse.Namespace) -> int:
 
     if flow_collective(args):
         return bound_alltoall(args)
+    refuse_root(args)
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
     topo = cluster_for_bound(args.topology, cluster_options(args), args.collective, args.k, not args.no_symmetry) or topology(args)
@@ -273,8 +284,10 @@ def with_source(sched, args: argparse.Namespace):
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    from forestcoll.cli.generate_flags import check_generate_flags
     from forestcoll.generate import generate
 
+    check_generate_flags(args)
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k must be >= 1, got {args.k}")
     if args.max_k < 1:
@@ -283,7 +296,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-height must be >= 1, got {args.max_height}")
     if flow_collective(args):
         return generate_alltoall(args)
-    if args.sizes:
+    if args.sizes is not None:
         return generate_by_size(args)
     if args.candidates is not None:
         raise UsageError("--candidates chooses what --sizes simulates; give --sizes too")
@@ -348,7 +361,7 @@ def generate_alltoall(args: argparse.Namespace) -> int:
     from forestcoll.simulate.alltoall_ports import generate_for_executor
 
     refuse_flags(args, "root", "split")
-    if args.sizes:
+    if args.sizes is not None:
         raise UsageError("--sizes chooses among tree schedules; an alltoall schedule serves every size "
                          "(generate it with --format msccl)")
     if args.format == "msccl":
@@ -383,6 +396,7 @@ def generate_alltoall(args: argparse.Namespace) -> int:
 
 def generate_by_size(args: argparse.Namespace) -> int:
     """generate --sizes: the best schedule per size range, one MSCCL++ plan (or MSCCL file) per range."""
+    from forestcoll.fileio import earlier_files, output_directory
     from forestcoll.simulate.select import export_by_size
     from forestcoll.units import parse_sizes
 
@@ -400,15 +414,20 @@ def generate_by_size(args: argparse.Namespace) -> int:
     if args.format == "mscclpp":
         if args.design_size is not None:
             raise UsageError("--sizes cuts every plan for the sizes of its range; leave out --design-size")
-        if args.proto != "Simple":
+        if args.proto not in (None, "Simple"):
             raise UsageError("--sizes picks Simple or LL per size range; leave out --proto")
     topo = topology(args)  # once: its GPU sets the options, and the selection runs on it
     options = fabric_options(export_options(args) if args.format == "msccl" else mscclpp_options(args), topo, args)
-    with progress_for(args) as progress:
+    with progress_for(args) as progress, output_directory(args.output):  # all the range files, or none
         out = export_by_size(topo, args.collective, sizes, args.output, root=args.root, options=options,
                              fairness=args.fairness, check=not args.no_check, latency_us=latency(args),
                              format=args.format, progress=progress, candidates=args.candidates or "default")
     render.print_size_export(out)
+    earlier = earlier_files(args.output, [r.path for r in out.ranges if r.path])
+    if earlier:  # the runtime loads every file of the folder and picks by size: overlapping ranges
+        print(f"note       {args.output} also holds {len(earlier)} file(s) of an earlier run for {out.collective} "
+              f"({', '.join(earlier[:3])}{', ...' if len(earlier) > 3 else ''}): the runtime loads every file there; "
+              "remove them or write into an empty directory")
     return 0
 
 
@@ -548,6 +567,11 @@ def cmd_msccl_lint(args: argparse.Namespace) -> int:
 def cmd_msccl_run(args: argparse.Namespace) -> int:
     from forestcoll.msccl.interpreter import run_file
 
+    if args.show < 0:
+        raise UsageError(f"--show must be >= 0, got {args.show}")
+    if args.count is not None and args.count < 1:  # was "count -5 does not split into 8 equal chunks"
+        raise UsageError(f"--count must be >= 1, got {args.count}")
+
     nbytes: int | str | None = "auto"
     if args.bytes is not None:
         nbytes = None if args.bytes == "unbounded" else positive_int(args.bytes, "--bytes")
@@ -579,6 +603,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     size = parse_size(args.size)
     opts = sim_options(args)
+    file_notes(args)
     with progress_for(args) as progress:
         net, res = simulate_spec(args.what, args.topology, extra=cluster_options(args), collective=args.collective,
                                  root=args.root, size=size, latency_us=latency(args), trees=args.trees,
@@ -596,11 +621,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from forestcoll.simulate.compare import compare_topology, default_workers
     from forestcoll.units import parse_sizes
 
+    refuse_root(args)
     sizes = parse_sizes(args.sizes)
     opts = sim_options(args)
     chosen = [a.strip() for a in args.algorithms.split(",") if a.strip()] if args.algorithms else None
     workers = default_workers() if args.jobs is None else check_count(args.jobs, "--jobs", MAX_JOBS, lo=1)
     check_output(args)
+    file_notes(args)
     with progress_for(args) as progress:
         comp = compare_topology(args.topology, args.collective, sizes, extra=cluster_options(args), algorithms=chosen,
                                 root=args.root, latency_us=latency(args), workers=workers, plot=args.output,

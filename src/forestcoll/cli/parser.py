@@ -85,11 +85,11 @@ def _runtimes() -> _Runtimes:
 
 def _export_flags(p: argparse.ArgumentParser, buffer: bool = False) -> None:
     g = p.add_argument_group("export (MSCCL++ plans and MSCCL XML)")
-    g.add_argument("--proto", "--protocol", dest="proto", default="Simple", choices=("Simple", "LL", "LL128"),
+    g.add_argument("--proto", "--protocol", dest="proto", choices=("Simple", "LL", "LL128"),
                    help="protocol (default Simple; LL: packets, for small calls; LL128: MSCCL only)")
     g.add_argument("--mode", choices=("both", "in-place", "out-of-place"),
                    help="calls it serves (MSCCL default both; an MSCCL++ plan serves one, default in-place)")
-    g.add_argument("--min-bytes", "--min-message-size", dest="min_bytes", default="0",
+    g.add_argument("--min-bytes", "--min-message-size", dest="min_bytes",
                    help="smallest call size to use it for, e.g. 0 (default), 4096, 1MiB")
     g.add_argument("--max-bytes", "--max-message-size", dest="max_bytes",
                    help="largest call size (MSCCL default 0: no limit; MSCCL++ default 4GiB-1, LL 1MiB)")
@@ -172,7 +172,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, help="exactly K trees (chunks) per root; default: the smallest exactly optimal k "
                                          "(alltoall: K chunks per pair; default: the fewest that keep the optimum)")
     p.add_argument("--root", help="root rank name for broadcast / reduce (default: the first rank)")
-    p.add_argument("--max-k", type=int, default=100_000, help="refuse optimal schedules needing more than this k")
+    p.add_argument("--max-k", type=int, help="refuse optimal schedules needing more than this k (default 100000)")
     p.add_argument("--max-height", type=int, metavar="H",
                    help="trees of at most H hops: the optimal schedule when its trees can be that low, else the "
                         "fastest such schedule forestcoll finds (exact rate, below the bound)")

@@ -113,6 +113,11 @@ def run_plan(plan: Plan, *, source: str = "plan", size: int | None = None, mode:
     for i, g in enumerate(plan.gpus):
         if g.id != i:
             raise PlanError(f"{source}: gpus[{i}] has id {g.id} (the executor requires id == position)")
+    if root is not None:  # checked before the run: a root outside the plan was an IndexError, -1 the last GPU
+        if plan.collective not in ("broadcast", "reduce"):
+            raise UsageError(f"--root is for broadcast and reduce plans; {source} is {plan.collective}")
+        if not 0 <= root < len(plan.gpus):
+            raise UsageError(f"root {root} is not a GPU of this {len(plan.gpus)}-GPU plan (0..{len(plan.gpus) - 1})")
     if size is None:
         size = default_size(plan)
     if size < 1:

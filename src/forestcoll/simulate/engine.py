@@ -43,6 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from forestcoll import limits
+from forestcoll.errors import UsageError
 from forestcoll.progress import Progress, report
 from forestcoll.simulate import fill_jit
 
@@ -85,6 +87,10 @@ class ProgramBuilder:
         ``deps`` already encoded as events (``(tid << 1) | SENT`` or ``| DELIVERED``, of transfers built before:
         not checked)."""
         tid = len(self._bytes)
+        if tid >= limits.MAX_SIM_TRANSFERS:
+            raise UsageError(f"the simulation needs more than {limits.MAX_SIM_TRANSFERS:,} transfers (slices moved over "
+                             "paths), above forestcoll's limit; pass a smaller --size, or a larger --slice or a "
+                             "--max-slices cap (see docs/limits.md)")
         self._stream.append(stream if stream is not None else ("#", tid))
         self._links.append(links)
         self._bytes.append(nbytes)
@@ -327,7 +333,7 @@ class _ComponentShares:
         self.cache: dict[tuple[int, ...], tuple] = {}
         self.recomputes = 0
         self.small = share_fn is max_min_rates  # components of a few classes: the plain-Python solver
-        self.fast = None  # the solver of larger components: share_fn, or max_min_rates compiled (fill_jit)
+        self.fast = None  # the solver of larger components: share_fn, or fill_jit.Filling (numpy, then compiled)
         # link -> [its component's classes, sorted; the component's links]: a class that starts joins the components of
         # its links (_started), one that stops leaves its component unless that splits it, then forgotten (_stopped),
         # and counts that move change nothing (the components depend on which classes are active, not on their counts)
@@ -471,12 +477,11 @@ class _ComponentShares:
                 where = np.asarray(members, dtype=np.int64)
                 per = np.asarray(counts, dtype=float)
                 program = self.program
-                if self.fast is None:  # compiled filling (the same floats), looked up at the first large solve
-                    jit = fill_jit.compiled() if self.small else None
-                    self.fast, self.fast_cap = ((jit, np.ascontiguousarray(self.capacity, dtype=np.float64))
-                                                if jit is not None else (self.share_fn, self.capacity))
+                if self.fast is None:  # numpy, then the compiled filling once it pays (the same floats; fill_jit)
+                    self.fast = (fill_jit.Filling(self.share_fn, self.capacity) if self.small
+                                 else lambda p, i, a, w, f=self.share_fn, c=self.capacity: f(p, i, a, w, c))
                 found = (where, self.fast(program.class_ptr, program.class_idx, where,
-                                          program.class_weight[where] * per, self.fast_cap) / per)
+                                          program.class_weight[where] * per) / per)
             if len(self.cache) < 200_000:
                 self.cache[key] = found
             self.recomputes += 1

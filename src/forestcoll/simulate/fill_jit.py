@@ -17,19 +17,28 @@ matches numpy's:
   removed``; a link no frozen flow crosses is left alone, as ``x - 0.0 * level`` and ``x - 0.0`` leave it.
 
 ``FORESTCOLL_JIT=0`` in the environment, or no numba, leaves the engine on numpy (:func:`compiled` returns None).
+
+numba is imported only once it pays (:class:`Filling`): importing it and loading the cached compiled code cost
+~0.4 s CPU, while a large solve on numpy costs 0.02-0.03 ms on 16-32 GPU fabrics (the README's ``simulate`` of
+dgx-a100:nodes=2 solves 28 large components: 1 ms) and ~0.75 ms on the 128-GPU files.  So the engine solves on
+numpy until this process has spent ``PAYBACK_S`` in large numpy solves, then switches (the rent-or-buy rule: at
+most ~2x the better choice's cost); the rates are the same floats either way, so the switch changes no output.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["compiled", "fill"]
+__all__ = ["PAYBACK_S", "Filling", "compiled", "fill"]
 
 _TOL = 1e-9  # the engine's: shares within this (relative) of the level fill together
 _state: dict[str, Callable | None] = {}
+PAYBACK_S = 0.4  # seconds of large numpy solves in this process before numba is imported (about what importing costs)
+_spent = [0.0]  # seconds this process has spent in large numpy solves so far
 
 
 def fill(ptr: np.ndarray, idx: np.ndarray, active: np.ndarray, weight: np.ndarray,
@@ -137,3 +146,30 @@ def compiled() -> Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.n
                 _state["fill"] = jit
                 break
     return _state["fill"]
+
+
+class Filling:
+    """One engine's solver of large components: ``share_fn`` (numpy's ``max_min_rates``) until this process has spent
+    ``PAYBACK_S`` in such solves or has compiled :func:`fill` already, then :func:`compiled` when there is one (the same
+    floats; decided once per engine from then on)."""
+
+    def __init__(self, share_fn: Callable[..., np.ndarray], capacity: np.ndarray) -> None:
+        self.share_fn, self.capacity = share_fn, capacity
+        self.fn: Callable[..., np.ndarray] | None = None  # None: still on numpy, timing it
+        self.cap = capacity
+
+    def __call__(self, ptr: np.ndarray, idx: np.ndarray, active: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """The rates of the ``active`` classes of weights ``weight`` (``max_min_rates``' contract)."""
+        fn = self.fn
+        if fn is None:
+            if "fill" not in _state and _spent[0] < PAYBACK_S:
+                t0 = time.perf_counter()
+                rates = self.share_fn(ptr, idx, active, weight, self.capacity)
+                _spent[0] += time.perf_counter() - t0
+                return rates
+            jit = compiled()
+            if jit is None:
+                self.fn = fn = self.share_fn
+            else:
+                self.fn, self.cap = fn, _ = jit, np.ascontiguousarray(self.capacity, dtype=np.float64)
+        return fn(ptr, idx, active, weight, self.cap)
