@@ -100,3 +100,17 @@ def test_the_file_choice_checks_switches_on_the_files_themselves(monkeypatch):
     assert free("forestcoll-k1", ["forestcoll"], "forestcoll")  # k=1's 12 connections are among k=6's 16
     assert not free("forestcoll", ["forestcoll-k1"], "forestcoll-k1")
     assert not free("ring", ["forestcoll", "forestcoll-k1"], "forestcoll")  # the ring's file has 6 channels, not 4
+
+
+def test_a_free_switch_must_gain_more_than_the_models_noise():
+    """mi250:nodes=2 allreduce: the plain height-7 file beats the split one at 1 GiB by less than 0.05 GB/s of 154.3;
+    that is no reason for a second file (FREE_GAIN: 0.1 %)."""
+    table = [_row("h7-s4-latency", MIB, 26.5), _row("h7", MIB, 20.0),
+             _row("h7-s4-latency", 1 << 30, 154.30), _row("h7", 1 << 30, 154.34)]
+    names = {"h7-s4-latency": None, "h7": None}
+
+    def free(name, loaded, replaced):
+        return True
+
+    assert [r.name for r in size_ranges(table, [MIB, 1 << 30], names, free=free)] == ["h7-s4-latency"]
+    assert [r.name for r in size_ranges(table, [MIB, 1 << 30], names, free=free, gain=0.0)] == ["h7-s4-latency", "h7"]

@@ -35,7 +35,7 @@ from forestcoll.simulate.network import Network
 from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
-__all__ = ["ALL_KS", "CANDIDATE_SETS", "EVEN", "FINEST", "LATENCY", "OFF_CPUS", "SMALL_KS", "SOCKET", "SPLIT",
+__all__ = ["ALL_KS", "CANDIDATE_SETS", "EVEN", "FINEST", "FREE_GAIN", "LATENCY", "OFF_CPUS", "SMALL_KS", "SOCKET", "SPLIT",
            "ExportedRange", "Selection", "SizeExport", "SizeRange", "candidate_files", "candidate_schedules",
            "default_ks", "export_by_size", "height_candidate", "off_cpu_candidates", "packed", "select_schedules",
            "size_ranges", "smallest_sizes", "usable"]
@@ -264,14 +264,21 @@ def select_schedules(topo: Topology, net: Network, collective: str, sizes: Seque
     return Selection(size_ranges(table, sizes, candidates, margin, free), table)
 
 
+# a switch that costs only a file's record must gain more than this: the model's rates move by up to 7e-5 of a call's
+# time when every capacity moves by 1e-15 (docs/simulate.md), and reports show 0.1 GB/s (mi250:nodes=2 allreduce at
+# 1 GiB: the plain height-7 file beats the split one by less than 0.05 GB/s of 154.3)
+FREE_GAIN = 0.001
+
+
 def size_ranges(table: Sequence[SimResult], sizes: Sequence[int], candidates: Mapping[str, Schedule],
-                margin: float = 0.02, free: Callable[[str, Collection[str], str], bool] | None = None) -> list[SizeRange]:
+                margin: float = 0.02, free: Callable[[str, Collection[str], str], bool] | None = None,
+                gain: float = FREE_GAIN) -> list[SizeRange]:
     """The fastest row of ``table`` (its ``algorithm`` names a candidate) at each size, the previous size's winner
     kept while within ``margin`` of it, merged into size ranges; ties go to the candidate listed first.  With
     ``free(name, chosen, replaced)`` (MSCCL files: :func:`forestcoll.msccl.loaded.free_switches`) the margin holds
-    only where switching costs something: each size then goes to the fastest row faster than its winner whose file
-    costs nothing beside the files so ``chosen`` in place of the winner's (the ranges' connections and scratch
-    stay those of the choice by the margin; only more files' records)."""
+    only where switching costs something: each size then goes to the fastest row more than ``gain`` faster than its
+    winner whose file costs nothing beside the files so ``chosen`` in place of the winner's (the ranges'
+    connections and scratch stay those of the choice by the margin; only more files' records)."""
     order = {name: i for i, name in enumerate(candidates)}
     winners: list[tuple[int, str]] = []
     for size in sorted(sizes):
@@ -288,7 +295,7 @@ def size_ranges(table: Sequence[SimResult], sizes: Sequence[int], candidates: Ma
         chosen = list(dict.fromkeys(name for _, name in winners))
         for i, (size, name) in enumerate(winners):
             rate = next(r.algbw_gbps for r in table if r.size_bytes == size and r.algorithm == name)
-            faster = sorted((r for r in table if r.size_bytes == size and r.algbw_gbps > rate),
+            faster = sorted((r for r in table if r.size_bytes == size and r.algbw_gbps > rate * (1 + gain)),
                             key=lambda r: (-r.algbw_gbps, order[r.algorithm]))
             winners[i] = (size, next((r.algorithm for r in faster if free(r.algorithm, chosen, name)), name))
     ranges: list[SizeRange] = []
