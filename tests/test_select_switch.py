@@ -97,7 +97,7 @@ def test_the_file_choice_checks_switches_on_the_files_themselves(monkeypatch):
     assert seen[0] is None and seen[1] is not None
     free = seen[1]
     assert free("forestcoll" + select.LATENCY, ["forestcoll"], "forestcoll")
-    assert free("forestcoll-k1", ["forestcoll"], "forestcoll")  # k=1's 12 connections are among k=6's 16
+    assert free("forestcoll-k1", ["forestcoll"], "forestcoll")  # k=1's 12 connections are among the optimal k=2's 16
     assert not free("forestcoll", ["forestcoll-k1"], "forestcoll-k1")
     assert not free("ring", ["forestcoll", "forestcoll-k1"], "forestcoll")  # the ring's file has 6 channels, not 4
 
