@@ -9,7 +9,8 @@ one box through a CPU (:func:`off_cpu_candidates`), and the ring written as a sc
 (when it verifies); :func:`select_schedules`
 simulates them at every size and keeps the best per size, where the runtimes
 can use its file (the element count must split into nchunksperloop chunks),
-merged into ranges with a 2% hysteresis; :func:`export_by_size` writes each
+merged into ranges with a 2% hysteresis (for MSCCL files only where the faster file costs the runtime more
+than its record: :mod:`forestcoll.msccl.loaded`); :func:`export_by_size` writes each
 range's schedule as a self-checked MSCCL file with its minBytes / maxBytes
 (``forestcoll generate --sizes``).
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,7 +35,7 @@ from forestcoll.simulate.network import Network
 from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
-__all__ = ["ALL_KS", "CANDIDATE_SETS", "EVEN", "FINEST", "LATENCY", "OFF_CPUS", "SMALL_KS", "SOCKET", "SPLIT",
+__all__ = ["ALL_KS", "CANDIDATE_SETS", "EVEN", "FINEST", "FREE_GAIN", "LATENCY", "OFF_CPUS", "SMALL_KS", "SOCKET", "SPLIT",
            "ExportedRange", "Selection", "SizeExport", "SizeRange", "candidate_files", "candidate_schedules",
            "default_ks", "export_by_size", "height_candidate", "off_cpu_candidates", "packed", "select_schedules",
            "size_ranges", "smallest_sizes", "usable"]
@@ -219,7 +220,8 @@ def select_schedules(topo: Topology, net: Network, collective: str, sizes: Seque
     ranges as simulating all, which ``exhaustive`` does; ``table`` then lacks the rows skipped).
     With ``files`` (name -> MSCCL :class:`~forestcoll.msccl.ir.Algo` of that candidate) the candidates that have a
     file compete by their *files'* simulated rate (:func:`forestcoll.simulate.msccl.simulate_msccl`: what a user of
-    the file gets), not by their trees'; ``measured`` and ``table`` then hold the files' rates.
+    the file gets), not by their trees'; ``measured`` and ``table`` then hold the files' rates, and the margin
+    holds only where a faster file costs the runtime more than its record (:func:`size_ranges`' ``free``).
     ``smallest`` (name -> bytes): a candidate named there competes only at sizes from that one up.
     ``progress`` gets ``("simulating candidates", done, total)`` per candidate and size."""
     from forestcoll.simulate.race import STAGE, race_sizes, tree_lowering
@@ -254,24 +256,48 @@ def select_schedules(topo: Topology, net: Network, collective: str, sizes: Seque
         raced = race_sizes(net, list(sizes), competing, slack=margin, workers=workers, progress=progress,
                            fairness=fairness, lowering=lowering)
         table = [r for size in sizes for r in raced[size].results]
-    return Selection(size_ranges(table, sizes, candidates, margin), table)
+    free = None
+    if files is not None:  # a file that costs the runtime only its record is not held back by the margin
+        from forestcoll.msccl.loaded import free_switches
+
+        free = free_switches(files)
+    return Selection(size_ranges(table, sizes, candidates, margin, free), table)
+
+
+# a switch that costs only a file's record must gain more than this: the model's rates move by up to 7e-5 of a call's
+# time when every capacity moves by 1e-15 (docs/simulate.md), and reports show 0.1 GB/s (mi250:nodes=2 allreduce at
+# 1 GiB: the plain height-7 file beats the split one by less than 0.05 GB/s of 154.3)
+FREE_GAIN = 0.001
 
 
 def size_ranges(table: Sequence[SimResult], sizes: Sequence[int], candidates: Mapping[str, Schedule],
-                margin: float = 0.02) -> list[SizeRange]:
+                margin: float = 0.02, free: Callable[[str, Collection[str], str], bool] | None = None,
+                gain: float = FREE_GAIN) -> list[SizeRange]:
     """The fastest row of ``table`` (its ``algorithm`` names a candidate) at each size, the previous size's winner
-    kept while within ``margin`` of it, merged into size ranges; ties go to the candidate listed first."""
+    kept while within ``margin`` of it, merged into size ranges; ties go to the candidate listed first.  With
+    ``free(name, chosen, replaced)`` (MSCCL files: :func:`forestcoll.msccl.loaded.free_switches`) the margin holds
+    only where switching costs something: each size then goes to the fastest row more than ``gain`` faster than its
+    winner whose file costs nothing beside the files so ``chosen`` in place of the winner's (the ranges'
+    connections and scratch stay those of the choice by the margin; only more files' records)."""
+    order = {name: i for i, name in enumerate(candidates)}
     winners: list[tuple[int, str]] = []
     for size in sorted(sizes):
         rows = [r for r in table if r.size_bytes == size]
         if not rows:
             raise UsageError(f"no candidate schedule can run a {format_size(size)} call (its chunking does not divide it)")
-        best = max(rows, key=lambda r: (r.algbw_gbps, -list(candidates).index(r.algorithm)))
+        best = max(rows, key=lambda r: (r.algbw_gbps, -order[r.algorithm]))
         if winners:
             prev = next((r for r in rows if r.algorithm == winners[-1][1]), None)
             if prev is not None and prev.algbw_gbps >= best.algbw_gbps * (1 - margin):
                 best = prev
         winners.append((size, best.algorithm))
+    if free is not None:
+        chosen = list(dict.fromkeys(name for _, name in winners))
+        for i, (size, name) in enumerate(winners):
+            rate = next(r.algbw_gbps for r in table if r.size_bytes == size and r.algorithm == name)
+            faster = sorted((r for r in table if r.size_bytes == size and r.algbw_gbps > rate * (1 + gain)),
+                            key=lambda r: (-r.algbw_gbps, order[r.algorithm]))
+            winners[i] = (size, next((r.algorithm for r in faster if free(r.algorithm, chosen, name)), name))
     ranges: list[SizeRange] = []
     for i, (size, name) in enumerate(winners):
         algbw = next(r.algbw_gbps for r in table if r.size_bytes == size and r.algorithm == name)
