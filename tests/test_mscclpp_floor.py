@@ -51,9 +51,13 @@ def test_floor_never_exceeds_a_plan(case):
     assert all(found[lay] <= need[lay] for lay in layouts), (found, need)
     # and below every limit a layout squeezes into (mixed / shared coarsen to fit: their count depends on the limit)
     for lay in ("mixed", "level") + (("shared",) if "shared" in layouts else ()):
-        for mx in sorted({found[lay], (found[lay] + need[lay]) // 2, need[lay] - 1}):
-            got = _outcome(sched, topo, ExportOptions(layout=lay, check=False, max_threadblocks=mx))
+        for mx in sorted({found[lay], (found[lay] + need[lay]) // 2, max(found[lay], need[lay] - 1)}):
+            opts = ExportOptions(layout=lay, check=False, max_threadblocks=mx)
+            got = _outcome(sched, topo, opts)
             assert got[0] == "error" or int(got[1]) >= found[lay]
+            assert not floor.fits_nowhere(sched, topo, opts)  # the layout race skips only what cannot fit
+        opts = ExportOptions(layout=lay, check=False, max_threadblocks=found[lay] - 1)
+        assert floor.fits_nowhere(sched, topo, opts) and _outcome(sched, topo, opts)[0] == "error"
 
 
 def test_auto_export_is_the_first_layout_that_fits(case):
