@@ -41,6 +41,7 @@ from forestcoll import collectives
 from forestcoll.errors import ScheduleError, UsageError
 from forestcoll.mscclpp.emit import ALIGN, Emitter, group
 from forestcoll.mscclpp.fallback import fitting_powers, fitting_schedule
+from forestcoll.mscclpp.floor import floors
 from forestcoll.mscclpp.lower import Act, Lowering, Ref
 from forestcoll.mscclpp.plan import Plan, PlanStats, plan_stats
 from forestcoll.mscclpp.semantics import MAX_CHANNEL, MAX_OPERATION, U32
@@ -202,12 +203,16 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
         layout = "ll"
     else:
         tried = []
-        both = coll.name == "allreduce"  # in-tree and out-tree blocks: they may share thread blocks
-        if opts.layout == "shared" and not both:
+        if opts.layout == "shared" and coll.name != "allreduce":  # in-tree and out-tree blocks share thread blocks
             raise UsageError(f"layout 'shared' pairs an allreduce's reduce-scatter and allgather blocks; {coll.name} "
                              "has only one of them: use auto, edge, mixed, source or level")
-        auto = ("edge", "shared", "mixed", "level") if both else ("edge", "mixed", "level")
-        for layout in (auto if opts.layout == "auto" else (opts.layout,)):
+        order = layouts_tried(coll.name, opts.layout)
+        # a layout whose floor exceeds the limit cannot fit: emitted only if the error must name its count
+        floor = floors(low.build(), order) if len(order) > 1 else {}
+        skipped = [x for x in order if floor.get(x, 0) > opts.max_threadblocks]
+        for layout in (*(x for x in order if x not in skipped), *sorted(skipped, key=lambda x: floor[x])):
+            if layout in skipped and tried and floor[layout] > min(tried)[0]:
+                continue  # it cannot fit, and cannot have the fewest blocks of a failed export either
             low = Lowering(sched, topo, outofplace=not opts.inplace, lanes=lanes)
             acts = low.build()
             for a in acts:
@@ -224,6 +229,7 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
             if tbs <= opts.max_threadblocks:
                 break
         else:
+            tried.sort(key=lambda x: order.index(x[1]))
             tbs, layout = min(reversed(tried), key=lambda x: x[0])  # the coarsest of the fewest
             raise ExportError(
                 f"{coll.name} k={sched.k} needs {tbs} thread blocks per GPU even at the '{layout}' layout, more than the "
@@ -253,6 +259,13 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
         result.checks = self_check(plan, launches=max(opts.check_launches, 3 if plan.packet else 1), progress=progress)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def layouts_tried(coll: str, layout: str) -> tuple[str, ...]:
+    """The layouts :func:`export_mscclpp` tries, in order, for collective ``coll`` and the ``layout`` option."""
+    if layout != "auto":
+        return (layout,)
+    return ("edge", "shared", "mixed", "level") if coll == "allreduce" else ("edge", "mixed", "level")
 
 
 def write_mscclpp(sched: Schedule, path: str, topology: Topology | str | None = None,

@@ -54,18 +54,22 @@ def fitting_schedule(topology: Topology, collective: str, sched: Schedule, optio
 def fitting_powers(topology: Topology, collective: str, sched: Schedule, options: ExportOptions | None = None,
                    exported: dict[int, ExportResult] | None = None, **generate_kwargs: Any) -> dict[int, Schedule]:
     """The schedules at the powers of two k below ``sched.k`` whose plans fit the executor's thread blocks
-    (with any layout the exporter picks), largest k first; once one fits, every smaller k is tried too (fewer
+    (with any layout the exporter picks), largest k first (a k whose every layout has a floor above the limit,
+    :func:`~forestcoll.mscclpp.floor.fits_nowhere`, is not exported); once one fits, every smaller k is tried too (fewer
     trees need no more thread blocks, but a smaller k may still be faster: shallower trees, fewer pieces).
     ``exported`` (when given) receives each fitting k's export (``options`` without the self-check)."""
     from dataclasses import replace
 
     from forestcoll.generate import generate
     from forestcoll.mscclpp.export import ExportError, ExportOptions, export_mscclpp
+    from forestcoll.mscclpp.floor import fits_nowhere
 
     base = replace(options or ExportOptions(), check=False)
     found: dict[int, Schedule] = {}
     for kk in sorted((2**i for i in range(20) if 2**i < sched.k), reverse=True):
         cand = generate(topology, collective, k=kk, **generate_kwargs)
+        if fits_nowhere(cand, topology, base):  # no layout can fit: its export would fail for thread blocks
+            continue
         try:
             result = export_mscclpp(cand, topology, base)
         except ExportError as exc:
