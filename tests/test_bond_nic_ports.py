@@ -160,3 +160,12 @@ def test_h100_dump_bonded_leaves_no_port_idle():
     topo = load_topology(path, {"nodes": "4", "fabric": "rail", "bond_nic_ports": "1"})
     assert executor_ports(topo).dropped == 0
     assert optimal_bound(topo, "allgather").algbw == Fraction(67008, 155)  # the fabric's bound, as without bonding
+
+
+def test_a_fabric_without_boxes_to_join_is_noted(dual):
+    """--fabric with one box joins nothing: the same bound, and a note says so; with --nodes 2 no such note."""
+    one = import_topology(dual, {"fabric": "rail"})
+    assert one.notes == (f"{dual}: one box (nodes=1): the fabric 'rail' joins boxes and changes nothing here "
+                         "(--nodes N for N boxes)",)
+    assert optimal_bound(one.topology, "allgather") == optimal_bound(import_topology(dual).topology, "allgather")
+    assert import_topology(dual, {"fabric": "rail", "nodes": "2"}).notes == ()

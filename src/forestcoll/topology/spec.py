@@ -158,5 +158,9 @@ def _load_xml(path: str, options: dict[str, str]) -> Imported:
         parsed[key] = CLUSTER_PARAMS[key].parse(text, key)
     box = import_nccl_xml(path, bond_ports=bond)
     nodes = int(parsed.get("nodes", 1))
+    notes = tuple(box.notes)
+    if nodes == 1 and "fabric" in parsed:
+        notes += (f"{path}: one box (nodes=1): the fabric {options['fabric']!r} joins boxes and changes nothing here "
+                  "(--nodes N for N boxes)",)
     return Imported(build_cluster([box] * nodes, fabric_from_options(parsed, Fabric("switch")), label), box.ports,
-                    box.warnings, box.notes)
+                    box.warnings, notes)
