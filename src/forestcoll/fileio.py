@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Any
 from forestcoll.errors import ForestCollError
 
 __all__ = ["FileKind", "atomic_write_bytes", "atomic_write_text", "check_output", "dump_json", "earlier_files",
-           "ensure_directory", "file_kind", "output_directory", "is_plan", "kind_of", "load_json", "parse_json", "read_text", "sniff", "wrong_kind"]
+           "ensure_directory", "file_kind", "output_directory", "is_plan", "kind_of", "load_json", "parse_json", "read_bytes", "read_text", "sniff", "wrong_kind"]
 
 
 def _umask() -> int:
@@ -150,18 +151,78 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         raise
 
 
-def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
-    """Read a UTF-8 text file, turning OS errors into one-line ForestCollErrors."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
+def _a(what: str) -> str:
+    """``what`` with its article: "a topology file", "an MSCCL file"."""
+    return ("an " if what[:1].lower() in "aeio" or what.startswith(("MSCCL", "XML")) else "a ") + what
+
+
+def _too_large(path: str | os.PathLike[str], what: str, size: int | None) -> ForestCollError:
+    """The one-line error for a file past :func:`forestcoll.limits.max_file_bytes` (``size`` None: a stream)."""
+    from forestcoll.limits import FILE_BYTES_ENV, max_file_bytes
+
+    said = f"{size:,} bytes, above" if size is not None else "gives more than"
+    return ForestCollError(f"{path}: {said} forestcoll's limit of {max_file_bytes():,} bytes for {_a(what)} "
+                           f"(set {FILE_BYTES_ENV} to raise it; see docs/limits.md)")
+
+
+def read_bytes(path: str | os.PathLike[str], what: str = "file") -> bytes:
+    """The bytes of the file at ``path``, never more than :func:`forestcoll.limits.max_file_bytes`: a larger regular
+    file is refused by its size before any byte is read, a pipe, FIFO or device once it gives more; any of them at
+    the first MiB that holds a NUL byte (no text does: ``/dev/zero``, a sparse file); a FIFO no one writes to is
+    refused at once (it is opened without waiting for a writer). Every failure is one ForestCollError."""
+    from forestcoll.limits import max_file_bytes
+
+    limit = max_file_bytes()
+    try:  # O_NONBLOCK: a FIFO with no writer opens at once (and then reads as empty) instead of hanging
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+                     | getattr(os, "O_BINARY", 0))
     except FileNotFoundError:
         raise ForestCollError(f"{path}: no such {what}") from None
     except IsADirectoryError:
         raise ForestCollError(f"{path}: is a directory, expected a {what}") from None
-    except UnicodeDecodeError as exc:
-        raise ForestCollError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise ForestCollError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        mode = info.st_mode
+        if stat.S_ISDIR(mode):
+            raise ForestCollError(f"{path}: is a directory, expected a {what}")
+        regular = stat.S_ISREG(mode)
+        if regular and info.st_size > limit:
+            raise _too_large(path, what, info.st_size)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)  # a pipe with a writer: wait for its data
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > limit:
+                raise _too_large(path, what, total if regular else None)  # a regular file that grew
+            if b"\0" in chunk:  # no text holds one: /dev/zero, a sparse or binary file stops at its first MiB
+                kind = "a file" if regular else "a FIFO or pipe" if stat.S_ISFIFO(mode) else "a device"
+                raise ForestCollError(f"{path}: {kind} of binary data (a NUL byte at byte {total - len(chunk) + chunk.index(0):,}), "
+                                      f"not {_a(what)}")
+            chunks.append(chunk)
+    except OSError as exc:
+        raise ForestCollError(f"{path}: cannot read ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    if not total and stat.S_ISFIFO(mode):
+        raise ForestCollError(f"{path}: a FIFO or pipe with nothing written to it (no writer had it open), expected {_a(what)}")
+    return b"".join(chunks)
+
+
+def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
+    """Read a UTF-8 text file (at most :func:`forestcoll.limits.max_file_bytes`, see :func:`read_bytes`), turning OS
+    errors into one-line ForestCollErrors; line ends are read as Python's text mode reads them (\\r\\n and \\r as \\n)."""
+    data = read_bytes(path, what)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ForestCollError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
 def parse_json(text: str, path: str | os.PathLike[str], invalid: str = "invalid JSON", *, parse_float: Any = Decimal,

@@ -14,6 +14,9 @@ naming the quantity, the value and the limit, before anything large is built.
 * MSCCL files run or simulated: at most :data:`MAX_MSCCL_CHUNKS` chunks in one
   buffer or loop, :data:`MAX_MSCCL_CHANNELS` channels, :data:`MAX_MSCCL_GPUS`
   gpus, and the interpreter allocates at most :data:`MAX_MSCCL_ELEMENTS` elements.
+* Files read (topologies, schedules, MSCCL files, MSCCL++ plans): at most :func:`max_file_bytes` bytes,
+  :data:`MAX_FILE_BYTES` unless the environment variable :data:`FILE_BYTES_ENV` says otherwise
+  (:func:`forestcoll.fileio.read_bytes`).
 * Simulations: at most :data:`MAX_SIM_TRANSFERS` transfers in one (a 1 PiB call, or ``--slice 1``, would fill
   the machine's memory); the builder refuses the next one (:class:`forestcoll.simulate.engine.ProgramBuilder`).
 """
@@ -23,8 +26,8 @@ from __future__ import annotations
 from forestcoll.errors import UsageError
 
 __all__ = [
-    "MAX_BOXES", "MAX_DIGITS", "MAX_EXPONENT", "MAX_ITERATIONS", "MAX_JOBS", "MAX_LATENCY_US", "MAX_MSCCL_CHANNELS", "MAX_MSCCL_CHUNKS", "MAX_MSCCL_ELEMENTS", "MAX_MSCCL_GPUS",
-    "MAX_NODES", "MAX_RANKS", "MAX_SEED", "MAX_SIM_BANDWIDTH_RATIO", "MAX_SIM_TRANSFERS", "MAX_SIZE", "MAX_SIZES", "MAX_XML_ATTRIBUTE", "MAX_XML_DEPTH", "check_count",
+    "FILE_BYTES_ENV", "MAX_BOXES", "MAX_FILE_BYTES", "MAX_DIGITS", "MAX_EXPONENT", "MAX_ITERATIONS", "MAX_JOBS", "MAX_LATENCY_US", "MAX_MSCCL_CHANNELS", "MAX_MSCCL_CHUNKS", "MAX_MSCCL_ELEMENTS", "MAX_MSCCL_GPUS",
+    "MAX_NODES", "MAX_RANKS", "MAX_SEED", "MAX_SIM_BANDWIDTH_RATIO", "MAX_SIM_TRANSFERS", "MAX_SIZE", "MAX_SIZES", "MAX_XML_ATTRIBUTE", "MAX_XML_DEPTH", "check_count", "max_file_bytes",
 ]
 
 MAX_DIGITS = 40  # significant digits of a numerator or denominator
@@ -45,6 +48,8 @@ MAX_SIZES = 64  # sizes of one sweep (--sizes)
 MAX_JOBS = 256  # worker processes of compare / generate --sizes
 MAX_ITERATIONS = 1024  # pipeline iterations of msccl run
 MAX_XML_ATTRIBUTE = 4_096  # characters in one XML attribute value
+MAX_FILE_BYTES = 1 << 30  # bytes of one file read: 1 GiB (the largest file forestcoll writes: see docs/limits.md)
+FILE_BYTES_ENV = "FORESTCOLL_MAX_FILE_BYTES"  # raises (or lowers) MAX_FILE_BYTES: bytes, or a size such as 4GiB
 MAX_XML_DEPTH = 100  # nesting of elements in an XML file (NCCL topology dumps nest about 10 deep)
 
 
@@ -55,3 +60,19 @@ def check_count(value: int, what: str, limit: int = MAX_NODES, lo: int = 0) -> i
     if value > limit:
         raise UsageError(f"{what}: {value:,} is above forestcoll's limit of {limit:,} (see docs/limits.md)")
     return value
+
+
+def max_file_bytes() -> int:
+    """The most bytes forestcoll reads from one file: the environment variable ``FORESTCOLL_MAX_FILE_BYTES`` (bytes,
+    or a size such as ``4GiB``) when set, else :data:`MAX_FILE_BYTES`; a bad value is a one-line UsageError."""
+    import os
+
+    text = os.environ.get(FILE_BYTES_ENV, "").strip()
+    if not text:
+        return MAX_FILE_BYTES
+    from forestcoll.units import parse_size
+
+    try:
+        return parse_size(text)
+    except UsageError as exc:
+        raise UsageError(f"{FILE_BYTES_ENV}={text}: {exc}") from None
