@@ -34,7 +34,7 @@ from forestcoll.collectives import ALLREDUCE
 from forestcoll.errors import UsageError
 from forestcoll.pieces import slices_for
 from forestcoll.schedule import Schedule
-from forestcoll.simulate.engine import ProgramBuilder
+from forestcoll.simulate.engine import ProgramBuilder, refuse_transfers
 from forestcoll.simulate.network import Network
 
 __all__ = [
@@ -236,6 +236,11 @@ def ring_program(net: Network, collective: str, size: float, slicing: Slicing, r
     rings = ring_orders(net)
     n = len(net.ranks)
     per = size / len(rings)
+    if coll.rooted:  # the exact count, so that the guard refuses before building
+        refuse_transfers(sum(slices_for(per, *slicing, rule="step") * (len(ring) - 1) for ring in rings))
+    else:
+        refuse_transfers(sum((n - 1) * len(coll.phases) * slices_for(per / n, *slicing, rule="ring") * len(ring)
+                             for ring in rings))
     for c, ring in enumerate(rings):
         if coll.rooted:  # a chain from the root (out-tree phase) or into it (in-tree phase)
             p = ring.index(root)
@@ -278,9 +283,8 @@ def dbt_program(net: Network, collective: str, size: float, slicing: Slicing) ->
     # pair r enters boxes at GPU r for one tree and GPU r + g/2 for the other: g/2 pairs use every NIC;
     # the chains inside a box spread over its links like ring channels
     rotations = max(1, max(len(g) for g in groups) // 2) if nb > 1 else 1
-    prog = ProgramBuilder()
-    st = _Streams(net, prog)
     per_tree = size / rotations / 2
+    trees = []
     for r in range(rotations):
         for which, box_parent in ((0, a_parent), (1, b_parent)):
             chains = []
@@ -293,8 +297,30 @@ def dbt_program(net: Network, collective: str, size: float, slicing: Slicing) ->
                     parent[x] = y
                 if b in box_parent:
                     parent[chain[0]] = chains[box_parent[b]][0]
-            _tree_allreduce(st, (r, which), parent, per_tree, slicing)
+            trees.append(((r, which), parent))
+    # the exact count, so that the guard refuses before building: per slice, each edge up and down and a marker
+    refuse_transfers(sum(slices_for(per_tree, *slicing, rule="tree", depth=_depth(parent)) * (2 * len(parent) + 1)
+                         for _label, parent in trees))
+    prog = ProgramBuilder()
+    st = _Streams(net, prog)
+    for label, parent in trees:
+        _tree_allreduce(st, label, parent, per_tree, slicing)
     return prog
+
+
+def _depth(parent: dict[int, int]) -> int:
+    """The height of the tree ``parent`` (child -> parent): its deepest node's hops to the root; 0 for no edge."""
+    depth: dict[int, int] = {}
+    for v in parent:
+        path = []
+        while v in parent and v not in depth:
+            path.append(v)
+            v = parent[v]
+        d = depth.get(v, 0)  # the root, or a node already measured
+        for x in reversed(path):
+            d += 1
+            depth[x] = d
+    return max(depth.values(), default=0)
 
 
 def _tree_allreduce(st: _Streams, label: object, parent: dict[int, int], nbytes: float, slicing: Slicing) -> None:
@@ -344,6 +370,16 @@ def hierarchical_program(net: Network, collective: str, size: float, slicing: Sl
     intra = [(c, d) for c in cycles for d in (0, 1)]
     inter = [(rail, d) for rail in rails for d in (0, 1)]
 
+    def count(pairs, steps, block) -> int:  # what rings() below builds: the ring steps and a marker per rank
+        return sum(steps * slices_for(block, *slicing, rule="ring") * len(ring) for ring, _d in pairs) + n
+
+    if coll is ALLREDUCE:  # the exact count, so that the guard refuses before building
+        refuse_transfers(2 * count(intra, g - 1, size / 2 / g) + count(inter, 2 * (nb - 1), size / g / 2 / nb))
+    elif not coll.phases[0].reversed:
+        refuse_transfers(count(inter, nb - 1, size / n / 2) + count(intra, g - 1, size / g / 2))
+    else:
+        refuse_transfers(count(intra, g - 1, size / g / 2) + count(inter, nb - 1, size / n / 2))
+
     def rings(pairs, label, steps, block, ready=None):
         done: dict[int, list[int]] = {}
         for ring, d in pairs:
@@ -376,6 +412,7 @@ def direct_program(net: Network, collective: str, size: float, slicing: Slicing,
     slicing = (slicing[0], DIRECT_MAX_SLICES if slicing[1] is None else slicing[1])
     if coll.rooted:
         sl = slices_for(size, *slicing)
+        refuse_transfers(sl * (n - 1))  # the exact count, so that the guard refuses before building
         for _j in range(sl):
             for x in range(n):
                 if x != root:
@@ -385,6 +422,7 @@ def direct_program(net: Network, collective: str, size: float, slicing: Slicing,
     block = size / n
     sl = slices_for(block, *slicing, min_slices=1)
     each = block / sl
+    refuse_transfers(sl * (n * (n - 1) + (n * n if coll is ALLREDUCE else 0)))  # the exact count, as above
     for _j in range(sl):
         into: dict[int, list[int]] = {}
         for a in range(n):

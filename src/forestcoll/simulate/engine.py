@@ -48,13 +48,24 @@ from forestcoll.errors import UsageError
 from forestcoll.progress import Progress, report
 from forestcoll.simulate import fill_jit
 
-__all__ = ["EngineResult", "Program", "ProgramBuilder", "link_bound", "link_loads", "link_share_rates", "lower_bound",
+__all__ = ["EngineResult", "Program", "ProgramBuilder", "refuse_transfers", "link_bound", "link_loads", "link_share_rates", "lower_bound",
            "max_min_rates", "max_min_rates_small", "path_bound", "run"]
 
 SENT, DELIVERED = 0, 1
 _TOL = 1e-9
 SMALL_COMPONENT = 24  # components of at most this many classes: max_min_rates_small
 _min, _any = np.minimum.reduce, np.logical_or.reduce  # without the ndarray methods' Python wrappers
+
+
+def refuse_transfers(count: int) -> None:
+    """The simulation guard (:data:`forestcoll.limits.MAX_SIM_TRANSFERS`): a one-line UsageError when a program is
+    sure to build ``count`` transfers and that is over the limit. Program builders call it with their count before
+    building (a count that is never above the real one: no simulation that fits is refused), and the builder
+    itself when it reaches the limit."""
+    if count > limits.MAX_SIM_TRANSFERS:
+        raise UsageError(f"the simulation needs more than {limits.MAX_SIM_TRANSFERS:,} transfers (slices moved over "
+                         "paths), above forestcoll's limit; pass a smaller --size, or a larger --slice or a "
+                         "--max-slices cap (see docs/limits.md)")
 
 
 class ProgramBuilder:
@@ -88,9 +99,7 @@ class ProgramBuilder:
         not checked)."""
         tid = len(self._bytes)
         if tid >= limits.MAX_SIM_TRANSFERS:
-            raise UsageError(f"the simulation needs more than {limits.MAX_SIM_TRANSFERS:,} transfers (slices moved over "
-                             "paths), above forestcoll's limit; pass a smaller --size, or a larger --slice or a "
-                             "--max-slices cap (see docs/limits.md)")
+            refuse_transfers(tid + 1)
         self._stream.append(stream if stream is not None else ("#", tid))
         self._links.append(links)
         self._bytes.append(nbytes)

@@ -33,7 +33,7 @@ from forestcoll.errors import UsageError
 from forestcoll.msccl.ir import RECVS, SENDS, Algo, MscclError
 from forestcoll.msccl.semantics import by_rank, compile_tb, size_notes
 from forestcoll.pieces import slices_for
-from forestcoll.simulate.engine import ProgramBuilder
+from forestcoll.simulate.engine import ProgramBuilder, refuse_transfers
 from forestcoll.simulate.network import Network
 
 __all__ = ["FileRate", "channel_routes", "file_rate", "link_seconds", "msccl_collective", "msccl_lowering", "msccl_program", "serialisation_notes",
@@ -243,6 +243,9 @@ def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max
             rows.append((t, deps, t.type in RECVS, recvs, is_send, spread, streams))
             recvs += t.type in RECVS
         plan[key] = rows
+    # the exact count, so that the guard refuses before building: per transmission and iteration, a marker, and
+    # for a send one transfer per route (joined by one more marker when several)
+    refuse_transfers(iterations * sum(1 + (len(r[5]) + (len(r[5]) != 1) if r[4] else 0) for rows in plan.values() for r in rows))
 
     # blocks are built iteration by iteration in an order where every dependency already exists:
     # repeat passes over the blocks, advancing each while its dependencies are built

@@ -46,7 +46,7 @@ from forestcoll.mscclpp.plan import BufRef, Op, Plan, PlanError
 from forestcoll.mscclpp.semantics import buffer_sizes, check_message_size
 from forestcoll.schedule import Schedule
 from forestcoll.simulate.core import SimResult, simulate_program
-from forestcoll.simulate.engine import ProgramBuilder
+from forestcoll.simulate.engine import ProgramBuilder, refuse_transfers
 from forestcoll.simulate.network import Network
 from forestcoll.simulate.plan_reader import PlanBlock, PlanReader
 
@@ -97,6 +97,7 @@ class _Builder(PlanReader):
     # -- building -------------------------------------------------------------------------------------
 
     def build(self) -> ProgramBuilder:
+        refuse_transfers(self.least_transfers())  # before building: never above the real count
         remaining = True
         while remaining:
             remaining = False
@@ -113,6 +114,22 @@ class _Builder(PlanReader):
                 raise PlanError(f"{self.source}: the plan's thread blocks wait on each other in a cycle (first: gpu "
                                 f"{stuck.gpu} tb {stuck.pos}); run the interpreter to see where")
         return self.prog
+
+    def least_transfers(self) -> int:
+        """A count of transfers the program is sure to build (never above :meth:`build`'s): the sends each
+        operation makes whatever the run (one per destination or read; a memory put's consecutive destinations on
+        one GPU may share one, so one) and the marker after them, times the enclosing pipelines' iterations."""
+        total = 0
+        for b in self.blocks:
+            times = [1]
+            for ins in b.prog:
+                if ins[0] == "pipe":
+                    times.append(times[-1] * ins[1])
+                elif ins[0] == "end":
+                    times.pop()
+                else:
+                    total += times[-1] * _least_sends(ins[1])
+        return total
 
     def _advance(self, b: PlanBlock) -> bool:
         """Build the block's next operation; False if it must wait for another block's to be built first."""
@@ -369,6 +386,26 @@ class _Builder(PlanReader):
             b.pending.append(t)
             last_sent, first = [t], []
         return self.marker(sent=last_sent, delivered=after)
+
+
+def _least_sends(op: Op) -> int:
+    """The transfers :meth:`_Builder._op` builds for ``op`` at least (see :meth:`_Builder.least_transfers`)."""
+    name, src, dst = op.name, op.src or (), op.dst or ()
+    if name in ("signal", "rlxsignal"):
+        return len(op.channel_ids or ()) if op.channel_type in ("memory", "port") else 0
+    if name in ("put", "pws", "pwsf", "ppkt", "rppkt"):
+        if op.channel_type == "memory":
+            return 2 if dst else 0  # one run at least, and the marker that has it as its sent event
+        return len(dst)
+    if name in ("get", "rre", "rres"):
+        reads = len(src) if name == "get" else len(src[1:])
+        return reads + (len(dst[1:]) + 1 if name == "rres" and dst[1:] else 0)
+    if name == "res":
+        return len(dst[1:]) + 1 if dst[1:] else 0
+    if name in ("respkt", "recspkt"):
+        sends = len(dst[1 if name == "respkt" else 2:])
+        return sends + 1 if sends else 0
+    return 0
 
 
 def mscclpp_program(plan: Plan, net: Network, size: float, source: str = "plan",

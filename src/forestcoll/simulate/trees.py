@@ -19,7 +19,7 @@ from forestcoll import collectives
 from forestcoll.errors import ScheduleError
 from forestcoll.pieces import cut_pieces, piece_rule, shape_trees, slices_for
 from forestcoll.schedule import Schedule
-from forestcoll.simulate.engine import DELIVERED, SENT, ProgramBuilder
+from forestcoll.simulate.engine import DELIVERED, SENT, ProgramBuilder, refuse_transfers
 from forestcoll.simulate.network import Network
 
 __all__ = ["tree_program"]
@@ -54,6 +54,8 @@ def tree_program(sched: Schedule, net: Network, size: float, slice_bytes: float,
             key = (id(t), a, b)
             links, lat = routes[key]
             plan.append((a, b, links, float(lat), key))
+    cut = []  # (slices, bytes of each, trees) per piece; first counted, so that the guard refuses before building
+    count = 0
     for pc in pieces:
         piece_bytes = pc.cnt * chunk
         key = tuple(id(t) for t in pc.trees)
@@ -61,8 +63,11 @@ def tree_program(sched: Schedule, net: Network, size: float, slice_bytes: float,
             rules[key] = piece_rule(pc.trees, coll.rooted)
         rule, depth = rules[key]
         s = slices_for(piece_bytes, slice_bytes, max_slices, rule=rule, depth=depth)
-        each = float(piece_bytes / s)
         trees = [(t.direction == "in", t.root, plans[id(t)]) for t in pc.trees]
+        count += s * sum(len(plan) + inward for inward, _root, plan in trees)  # an in-tree adds its root's marker
+        cut.append((s, float(piece_bytes / s), trees))
+    refuse_transfers(count)  # the exact count
+    for s, each, trees in cut:
         for _j in range(s):
             reduced: int | None = None  # allreduce: the marker of this slice's reduction at the root
             for inward, root, plan in trees:
