@@ -1,4 +1,4 @@
-"""io19: every file reader is capped (limits.max_file_bytes): huge, endless, blocking or odd inputs are one line,
+"""io19: every file reader is capped (fileio.max_file_bytes): huge, endless, blocking or odd inputs are one line,
 exit 2, at once, without reading gigabytes (docs/limits.md)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from conftest import cli
 
 from forestcoll import limits
 from forestcoll.errors import ForestCollError
-from forestcoll.fileio import read_bytes, read_text
+from forestcoll.fileio import max_file_bytes, read_bytes, read_text
 
 RING = os.path.join(os.path.dirname(__file__), "..", "docs", "examples", "ring-of-four.json")
 
@@ -118,7 +118,7 @@ def test_the_limit_is_raised_or_lowered_by_the_environment(tmp_path, monkeypatch
     monkeypatch.setenv(limits.FILE_BYTES_ENV, str(size))
     assert cli("bound", path)[0] == 0
     monkeypatch.setenv(limits.FILE_BYTES_ENV, "4GiB")
-    assert limits.max_file_bytes() == 4 << 30
+    assert max_file_bytes() == 4 << 30
     monkeypatch.setenv(limits.FILE_BYTES_ENV, "lots")
     code, _, err = cli("bound", path)
     _one_line_refusal(code, err)

@@ -16,7 +16,7 @@ from typing import Any
 from forestcoll.errors import ForestCollError
 
 __all__ = ["FileKind", "atomic_write_bytes", "atomic_write_text", "check_output", "dump_json", "earlier_files",
-           "ensure_directory", "file_kind", "output_directory", "is_plan", "kind_of", "load_json", "parse_json", "read_bytes", "read_text", "sniff", "wrong_kind"]
+           "ensure_directory", "file_kind", "output_directory", "is_plan", "kind_of", "load_json", "max_file_bytes", "parse_json", "read_bytes", "read_text", "sniff", "wrong_kind"]
 
 
 def _umask() -> int:
@@ -156,9 +156,27 @@ def _a(what: str) -> str:
     return ("an " if what[:1].lower() in "aeio" or what.startswith(("MSCCL", "XML")) else "a ") + what
 
 
+def max_file_bytes() -> int:
+    """The most bytes forestcoll reads from one file: the environment variable ``FORESTCOLL_MAX_FILE_BYTES`` (bytes,
+    or a size such as ``4GiB``) when set, else :data:`forestcoll.limits.MAX_FILE_BYTES`; a bad value is a one-line
+    UsageError."""
+    from forestcoll.limits import FILE_BYTES_ENV, MAX_FILE_BYTES
+
+    text = os.environ.get(FILE_BYTES_ENV, "").strip()
+    if not text:
+        return MAX_FILE_BYTES
+    from forestcoll.errors import UsageError
+    from forestcoll.units import parse_size
+
+    try:
+        return parse_size(text)
+    except UsageError as exc:
+        raise UsageError(f"{FILE_BYTES_ENV}={text}: {exc}") from None
+
+
 def _too_large(path: str | os.PathLike[str], what: str, size: int | None) -> ForestCollError:
-    """The one-line error for a file past :func:`forestcoll.limits.max_file_bytes` (``size`` None: a stream)."""
-    from forestcoll.limits import FILE_BYTES_ENV, max_file_bytes
+    """The one-line error for a file past :func:`max_file_bytes` (``size`` None: a stream)."""
+    from forestcoll.limits import FILE_BYTES_ENV
 
     said = f"{size:,} bytes, above" if size is not None else "gives more than"
     return ForestCollError(f"{path}: {said} forestcoll's limit of {max_file_bytes():,} bytes for {_a(what)} "
@@ -166,12 +184,10 @@ def _too_large(path: str | os.PathLike[str], what: str, size: int | None) -> For
 
 
 def read_bytes(path: str | os.PathLike[str], what: str = "file") -> bytes:
-    """The bytes of the file at ``path``, never more than :func:`forestcoll.limits.max_file_bytes`: a larger regular
+    """The bytes of the file at ``path``, never more than :func:`max_file_bytes`: a larger regular
     file is refused by its size before any byte is read, a pipe, FIFO or device once it gives more; any of them at
     the first MiB that holds a NUL byte (no text does: ``/dev/zero``, a sparse file); a FIFO no one writes to is
     refused at once (it is opened without waiting for a writer). Every failure is one ForestCollError."""
-    from forestcoll.limits import max_file_bytes
-
     limit = max_file_bytes()
     try:  # O_NONBLOCK: a FIFO with no writer opens at once (and then reads as empty) instead of hanging
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -215,7 +231,7 @@ def read_bytes(path: str | os.PathLike[str], what: str = "file") -> bytes:
 
 
 def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
-    """Read a UTF-8 text file (at most :func:`forestcoll.limits.max_file_bytes`, see :func:`read_bytes`), turning OS
+    """Read a UTF-8 text file (at most :func:`max_file_bytes`, see :func:`read_bytes`), turning OS
     errors into one-line ForestCollErrors; line ends are read as Python's text mode reads them (\\r\\n and \\r as \\n)."""
     data = read_bytes(path, what)
     try:

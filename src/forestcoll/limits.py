@@ -14,9 +14,8 @@ naming the quantity, the value and the limit, before anything large is built.
 * MSCCL files run or simulated: at most :data:`MAX_MSCCL_CHUNKS` chunks in one
   buffer or loop, :data:`MAX_MSCCL_CHANNELS` channels, :data:`MAX_MSCCL_GPUS`
   gpus, and the interpreter allocates at most :data:`MAX_MSCCL_ELEMENTS` elements.
-* Files read (topologies, schedules, MSCCL files, MSCCL++ plans): at most :func:`max_file_bytes` bytes,
-  :data:`MAX_FILE_BYTES` unless the environment variable :data:`FILE_BYTES_ENV` says otherwise
-  (:func:`forestcoll.fileio.read_bytes`).
+* Files read (topologies, schedules, MSCCL files, MSCCL++ plans): at most :data:`MAX_FILE_BYTES` bytes unless
+  the environment variable :data:`FILE_BYTES_ENV` says otherwise (:func:`forestcoll.fileio.max_file_bytes`).
 * Simulations: at most :data:`MAX_SIM_TRANSFERS` transfers in one (a 1 PiB call, or ``--slice 1``, would fill
   the machine's memory); the builder refuses the next one (:class:`forestcoll.simulate.engine.ProgramBuilder`).
 """
@@ -27,7 +26,7 @@ from forestcoll.errors import UsageError
 
 __all__ = [
     "FILE_BYTES_ENV", "MAX_BOXES", "MAX_FILE_BYTES", "MAX_DIGITS", "MAX_EXPONENT", "MAX_ITERATIONS", "MAX_JOBS", "MAX_LATENCY_US", "MAX_MSCCL_CHANNELS", "MAX_MSCCL_CHUNKS", "MAX_MSCCL_ELEMENTS", "MAX_MSCCL_GPUS",
-    "MAX_NODES", "MAX_RANKS", "MAX_SEED", "MAX_SIM_BANDWIDTH_RATIO", "MAX_SIM_TRANSFERS", "MAX_SIZE", "MAX_SIZES", "MAX_XML_ATTRIBUTE", "MAX_XML_DEPTH", "check_count", "max_file_bytes",
+    "MAX_NODES", "MAX_RANKS", "MAX_SEED", "MAX_SIM_BANDWIDTH_RATIO", "MAX_SIM_TRANSFERS", "MAX_SIZE", "MAX_SIZES", "MAX_XML_ATTRIBUTE", "MAX_XML_DEPTH", "check_count",
 ]
 
 MAX_DIGITS = 40  # significant digits of a numerator or denominator
@@ -61,18 +60,3 @@ def check_count(value: int, what: str, limit: int = MAX_NODES, lo: int = 0) -> i
         raise UsageError(f"{what}: {value:,} is above forestcoll's limit of {limit:,} (see docs/limits.md)")
     return value
 
-
-def max_file_bytes() -> int:
-    """The most bytes forestcoll reads from one file: the environment variable ``FORESTCOLL_MAX_FILE_BYTES`` (bytes,
-    or a size such as ``4GiB``) when set, else :data:`MAX_FILE_BYTES`; a bad value is a one-line UsageError."""
-    import os
-
-    text = os.environ.get(FILE_BYTES_ENV, "").strip()
-    if not text:
-        return MAX_FILE_BYTES
-    from forestcoll.units import parse_size
-
-    try:
-        return parse_size(text)
-    except UsageError as exc:
-        raise UsageError(f"{FILE_BYTES_ENV}={text}: {exc}") from None
