@@ -16,7 +16,7 @@ from typing import Any
 from forestcoll.errors import ForestCollError
 
 __all__ = ["FileKind", "atomic_write_bytes", "atomic_write_text", "check_output", "dump_json", "earlier_files",
-           "ensure_directory", "file_kind", "output_directory", "is_plan", "kind_of", "load_json", "max_file_bytes", "parse_json", "read_bytes", "read_text", "sniff", "wrong_kind"]
+           "ensure_directory", "file_kind", "files_to", "output_directory", "is_plan", "kind_of", "load_json", "max_file_bytes", "parse_json", "read_bytes", "read_text", "sniff", "wrong_kind"]
 
 
 def _umask() -> int:
@@ -36,6 +36,8 @@ def check_output(path: str | os.PathLike[str], inputs: tuple[str | os.PathLike[s
     target = Path(path)
     if not str(path).strip():
         raise ForestCollError("the output file name is empty")
+    if str(path) == "-":
+        return target  # stdout (atomic_write_bytes)
     if target.is_dir():
         raise ForestCollError(f"{target}: is a directory; give a file name to write")
     directory = target.parent if str(target.parent) else Path(".")
@@ -126,10 +128,42 @@ def _temporary(directory: str | os.PathLike[str], name: str) -> tuple[int, str]:
     raise FileExistsError(f"no free temporary name .{name}.{os.getpid()}.N.tmp in {directory}")
 
 
+_STDOUT: list[Any] = []  # where a file named "-" goes: the innermost files_to() stream, else sys.stdout
+
+
+@contextmanager
+def files_to(stream: Any) -> Iterator[None]:
+    """While in the block, a file written to the path ``-`` goes to ``stream`` (the command line's ``-o -``: the
+    real stdout, while the report it prints goes to stderr)."""
+    _STDOUT.append(stream)
+    try:
+        yield
+    finally:
+        _STDOUT.pop()
+
+
+def _write_stdout(data: bytes) -> None:
+    """``data`` written whole to the stream of :func:`files_to` (or stdout), as bytes where it takes them."""
+    import sys
+
+    stream = _STDOUT[-1] if _STDOUT else sys.stdout
+    stream.flush()
+    raw = getattr(stream, "buffer", None)
+    if raw is not None:
+        raw.write(data)
+        raw.flush()
+    else:
+        stream.write(data.decode("utf-8"))
+        stream.flush()
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and rename, so no partial file is ever left; every OS
     failure (directory missing or read-only, disk full, target a directory) is one ForestCollError and leaves
-    an existing file untouched."""
+    an existing file untouched.  The path ``-`` is stdout (see :func:`files_to`), written once, whole."""
+    if str(path) == "-":
+        _write_stdout(data)
+        return
     target = check_output(path)
     directory = target.parent if str(target.parent) else Path(".")
     try:

@@ -65,6 +65,10 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         words = sys.argv[1:] if argv is None else list(argv)
         args = build_parser(_command(words)).parse_args(words)
+        if getattr(args, "output", None) == "-":  # the file to stdout, the report to stderr
+            from forestcoll.cli.stdout import run_to_stdout
+
+            return run_to_stdout(args)
         return int(args.func(args) or 0)
     except ForestCollError as exc:
         print(f"forestcoll: error: {exc}", file=sys.stderr)
