@@ -37,3 +37,10 @@ def test_a_yaml_topology_still_reads_with_line_numbers(tmp_path):
         assert str(exc).startswith(f"{bad}:4"), exc
     else:
         raise AssertionError("a bad bandwidth was taken")
+
+
+def test_a_built_in_cluster_bound_does_not_import_ortools():
+    """`bound dgx-a100:nodes=2` answers from the cluster model (bound/cluster.py) without a max-flow: the package
+    forestcoll.bound and report.py / fixed_k.py imported the max-flow stack (ortools, ~40 ms) regardless."""
+    assert _loaded(["bound", "dgx-a100:nodes=2"], ("ortools",)) == []
+    assert _loaded(["bound", "ring:n=4"], ("ortools",)) == ["ortools"]  # a fabric that needs the max-flow still gets it

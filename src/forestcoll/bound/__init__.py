@@ -7,19 +7,7 @@
 * :mod:`.report`: :func:`bound_report`, the bound with its companions as ``forestcoll bound`` shows them.
 """
 
-from forestcoll.bound.dinkelbach import RateResult, optimal_rate
-from forestcoll.bound.fixed_k import fixed_k_algbw, floor_caps, min_scale_for_k, next_breakpoint, smallest_optimal_k
-from forestcoll.bound.optimal import (
-    Bound,
-    PhaseBound,
-    PreparedPhase,
-    optimal_bound,
-    phase_bound,
-    prepare_phase,
-    root_weights,
-    unbalanced_switches,
-)
-from forestcoll.bound.oracle import Cut, Oracle
+from forestcoll.lazy import lazy_exports
 
 __all__ = [
     "Bound",
@@ -40,3 +28,17 @@ __all__ = [
     "smallest_optimal_k",
     "unbalanced_switches",
 ]
+
+# each name imports its module on first use: `forestcoll bound` of a built-in cluster (bound/cluster.py) needs
+# Bound but not the max-flow stack (numpy, ortools: ~0.1 s of its 0.17 s CPU)
+lazy_exports(__name__, {
+    "RateResult": "forestcoll.bound.dinkelbach", "optimal_rate": "forestcoll.bound.dinkelbach",
+    "fixed_k_algbw": "forestcoll.bound.fixed_k", "floor_caps": "forestcoll.bound.fixed_k",
+    "min_scale_for_k": "forestcoll.bound.fixed_k", "next_breakpoint": "forestcoll.bound.fixed_k",
+    "smallest_optimal_k": "forestcoll.bound.fixed_k",
+    "Bound": "forestcoll.bound.optimal", "PhaseBound": "forestcoll.bound.optimal",
+    "PreparedPhase": "forestcoll.bound.optimal", "optimal_bound": "forestcoll.bound.optimal",
+    "phase_bound": "forestcoll.bound.optimal", "prepare_phase": "forestcoll.bound.optimal",
+    "root_weights": "forestcoll.bound.optimal", "unbalanced_switches": "forestcoll.bound.optimal",
+    "Cut": "forestcoll.bound.oracle", "Oracle": "forestcoll.bound.oracle",
+})

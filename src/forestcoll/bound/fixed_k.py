@@ -18,13 +18,16 @@ import bisect
 import math
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from forestcoll import collectives
 from forestcoll.bound.optimal import prepare_phase, root_weights
-from forestcoll.bound.oracle import Oracle
 from forestcoll.errors import UsageError
 from forestcoll.rational import lcm_of_denominators
 from forestcoll.topology.model import Topology
+
+if TYPE_CHECKING:  # annotations only: the max-flow stack (numpy, ortools) loads with the oracle that is passed
+    from forestcoll.bound.oracle import Oracle
 
 __all__ = ["fixed_k_algbw", "floor_caps", "min_scale_for_k", "next_breakpoint", "smallest_optimal_k"]
 

@@ -16,15 +16,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forestcoll import collectives
-from forestcoll.bound.dinkelbach import RateResult, optimal_rate
-from forestcoll.bound.oracle import Oracle
 from forestcoll.collectives import Collective
 from forestcoll.errors import UsageError
 from forestcoll.rational import format_rational
 from forestcoll.topology.model import Topology
+
+if TYPE_CHECKING:  # the max-flow stack (numpy, ortools) loads when a phase is solved, not with Bound
+    from forestcoll.bound.dinkelbach import RateResult
+    from forestcoll.bound.oracle import Oracle
 
 __all__ = ["Bound", "PhaseBound", "PreparedPhase", "optimal_bound", "phase_bound", "prepare_phase", "root_weights",
            "unbalanced_switches"]
@@ -126,6 +128,9 @@ class PreparedPhase:
 def prepare_phase(topo: Topology, weights: Sequence[int], reverse: bool, symmetry: bool = True) -> PreparedPhase:
     """Orient the fabric for the phase and compute x* exactly."""
     fabric = topo.reversed() if reverse else topo
+    from forestcoll.bound.dinkelbach import optimal_rate
+    from forestcoll.bound.oracle import Oracle
+
     oracle = Oracle.build(fabric, weights, symmetry)
     return PreparedPhase(fabric, oracle, optimal_rate(oracle), unbalanced_switches(fabric))
 
