@@ -44,3 +44,15 @@ def test_a_built_in_cluster_bound_does_not_import_ortools():
     forestcoll.bound and report.py / fixed_k.py imported the max-flow stack (ortools, ~40 ms) regardless."""
     assert _loaded(["bound", "dgx-a100:nodes=2"], ("ortools",)) == []
     assert _loaded(["bound", "ring:n=4"], ("ortools",)) == ["ortools"]  # a fabric that needs the max-flow still gets it
+
+
+def test_help_and_flag_errors_do_not_import_the_commands():
+    """The parser named every command function, so `--help` imported cli.commands and cli.render (~20 ms)."""
+    code = ("import sys, io, contextlib\nfrom forestcoll.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), "
+            "contextlib.suppress(SystemExit):\n    main(['--help'])\n    main(['bound', 'ring:n=4', '--bogus'])\n"
+            "    main(['generate', '--help'])\n"
+            "print(sorted(m for m in ('forestcoll.cli.commands', 'forestcoll.cli.render') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
-from forestcoll.cli import commands, topo_commands
 from forestcoll.errors import UsageError
 
 __all__ = ["build_parser"]
+
+
+def _command(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """The command function ``name`` of ``forestcoll.cli.<module>``, imported when the command runs: building the
+    parser (``--help``, a flag error) does not load the commands and their renderers (~20 ms)."""
+
+    def run(args: argparse.Namespace) -> int:
+        import importlib
+
+        return getattr(importlib.import_module(f"forestcoll.cli.{module}"), name)(args)
+
+    run.__name__ = run.__qualname__ = name
+    return run
 
 
 class _Parser(argparse.ArgumentParser):
@@ -127,7 +140,9 @@ def _generate(args: argparse.Namespace) -> int:
     from forestcoll.msccl.buffer import check_buffer_flags
 
     check_buffer_flags(args)
-    return commands.cmd_generate(args)
+    from forestcoll.cli.commands import cmd_generate
+
+    return cmd_generate(args)
 
 
 class _Unused:
@@ -163,7 +178,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, help="also report the best algbw with exactly K trees per root")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--no-symmetry", action="store_true", help="do not exploit automorphisms (slower; for checking)")
-    p.set_defaults(func=commands.cmd_bound)
+    p.set_defaults(func=_command("commands", "cmd_bound"))
 
     p = sub.add_parser("generate", help="generate a schedule of spanning trees")
     p.add_argument("topology", help=TOPOLOGY_HELP)
@@ -214,7 +229,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    help="executor (default): port channels inside a box go over CUDA IPC, as MSCCL++ picks; nic: "
                         "every port channel goes through the network")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=commands.cmd_simulate)
+    p.set_defaults(func=_command("commands", "cmd_simulate"))
 
     p = sub.add_parser("compare", help="simulate forestcoll and the baselines over sizes: table and plot")
     p.add_argument("topology", help=TOPOLOGY_HELP)
@@ -228,7 +243,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, help="worker processes (default: cores, at most 4)")
     _sim_flags(p)
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=commands.cmd_compare)
+    p.set_defaults(func=_command("commands", "cmd_compare"))
 
     p = sub.add_parser("export", help="lower a schedule to an MSCCL++ execution plan (or a legacy MSCCL algorithm XML)")
     p.add_argument("schedule", help="schedule JSON file (from `forestcoll generate`)")
@@ -240,7 +255,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                                                             "names)")
     p.add_argument("--json", action="store_true", help="print the layout figures as JSON")
     _export_flags(p)
-    p.set_defaults(func=commands.cmd_export)
+    p.set_defaults(func=_command("commands", "cmd_export"))
 
     ms = sub.add_parser("msccl", help="MSCCL algorithm files: run in the interpreter, lint")
     msub = ms.add_subparsers(dest="msccl_command", metavar="ACTION", parser_class=_Parser)
@@ -262,13 +277,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the random input data")
     p.add_argument("--show", type=int, default=10, help="stuck thread blocks / errors to list (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=commands.cmd_msccl_run)
+    p.set_defaults(func=_command("commands", "cmd_msccl_run"))
     p = msub.add_parser("lint", help="check an MSCCL XML file against the runtime's parser rules and limits")
     p.add_argument("file", help="MSCCL algorithm XML")
     p.add_argument("--runtime", default="msccl-executor-nccl", choices=_runtimes(), metavar="RUNTIME",
                    help="whose limits: %(choices)s (default msccl-executor-nccl)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=commands.cmd_msccl_lint)
+    p.set_defaults(func=_command("commands", "cmd_msccl_lint"))
 
     mp = sub.add_parser("mscclpp", help="MSCCL++ execution plans: run in the interpreter, lint")
     mpsub = mp.add_subparsers(dest="mscclpp_command", metavar="ACTION", parser_class=_Parser)
@@ -289,7 +304,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--verbose", "-v", action="store_true", help="list every error, race, relaxed access and stuck block")
     p.add_argument("--show", type=int, default=10, help="with --verbose: entries to list per kind (default 10)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=commands.cmd_mscclpp_run)
+    p.set_defaults(func=_command("commands", "cmd_mscclpp_run"))
     p = mpsub.add_parser("lint", help="check an MSCCL++ plan against the executor's parser rules and limits")
     p.add_argument("plan", help="MSCCL++ execution plan (JSON)")
     p.add_argument("--size", help="check the size-dependent rules for this call size (default: the smallest accepted)")
@@ -297,14 +312,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--max-threadblocks", type=int, default=104,
                    help="thread blocks a GPU runs at once (default 104; A100 108, H100 132)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=commands.cmd_mscclpp_lint)
+    p.set_defaults(func=_command("commands", "cmd_mscclpp_lint"))
 
     p = sub.add_parser("verify", help="check a schedule against its topology, independently of the generator")
     p.add_argument("schedule", help="schedule JSON file")
     p.add_argument("--topology", "-t", help=TOPOLOGY_HELP + " (default: the one named in the schedule)")
     _cluster_flags(p)
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=commands.cmd_verify)
+    p.set_defaults(func=_command("commands", "cmd_verify"))
 
     topo = sub.add_parser("topo", help="topology tools")
     tsub = topo.add_subparsers(dest="topo_command", metavar="ACTION", parser_class=_Parser)
@@ -315,26 +330,26 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the JSON (the default when no -o is given)")
     p.add_argument("-o", "--output", help="write the JSON here")
     p.add_argument("--no-symmetries", action="store_true", help="leave out the declared automorphisms")
-    p.set_defaults(func=topo_commands.cmd_topo_export)
+    p.set_defaults(func=_command("topo_commands", "cmd_topo_export"))
     p = tsub.add_parser("import", help="import an NCCL/RCCL topology dump (NCCL_TOPO_DUMP_FILE); summary, JSON")
     p.add_argument("topology", help="an NCCL/RCCL topology .xml (or any topology argument)")
     _cluster_flags(p)
     p.add_argument("-o", "--output", help="write the topology JSON here")
     p.add_argument("--json", action="store_true", help="print the topology JSON instead of the summary")
-    p.set_defaults(func=topo_commands.cmd_topo_import)
+    p.set_defaults(func=_command("topo_commands", "cmd_topo_import"))
     p = tsub.add_parser("show", help="counts, per-rank bandwidth and links by class")
     p.add_argument("topology", help=TOPOLOGY_HELP)
     _cluster_flags(p)
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=topo_commands.cmd_topo_show)
+    p.set_defaults(func=_command("topo_commands", "cmd_topo_show"))
     p = tsub.add_parser("draw", help="draw the fabric (png, svg or pdf), optionally with its bottleneck cut")
     p.add_argument("topology", help=TOPOLOGY_HELP)
     _cluster_flags(p)
     p.add_argument("-o", "--output", required=True, help="picture file: .png, .svg or .pdf")
     p.add_argument("--cut", action="store_true", help="highlight the bottleneck cut of the collective")
     _collective_flag(p, "collective whose bottleneck cut --cut highlights: ")
-    p.set_defaults(func=topo_commands.cmd_topo_draw)
+    p.set_defaults(func=_command("topo_commands", "cmd_topo_draw"))
     p = tsub.add_parser("list", help="list the built-in topologies")
     p.add_argument("--options", action="store_true", help="also list every option with its default")
-    p.set_defaults(func=topo_commands.cmd_topo_list)
+    p.set_defaults(func=_command("topo_commands", "cmd_topo_list"))
     return parser
