@@ -66,3 +66,31 @@ def test_misses_flag_each_target():
          "mscclpp": {"16MiB": None, "1GiB": None}, "baseline": {"16MiB": (55.0, "ring"), "1GiB": (80.0, "ring")}}
     assert fabric_sweep.misses(m) == ["trees 16MiB < baseline", "msccl 1GiB", "mscclpp 16MiB < baseline",
                                       "mscclpp 1GiB"]
+
+
+def test_allreduce_bound_is_for_equal_shards():
+    """Seed 6 (an 8-GPU and a 4-GPU box, one 100 Gb/s NIC each): ForestColl's allreduce (reduce-scatter then
+    allgather, equal shards) is at most 3/4 of a NIC, 75/8 GB/s; weighting each rank's shard by 1 / (ranks in its
+    box) lets the same two phases run at the whole NIC, 25/2 GB/s (docs/sweep.md).  Equal boxes: no weighting."""
+    from fractions import Fraction
+
+    from forestcoll.bound.optimal import optimal_bound
+
+    topo = fabric_sweep.load_fabric(fabric_sweep.random_fabric(6))
+    assert optimal_bound(topo, "allreduce").algbw == Fraction(75, 8)
+    assert fabric_sweep.box_weighted_allreduce(topo) == Fraction(25, 2)
+    assert fabric_sweep.box_weighted_allreduce(fabric_sweep.load_fabric(fabric_sweep.random_fabric(2))) is None
+
+
+SLOW_CASES = [(1, "allgather"), (2, "allgather"), (3, "allreduce"), (3, "allgather")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("seed", "collective"), SLOW_CASES)
+def test_sweep_fabric_meets_the_targets(seed, collective):
+    """End to end on a few sweep fabrics: the trees, the MSCCL file and the MSCCL++ plan ``generate`` writes reach 0.95
+    of the exact bound at 1 GiB, and the trees and the MSCCL file beat the best baseline at 16 MiB (the MSCCL++ plan
+    at 16 MiB is left out: a fixed ~70 us per call more than its trees, docs/sweep.md)."""
+    m = fabric_sweep.measure(fabric_sweep.load_fabric(fabric_sweep.random_fabric(seed)), collective)
+    found = [miss for miss in fabric_sweep.misses(m) if miss != "mscclpp 16MiB < baseline"]
+    assert not found, (found, m)
