@@ -62,9 +62,8 @@ def test_crossings_open_the_packing_without_cpus(fabric):
     assert such_edges(fabric, sched, bare) == 0
     assert through_cpus_note(fabric, sched).startswith(
         f"the optimal k={sched.k}'s trees cross between boxes through a CPU ({cpu_crossings(fabric, sched)} edges)")
-    k1 = generate(fabric, "allgather", k=1)
-    if cpu_crossings(fabric, k1):
-        assert off_cpu_packing(fabric, k1, k=1) is not None
+    k1 = generate(fabric, "allgather", k=1)  # a fixed k: only detours inside a box open its packing (for now)
+    assert cpu_detours(fabric, k1) == 0 and off_cpu_packing(fabric, k1, k=1) is None
 
 
 def test_no_cpu_no_crossings():

@@ -133,14 +133,15 @@ def optimum_on(topology: Topology, sched: Schedule, part: Callable[[Topology], T
 
 def off_cpu_packing(topology: Topology, sched: Schedule, **generate_kwargs: Any) -> Schedule | None:
     """``sched`` packed again on :func:`without_cpus` with the same ``generate_kwargs`` (its ``k`` or
-    ``max_height``, root, ...), when ``sched`` has CPU detours (:func:`cpu_detours`) or edges between boxes through a
-    CPU (:func:`cpu_crossings`) and that packing's exact algbw
+    ``max_height``, root, ...), when ``sched`` has CPU detours (:func:`cpu_detours`; edges between boxes through a
+    CPU do not open it here: on the MI300 dump every k below the optimum has them, and the per-size candidates they
+    would add are not measured yet, docs/sweep.md) and that packing's exact algbw
     is not below ``sched``'s; else None.  For a schedule that is not optimal (a fixed k, a height limit) this is
     :func:`optimum_on`'s test on :func:`without_cpus`, without the bound: the packing itself must reach the rate."""
     from forestcoll.errors import ForestCollError
     from forestcoll.generate import generate
 
-    if not sched.trees or not _through_cpus(topology, sched):
+    if not sched.trees or not cpu_detours(topology, sched):
         return None
     bare = without_cpus(topology)
     if bare is None:
