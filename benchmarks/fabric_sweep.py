@@ -22,7 +22,7 @@ bound (allreduce: the bound is for reduce-scatter and allgather in sequence, wit
 that overlaps them can beat on fabrics whose boxes differ; docs/sweep.md).  The summary line counts
 them.
 
-    python benchmarks/fabric_sweep.py                       # seeds 0-23 (about 10 min CPU)
+    python benchmarks/fabric_sweep.py                       # seeds 0-23 (about 11 min CPU)
     python benchmarks/fabric_sweep.py --seeds 0-3 --markdown
     python benchmarks/fabric_sweep.py --seeds 7 --show      # the fabric of seed 7 as YAML, nothing simulated
     python benchmarks/fabric_sweep.py --seeds 7 --save DIR  # and write DIR/fabric-7.yaml (forestcoll bound DIR/...)
