@@ -23,7 +23,8 @@ from typing import Any
 from forestcoll.schedule import Schedule
 from forestcoll.topology.model import Topology, TopologyError, make_topology
 
-__all__ = ["cpu_detours", "off_cpu_packing", "optimum_on", "without_cpu_links", "without_cpus"]
+__all__ = ["cpu_crossings", "cpu_detours", "off_cpu_packing", "optimum_on", "such_edges", "through_cpus_note",
+           "without_cpu_links", "without_cpus"]
 
 CPU = re.compile(r"cpu\d*(\.\d+)?")  # the switches an NCCL / RCCL topology's <cpu> elements become (topology/nccl_xml.py)
 
@@ -44,6 +45,41 @@ def cpu_detours(topology: Topology, sched: Schedule) -> int:
     return sum(1 for tree in sched.trees for e in tree.edges
                if (e.src, e.dst) in direct and box.get(e.src) is not None and box.get(e.src) == box.get(e.dst)
                and cpus.intersection(e.path))
+
+
+def cpu_crossings(topology: Topology, sched: Schedule) -> int:
+    """How many of ``sched``'s tree edges between two boxes pass through a CPU: a GPU reaching another NIC than its
+    own through its CPU, or a NIC reaching a GPU through the receiving box's CPU.  A runtime sends between boxes over
+    its own route (the sender's nearest NIC, the receiver's nearest GPU path), so the CPU links and NICs carry other
+    loads than the trees assumed (two 8-GPU boxes with two NICs and a CPU each, docs/sweep.md: allgather file 0.67
+    of the bound, 1.00 packed without the CPUs)."""
+    cpus = _cpus(topology)
+    if not cpus:
+        return 0
+    box = {n.name: n.box for n in topology.nodes}
+    return sum(1 for tree in sched.trees for e in tree.edges
+               if box.get(e.src) != box.get(e.dst) and cpus.intersection(e.path))
+
+
+def _through_cpus(topology: Topology, sched: Schedule) -> bool:
+    """Whether any tree edge of ``sched`` passes a CPU where a runtime would not send it (:func:`cpu_detours`,
+    :func:`cpu_crossings`): the gate of the packings without them."""
+    return bool(cpu_detours(topology, sched) or cpu_crossings(topology, sched))
+
+
+def through_cpus_note(topology: Topology, sched: Schedule) -> str:
+    """What a runtime does otherwise than ``sched``'s trees through the CPUs: edges joining GPUs of one box through a
+    CPU (sent over their direct link), else edges between boxes through a CPU (sent over the runtime's own route)."""
+    if detours := cpu_detours(topology, sched):
+        return (f"the optimal k={sched.k}'s trees join GPUs of one box through a CPU ({detours} edges), which a "
+                "runtime sends over their direct link")
+    return (f"the optimal k={sched.k}'s trees cross between boxes through a CPU ({cpu_crossings(topology, sched)} "
+            "edges), which a runtime sends over its own route through the NICs")
+
+
+def such_edges(topology: Topology, optimal: Schedule, bare: Schedule) -> int:
+    """The count :func:`through_cpus_note` gave ``optimal``, for ``bare``."""
+    return cpu_detours(topology, bare) if cpu_detours(topology, optimal) else cpu_crossings(topology, bare)
 
 
 def without_cpus(topology: Topology) -> Topology | None:
@@ -78,11 +114,12 @@ def optimum_on(topology: Topology, sched: Schedule, part: Callable[[Topology], T
     """The optimal schedule of ``sched``'s collective packed on ``part(topology)`` (``topology`` with some of its
     links or switches dropped: :func:`without_cpus`, :func:`without_cpu_links`; ``generate_kwargs``: root, symmetry,
     max_k as for ``sched``), when ``sched`` has CPU detours (:func:`cpu_detours`) and the packing reaches ``sched``'s
-    exact algbw (so it is as optimal on ``topology``, its links a subset); else None, also when ``part`` gives None."""
+    exact algbw (so it is as optimal on ``topology``, its links a subset); else None, also when ``part`` gives None.
+    Edges between boxes through a CPU (:func:`cpu_crossings`) open the same offer."""
     from forestcoll.bound.optimal import optimal_bound
     from forestcoll.generate import generate
 
-    if not sched.trees or not cpu_detours(topology, sched):
+    if not sched.trees or not _through_cpus(topology, sched):
         return None
     bare = part(topology)
     if bare is None:
@@ -96,7 +133,9 @@ def optimum_on(topology: Topology, sched: Schedule, part: Callable[[Topology], T
 
 def off_cpu_packing(topology: Topology, sched: Schedule, **generate_kwargs: Any) -> Schedule | None:
     """``sched`` packed again on :func:`without_cpus` with the same ``generate_kwargs`` (its ``k`` or
-    ``max_height``, root, ...), when ``sched`` has CPU detours (:func:`cpu_detours`) and that packing's exact algbw
+    ``max_height``, root, ...), when ``sched`` has CPU detours (:func:`cpu_detours`; edges between boxes through a
+    CPU do not open it here: on the MI300 dump every k below the optimum has them, and the per-size candidates they
+    would add are not measured yet, docs/sweep.md) and that packing's exact algbw
     is not below ``sched``'s; else None.  For a schedule that is not optimal (a fixed k, a height limit) this is
     :func:`optimum_on`'s test on :func:`without_cpus`, without the bound: the packing itself must reach the rate."""
     from forestcoll.errors import ForestCollError

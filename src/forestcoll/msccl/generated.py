@@ -202,7 +202,7 @@ def _off_cpus(topology, optimal: Schedule, chosen: Schedule, result: ExportResul
     and on ``without_cpu_links``), where they exist, compete with ``result`` by
     :func:`_challenge`, each with its files (plain, split, even pieces, and for RCCL :func:`rccl_files`), with a
     note; else nothing changes."""
-    from forestcoll.msccl.detours import cpu_detours, optimum_on, without_cpu_links, without_cpus
+    from forestcoll.msccl.detours import optimum_on, such_edges, through_cpus_note, without_cpu_links, without_cpus
 
     for what, how, part in (("without the CPUs", "off cpus", without_cpus),
                             ("without the links between the CPUs", "one socket", without_cpu_links)):
@@ -221,9 +221,8 @@ def _off_cpus(topology, optimal: Schedule, chosen: Schedule, result: ExportResul
         chosen, result, said = _challenge(f"the optimal k={bare.k}'s trees packed {what}: their", bare,
                                           mine + rccl_files(bare, options, mine), chosen, result, said, file_rate,
                                           bound, size, tally, raced=False)
-        said.append(f"the optimal k={optimal.k}'s trees join GPUs of one box through a CPU "
-                    f"({cpu_detours(topology, optimal)} edges), which a runtime sends over their direct link: the "
-                    f"optimum packed {what} (k={bare.k}, the same exact rate, {cpu_detours(topology, bare)} such edges) "
+        said.append(f"{through_cpus_note(topology, optimal)}: the optimum packed {what} (k={bare.k}, the same exact "
+                    f"rate, {such_edges(topology, optimal, bare)} such edges) "
                     f"competed by the same rule ({tally[0]} files simulated, {tally[1]} not)")
     return chosen, result, said
 

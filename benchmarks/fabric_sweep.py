@@ -1,0 +1,372 @@
+"""Benchmark: what a user gets on fabrics we did not design for (a seeded sweep over random realistic fabrics).
+
+Each seed gives one declarative topology document (docs/topology-format.md), as a user would write it: 2-4 boxes
+of 2-8 GPUs, of one or two kinds; each kind NVSwitch-like (every GPU on one switch) or direct-link (an xGMI-like
+full mesh, or a ring); 1-4 NICs per box, each under a PCIe switch shared by its GPUs, sometimes with a CPU joining
+the PCIe switches; a rail, single-switch or leaf-spine fabric (oversubscribed, one or two spines); bandwidths as
+exact rationals, some links faster one way than the other; node names random and listed in a random order.
+
+For each fabric and each of allreduce and allgather it prints the exact bound, then the simulated algbw (default
+model) as a fraction of the bound at 16 MiB and 1 GiB of
+
+* the optimal trees (``forestcoll generate``);
+* the MSCCL file ``generate --format msccl`` writes (``msccl/generated.py``, for the runtime the fabric implies);
+* the MSCCL++ plan ``generate --format mscclpp`` writes (``write_generated_plan``, cut for 1 GiB);
+
+and the best baseline (ring, double binary tree, hierarchical, direct) at 16 MiB.  For allreduce on fabrics whose
+boxes differ in size, the exact rate of reduce-scatter then allgather with each rank's shard weighted by 1 / (ranks
+in its box) (:func:`box_weighted_allreduce`): where it is above the bound, the bound is not the allreduce optimum.  Where the MSCCL++ plan (cut for
+1 GiB) loses to it at 16 MiB, the same trees' plan cut for 16 MiB (what ``generate --sizes`` cuts for that size) too.  A miss is flagged ``!``: an
+artefact below 0.95 of the bound at 1 GiB, or below the best baseline at 16 MiB; ``^`` marks a rate above the
+bound (allreduce: the bound is for reduce-scatter and allgather in sequence, with equal shards, which an allreduce
+that overlaps them can beat on fabrics whose boxes differ; docs/sweep.md).  The summary line counts
+them.
+
+    python benchmarks/fabric_sweep.py                       # seeds 0-23 (about 11 min CPU)
+    python benchmarks/fabric_sweep.py --seeds 0-3 --markdown
+    python benchmarks/fabric_sweep.py --seeds 7 --show      # the fabric of seed 7 as YAML, nothing simulated
+    python benchmarks/fabric_sweep.py --seeds 7 --save DIR  # and write DIR/fabric-7.yaml (forestcoll bound DIR/...)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import random
+import sys
+import tempfile
+import time
+from fractions import Fraction
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+SIZES = ((16 << 20, "16MiB"), (1 << 30, "1GiB"))
+TARGET = 0.95
+COLLECTIVES = ("allreduce", "allgather")
+ARTEFACTS = ("trees", "msccl", "mscclpp")
+
+# exact per-direction bandwidths (GB/s) a user's file might give, some of them awkward rationals
+NVSWITCH_BW = ("300", "450", "150", "1040/3", "900")
+MESH_BW = ("48", "64", "36", "50", "128/3")
+RING_BW = ("100", "50", "75/2", "200")
+PCIE_BW = ("32", "64", "126/5", "24")
+NIC_BW = ("100Gbps", "200Gbps", "400Gbps", "25", "175/8")
+NAME_STEMS = ("gpu", "g", "rank", "dev", "cuda", "acc")
+
+
+def _frac(text: str) -> Fraction:
+    """A bandwidth string of this module as GB/s (``Gbps`` read as bits)."""
+    if text.endswith("Gbps"):
+        return Fraction(text[:-4]) / 8
+    return Fraction(text)
+
+
+def _names(rng: random.Random, stem: str, count: int, taken: set[str]) -> list[str]:
+    """``count`` fresh random names ``stem<number>`` (not in ``taken``), in a random order."""
+    out: list[str] = []
+    while len(out) < count:
+        name = f"{stem}{rng.randrange(1000)}"
+        if name not in taken:
+            taken.add(name)
+            out.append(name)
+    return out
+
+
+def _pair(a: str, b: str, bw: str, back: str | None = None, cls: str = "") -> list[dict]:
+    """Links between ``a`` and ``b``: ``bw`` both ways, or ``bw`` a->b and ``back`` b->a."""
+    extra = {"class": cls} if cls else {}
+    if back is None or back == bw:
+        return [{"between": [a, b], "bandwidth": bw, **extra}]
+    return [{"from": a, "to": b, "bandwidth": bw, **extra}, {"from": b, "to": a, "bandwidth": back, **extra}]
+
+
+def random_box(rng: random.Random, kind: str) -> dict:
+    """One box kind as a declarative ``box:`` mapping (see the module docstring)."""
+    ngpus = rng.choice((2, 4, 4, 6, 8, 8))
+    style = rng.choice(("nvswitch", "nvswitch", "mesh", "ring")) if ngpus > 2 else rng.choice(("nvswitch", "mesh"))
+    taken: set[str] = set()
+    gpus = _names(rng, rng.choice(NAME_STEMS), ngpus, taken)
+    order = list(range(ngpus))  # the physical order (ring neighbours, NIC groups); the listing order is random
+    rng.shuffle(order)
+    phys = [gpus[i] for i in order]
+    links: list[dict] = []
+    switches: list[str] = []
+    if style == "nvswitch":
+        sw = _names(rng, "nvsw", 1, taken)[0]
+        switches.append(sw)
+        bw = rng.choice(NVSWITCH_BW)
+        for g in gpus:
+            links += _pair(g, sw, bw, cls="nvlink")
+    elif style == "mesh":
+        bw = rng.choice(MESH_BW)
+        for i in range(ngpus):
+            for j in range(i + 1, ngpus):  # some pairs bundle two links (as MI250's GCDs do)
+                pair_bw = str(_frac(bw) * 2) if rng.random() < 0.2 else bw
+                links += _pair(phys[i], phys[j], pair_bw, cls="xgmi")
+    else:
+        bw = rng.choice(RING_BW)
+        for i in range(ngpus):
+            links += _pair(phys[i], phys[(i + 1) % ngpus], bw, cls="nvlink")
+    nnics = rng.choice([n for n in (1, 2, 4) if n <= ngpus and ngpus % n == 0])
+    nics = _names(rng, "nic", nnics, taken)
+    pcie = _names(rng, "pcie", nnics, taken)
+    switches += pcie + nics
+    up, down = rng.choice(PCIE_BW), rng.choice(PCIE_BW) if rng.random() < 0.3 else None
+    per = ngpus // nnics
+    for n in range(nnics):
+        for g in phys[n * per:(n + 1) * per]:
+            links += _pair(g, pcie[n], up, down, cls="pcie")
+        links += _pair(pcie[n], nics[n], rng.choice(PCIE_BW), cls="pcie")
+    if nnics > 1 and rng.random() < 0.5:  # a CPU root complex joining the PCIe switches
+        cpu = _names(rng, "cpu", 1, taken)[0]
+        switches.append(cpu)
+        for p in pcie:
+            links += _pair(p, cpu, rng.choice(PCIE_BW), cls="pcie")
+    nic_bw = rng.choice(NIC_BW)
+    ports = [{"node": nic, "bandwidth": nic_bw} for nic in nics]
+    rng.shuffle(switches)
+    rng.shuffle(links)
+    cpu_tag = "+cpu" if any(s.startswith("cpu") for s in switches) else ""
+    kind = f"{kind}-{ngpus}{style}-{nnics}nic{cpu_tag}"
+    return {"kind": kind, "compute": gpus, "switches": switches, "links": links, "ports": ports}
+
+
+def random_fabric(seed: int) -> dict:
+    """The declarative topology document of ``seed`` (deterministic: the same seed, the same document)."""
+    rng = random.Random(seed)
+    nboxes = rng.choice((2, 2, 3, 4))
+    kinds = [random_box(rng, f"kind{k}") for k in range(rng.choice((1, 2)))]
+    counts = [1] * len(kinds)
+    for _ in range(nboxes - len(kinds)):
+        counts[rng.randrange(len(kinds))] += 1
+    groups = [{"box": box, "count": c} for box, c in zip(kinds, counts)]
+    rng.shuffle(groups)
+    kind = rng.choice(("rail", "rail", "switch", "leaf-spine"))
+    fabric: dict = {"type": kind}
+    if kind == "leaf-spine":
+        ports = max(len(k["ports"]) for k in kinds)
+        fabric.update(spines=rng.choice((1, 2)), oversub=rng.choice(("1", "2", "3/2")),
+                      leaf_ports=ports * rng.choice((1, 2)))
+    return {"name": f"sweep-{seed}", "boxes": groups, "fabric": fabric}
+
+
+def describe(doc: dict) -> str:
+    """A short label: boxes (GPUs, style, NICs) and the fabric."""
+    parts = []
+    for group in doc["boxes"]:
+        parts.append(f"{group['count']}x{group['box']['kind'].split('-', 1)[1]}")
+    fab = doc["fabric"]
+    extra = f" s{fab['spines']} o{fab['oversub']}" if fab["type"] == "leaf-spine" else ""
+    return " ".join(parts) + f" {fab['type']}{extra}"
+
+
+def as_yaml(doc: dict) -> str:
+    """The document as the YAML file a user writes (a link or port per line)."""
+    import yaml
+
+    return yaml.safe_dump(doc, sort_keys=False, width=200, default_flow_style=None)
+
+
+def load_fabric(doc: dict):
+    """The Topology of a document, read the way ``forestcoll`` reads a user's file."""
+    from forestcoll.topology.declarative import load_declarative
+
+    return load_declarative(doc, doc["name"])
+
+
+def box_weighted_allreduce(topo) -> Fraction | None:
+    """The exact optimum of reduce-scatter then allgather when every rank's shard is weighted by 1 / (ranks in its
+    box) instead of equal (trees with root multiplicities, the bound's own machinery): an allreduce rate the equal
+    shards of ForestColl's allreduce cannot reach where boxes differ.  None when every box has as many ranks."""
+    import math
+
+    from forestcoll.bound.optimal import phase_bound
+
+    per: dict[str | None, int] = {}
+    for node in topo.nodes:
+        if node.kind == "compute":
+            per[node.box] = per.get(node.box, 0) + 1
+    if len(set(per.values())) == 1:
+        return None
+    lcm = math.lcm(*per.values())
+    weights = tuple(lcm // per[n.box] if n.kind == "compute" else 0 for n in topo.nodes)
+    rs = phase_bound(topo, "reduce_scatter", weights, True, symmetry=False).rate  # no orbits: the weights break them
+    ag = phase_bound(topo, "allgather", weights, False, symmetry=False).rate
+    return sum(weights) / (1 / rs + 1 / ag)
+
+
+def best_baseline(net, collective: str, size: int):
+    """The fastest applicable baseline at ``size``."""
+    from forestcoll.simulate import baselines
+    from forestcoll.simulate.core import simulate
+
+    results = [simulate(net, name, collective, size) for name in baselines.BASELINES
+               if baselines.applicable(name, net, collective)]
+    return max(results, key=lambda r: r.algbw_gbps)
+
+
+def measure(topo, collective: str) -> dict:
+    """Every artefact's simulated algbw at SIZES for one fabric and collective, with the bound and the baseline."""
+    from delivered import written_by_generate
+
+    from forestcoll.generate import generate
+    from forestcoll.msccl.fabric import fabric_options
+    from forestcoll.mscclpp.export import ExportError, ExportOptions, write_generated_plan
+    from forestcoll.simulate.core import simulate
+    from forestcoll.simulate.msccl import simulate_msccl
+    from forestcoll.simulate.mscclpp import plan_rate, simulate_plan
+    from forestcoll.simulate.network import build_network
+
+    net = build_network(topo)
+    t0 = time.process_time()
+    sched = generate(topo, collective)
+    out: dict = {"bound": float(sched.bound_algbw), "k": sched.k, "trees": {}, "msccl": {}, "mscclpp": {},
+                 "baseline": {}, "notes": []}
+    with contextlib.redirect_stdout(io.StringIO()) as said:  # delivered.py prints the export's notes
+        xml_sched, algo, why = written_by_generate(topo, sched)
+    out["notes"] += said.getvalue().splitlines()
+    out["weighted"] = box_weighted_allreduce(topo) if collective == "allreduce" else None
+    out["msccl_k"] = xml_sched.k if algo is not None else None
+    out["msccl_why"] = why
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            psched, res = write_generated_plan(topo, collective, f"{tmp}/plan.json",
+                                               options=fabric_options(ExportOptions(), topo), plan_rate=plan_rate(topo))
+            plan, out["mscclpp_k"] = res.plan, psched.k
+            out["notes"] += list(res.notes)
+        except ExportError as exc:
+            plan, out["mscclpp_k"], out["mscclpp_why"] = None, None, str(exc).split(":")[0]
+    for size, label in SIZES:
+        out["trees"][label] = simulate(net, sched, size=size).algbw_gbps
+        out["msccl"][label] = simulate_msccl(algo, net, size).algbw_gbps if algo is not None else None
+        out["mscclpp"][label] = simulate_plan(net, plan, size).algbw_gbps if plan is not None else None
+        base = best_baseline(net, collective, size)
+        out["baseline"][label] = (base.algbw_gbps, base.algorithm)
+    out["mscclpp_cut16"] = None
+    if plan is not None and out["mscclpp"]["16MiB"] < out["baseline"]["16MiB"][0]:  # what a plan cut for 16 MiB gets
+        from dataclasses import replace
+
+        from forestcoll.mscclpp.export import export_mscclpp
+        from forestcoll.mscclpp.ports import executor_ports
+
+        cut = replace(fabric_options(ExportOptions(), topo), layout=res.layout, design_size=16 << 20, check=False)
+        plan16 = export_mscclpp(psched, executor_ports(topo).topology, cut).plan
+        out["mscclpp_cut16"] = simulate_plan(net, plan16, 16 << 20).algbw_gbps
+    out["cpu_s"] = time.process_time() - t0
+    return out
+
+
+def misses(m: dict) -> list[str]:
+    """The targets ``m`` (one :func:`measure`) misses: an artefact below TARGET of the bound at 1 GiB, or below
+    the best baseline at 16 MiB."""
+    found = []
+    for art in ARTEFACTS:
+        for _, size in SIZES:
+            if low(m, art, size):
+                found.append(f"{art} {size}" + (" < baseline" if size != "1GiB" else ""))
+    return found
+
+
+def low(m: dict, art: str, size: str) -> bool:
+    """Whether ``art``'s rate at ``size`` misses its target (none written counts as a miss)."""
+    rate = m[art][size]
+    if rate is None:
+        return True
+    return rate < TARGET * m["bound"] if size == "1GiB" else rate < m["baseline"][size][0]
+
+
+def above(m: dict) -> bool:
+    """Whether an artefact or the best baseline runs faster than the bound (more than 0.1 %) at some size: the bound
+    is for phases in sequence (reduce-scatter, then allgather), which an allreduce that overlaps them can beat."""
+    rates = [m[art][size] for art in ARTEFACTS for _, size in SIZES] + [m["baseline"][size][0] for _, size in SIZES]
+    return any(r is not None and r > 1.001 * m["bound"] for r in rates)
+
+
+def _cell(rate: float | None, bound: float, flag: bool) -> str:
+    if rate is None:
+        return "- !"
+    return f"{rate:.1f} ({rate / bound:.2f})" + (" !" if flag else "") + (" ^" if rate > 1.001 * bound else "")
+
+
+def row(seed: int, label: str, collective: str, m: dict) -> list[str]:
+    """One table row (misses flagged with ``!``)."""
+    bound = m["bound"]
+    cells = [str(seed), label, collective, f"{bound:.1f}", str(m["k"])]
+    for art in ARTEFACTS:
+        for _, size in SIZES:
+            cells.append(_cell(m[art][size], bound, low(m, art, size)))
+    base, name = m["baseline"]["16MiB"]
+    cut16 = m.get("mscclpp_cut16")
+    cells += [f"{base:.1f} {name}" + (" ^" if base > 1.001 * bound else ""), f"{cut16:.1f} ({cut16 / bound:.2f})" if cut16 is not None else "", f"{m['msccl_k'] if m['msccl_k'] is not None else '-'}/"
+              f"{m['mscclpp_k'] if m['mscclpp_k'] is not None else '-'}",
+              f"{float(m['weighted']):.1f} ({float(m['weighted']) / bound:.2f})" if m.get("weighted") else "",
+              f"{m['cpu_s']:.0f}"]
+    return cells
+
+
+COLUMNS = ["seed", "fabric", "collective", "bound GB/s", "k", "trees 16MiB (of bound)", "trees 1GiB",
+           "MSCCL 16MiB", "MSCCL 1GiB", "MSCCL++ 16MiB", "MSCCL++ 1GiB", "best baseline 16MiB",
+           "MSCCL++ cut for 16MiB", "k MSCCL/MSCCL++",
+           "allreduce, shards by box", "CPU s"]
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``0-23`` or ``1,5,9`` or a mix."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        seeds += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
+    return seeds
+
+
+def main() -> None:
+    from rich.console import Console
+    from tables import show
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", default="0-23", help="seeds: 0-23, 1,5,9 (default 0-23)")
+    ap.add_argument("--collectives", default=",".join(COLLECTIVES), help="comma-separated (default allreduce,allgather)")
+    ap.add_argument("--markdown", action="store_true", help="print markdown")
+    ap.add_argument("--show", action="store_true", help="print each seed's fabric as YAML and stop")
+    ap.add_argument("--save", metavar="DIR", help="also write each fabric to DIR/fabric-SEED.yaml")
+    args = ap.parse_args()
+    seeds = parse_seeds(args.seeds)
+    if args.show or args.save:
+        for seed in seeds:
+            text = as_yaml(random_fabric(seed))
+            if args.save:
+                os.makedirs(args.save, exist_ok=True)
+                Path(args.save, f"fabric-{seed}.yaml").write_text(text)
+            if args.show:
+                print(f"# seed {seed}: {describe(random_fabric(seed))}\n{text}")
+        if args.show:
+            return
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, load average {load:.2f}", flush=True)
+    rows: list[list[str]] = []
+    counted = missed = beaten = 0
+    t_start, cpu_start = time.perf_counter(), time.process_time()
+    for seed in seeds:
+        doc = random_fabric(seed)
+        topo = load_fabric(doc)
+        label = f"{describe(doc)} ({topo.num_compute} GPUs)"
+        for collective in args.collectives.split(","):
+            m = measure(topo, collective)
+            found = misses(m)
+            counted += 1
+            missed += bool(found)
+            beaten += above(m)
+            rows.append(row(seed, label, collective, m))
+            print(" | ".join(rows[-1]) + (f"   MISS: {', '.join(found)}" if found else ""), flush=True)
+    show(Console(), f"Fabric sweep: simulated algbw (default model) against the exact bound; ! = below {TARGET} of the "
+         "bound at 1 GiB, or below the best baseline at 16 MiB; ^ = above the bound", COLUMNS, rows, args.markdown, 3)
+    print(f"\n{counted - missed} of {counted} (fabric, collective) meet every target; {missed} miss; in {beaten} "
+          "something runs above the bound "
+          f"({time.perf_counter() - t_start:.0f} s wall, {time.process_time() - cpu_start:.0f} s CPU)")
+
+
+if __name__ == "__main__":
+    main()
