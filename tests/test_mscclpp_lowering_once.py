@@ -51,14 +51,17 @@ def test_build_is_built_once():
     assert acts and low.build() is acts and len(low.build()) == len(acts)
 
 
-@pytest.mark.parametrize("coll", ["allreduce", "allgather"])
-def test_given_lowering_gives_the_same_export(cube, coll):
+@pytest.mark.parametrize("coll,layouts,limits", [
+    ("allgather", ("auto", "edge", "mixed", "level", "source"), (6, 16, 64)),
+    ("allreduce", ("auto", "shared", "level"), (6, 64)),
+    pytest.param("allreduce", ("auto", "edge", "mixed", "level", "source", "shared"), (6, 10, 16, 64),
+                 marks=pytest.mark.slow)])
+def test_given_lowering_gives_the_same_export(cube, coll, layouts, limits):
     topo, scheds = cube
     sched = scheds[coll]
-    layouts = ("auto", "edge", "mixed", "level", "source") + (("shared",) if coll == "allreduce" else ())
     for layout in layouts:
-        for mx in (6, 10, 16, 64):
-            for inplace in (True, False):
+        for mx in limits:
+            for inplace in (True, False) if layout == "auto" else (True,):
                 opts = ExportOptions(layout=layout, max_threadblocks=mx, check=False, inplace=inplace)
                 low = lowering_for(sched, topo, opts)
                 nowhere = fits_nowhere(sched, topo, opts, low)  # builds its actions, as the fallback does
@@ -108,3 +111,36 @@ def test_a_lowering_not_fresh_is_refused(cube):
     for other, o in ((scheds["allgather"], opts), (scheds["allreduce"], ExportOptions(check=False, inplace=False))):
         with pytest.raises(ValueError, match="fresh lowering"):
             export_mscclpp(other, topo, o, lowering=lowering_for(scheds["allreduce"], topo, opts))
+
+
+@pytest.mark.parametrize("spec,coll,limit", [("hypercube:dim=3", "allreduce", 8), ("hypercube:dim=3", "allgather", 8),
+                                             pytest.param("mi250:nodes=1", "reduce_scatter", 12,
+                                                          marks=pytest.mark.slow)])
+def test_fallback_writes_the_same_as_lowering_again(tmp_path, spec, coll, limit):
+    """``generate --format mscclpp`` forced to fall back: the same k, plan file and notes whether the export takes
+    the floors' lowering or lowers the schedule again (as before)."""
+    import forestcoll.mscclpp.export as export
+    from forestcoll.mscclpp.export import write_generated_plan
+    from forestcoll.simulate.mscclpp import plan_rate
+
+    topo = import_topology(spec).topology
+    opts = ExportOptions(max_threadblocks=limit, design_size=1 << 22)
+    plain = export.export_mscclpp
+
+    given = []
+
+    def lowering_again(*args, lowering=None, **kwargs):  # what the export did before: it ignores the one given
+        given.append(lowering is not None)
+        return plain(*args, **kwargs)
+    outs = []
+    for again in (False, True):
+        mp = pytest.MonkeyPatch()
+        if again:
+            mp.setattr(export, "export_mscclpp", lowering_again)
+        try:
+            path = tmp_path / f"{again}.json"
+            sched, result = write_generated_plan(topo, coll, str(path), options=opts, plan_rate=plan_rate(topo))
+        finally:
+            mp.undo()
+        outs.append((sched.k, path.read_bytes(), result.notes))
+    assert outs[0] == outs[1] and "does not fit" in outs[0][2][0] and any(given)
