@@ -168,11 +168,15 @@ def chunk_bytes(collective: str, size: int, n: int, k: int) -> float:
 
 
 def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, options: ExportOptions | None = None,
-                   *, progress: Progress | None = None, **kwargs: Any) -> ExportResult:
+                   *, progress: Progress | None = None, lowering: Lowering | None = None,
+                   **kwargs: Any) -> ExportResult:
     """The MSCCL++ execution plan of ``sched`` on ``topology`` (default: the one the schedule names), see the
     module docstring; raises :class:`ExportError` with a one-line message when it cannot fit the executor's
     limits.  With ``check`` (default) the plan is linted and interpreted (its declared mode, ``check_launches``
-    calls back to back, race detection) first; ``progress`` (:mod:`forestcoll.progress`) hears that check."""
+    calls back to back, race detection) first; ``progress`` (:mod:`forestcoll.progress`) hears that check.
+    ``lowering``: :func:`~forestcoll.mscclpp.floor.lowering_for` of the same schedule, topology and options (its
+    actions built, e.g. by :func:`~forestcoll.mscclpp.floor.fits_nowhere`, or not), which the export takes over
+    instead of lowering the schedule again; ValueError for another's or one an export already took."""
     t0 = time.perf_counter()
     opts = options or ExportOptions(**kwargs)
     opts.validate()
@@ -184,7 +188,7 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
         raise ExportError("a plan needs at least 2 ranks")
     topo = topology if isinstance(topology, Topology) else schedule_topology(sched, topology)
     lanes = opts.lanes or (4 if opts.protocol == "LL" else 1)
-    low = Lowering(sched, topo, outofplace=not opts.inplace, lanes=lanes)
+    low = _taken(lowering, sched, topo, opts.inplace, lanes)
     hi = opts.resolved_max()
     design = opts.design_size or min(hi, 1 << 30)
     k = low.k
@@ -210,10 +214,11 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
         # a layout whose floor exceeds the limit cannot fit: emitted only if the error must name its count
         floor = floors(low.build(), order) if len(order) > 1 else {}
         skipped = [x for x in order if floor.get(x, 0) > opts.max_threadblocks]
+        fresh: Lowering | None = low  # its actions (built for the floors, or not yet) serve the first layout emitted
         for layout in (*(x for x in order if x not in skipped), *sorted(skipped, key=lambda x: floor[x])):
             if layout in skipped and tried and floor[layout] > min(tried)[0]:
                 continue  # it cannot fit, and cannot have the fewest blocks of a failed export either
-            low = Lowering(sched, topo, outofplace=not opts.inplace, lanes=lanes)
+            low, fresh = fresh or Lowering(sched, topo, outofplace=not opts.inplace, lanes=lanes), None
             acts = low.build()
             for a in acts:
                 if a.reduce_srcs:
@@ -259,6 +264,17 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
         result.checks = self_check(plan, launches=max(opts.check_launches, 3 if plan.packet else 1), progress=progress)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _taken(low: Lowering | None, sched: Schedule, topo: Topology, inplace: bool, lanes: int) -> Lowering:
+    """``low`` (export_mscclpp's ``lowering``), now taken, when it lowers ``sched`` on ``topo`` as the export
+    would; a new lowering when None; ValueError otherwise (an export re-keys the actions it takes)."""
+    if low is None:
+        return Lowering(sched, topo, outofplace=not inplace, lanes=lanes)
+    if low.taken or low.sched is not sched or low.topology is not topo or low.outofplace == inplace or low.lanes != lanes:
+        raise ValueError("export_mscclpp(lowering=...): not a fresh lowering of this schedule, topology and options")
+    low.taken = True
+    return low
 
 
 def layouts_tried(coll: str, layout: str) -> tuple[str, ...]:

@@ -55,23 +55,25 @@ def fitting_powers(topology: Topology, collective: str, sched: Schedule, options
                    exported: dict[int, ExportResult] | None = None, **generate_kwargs: Any) -> dict[int, Schedule]:
     """The schedules at the powers of two k below ``sched.k`` whose plans fit the executor's thread blocks
     (with any layout the exporter picks), largest k first (a k whose every layout has a floor above the limit,
-    :func:`~forestcoll.mscclpp.floor.fits_nowhere`, is not exported); once one fits, every smaller k is tried too (fewer
+    :func:`~forestcoll.mscclpp.floor.fits_nowhere`, is not exported; one that is exported takes over the actions
+    built for its floors); once one fits, every smaller k is tried too (fewer
     trees need no more thread blocks, but a smaller k may still be faster: shallower trees, fewer pieces).
     ``exported`` (when given) receives each fitting k's export (``options`` without the self-check)."""
     from dataclasses import replace
 
     from forestcoll.generate import generate
     from forestcoll.mscclpp.export import ExportError, ExportOptions, export_mscclpp
-    from forestcoll.mscclpp.floor import fits_nowhere
+    from forestcoll.mscclpp.floor import fits_nowhere, lowering_for
 
     base = replace(options or ExportOptions(), check=False)
     found: dict[int, Schedule] = {}
     for kk in sorted((2**i for i in range(20) if 2**i < sched.k), reverse=True):
         cand = generate(topology, collective, k=kk, **generate_kwargs)
-        if fits_nowhere(cand, topology, base):  # no layout can fit: its export would fail for thread blocks
+        low = lowering_for(cand, topology, base)  # its actions built once: floored here, then exported
+        if fits_nowhere(cand, topology, base, low):  # no layout can fit: its export would fail for thread blocks
             continue
         try:
-            result = export_mscclpp(cand, topology, base)
+            result = export_mscclpp(cand, topology, base, lowering=low)
         except ExportError as exc:
             if "thread blocks per GPU" in str(exc):
                 continue

@@ -21,9 +21,9 @@ from forestcoll.topology import Topology
 
 if TYPE_CHECKING:
     from forestcoll.mscclpp.export import ExportOptions
-    from forestcoll.mscclpp.lower import Act
+    from forestcoll.mscclpp.lower import Act, Lowering
 
-__all__ = ["fits_nowhere", "floors"]
+__all__ = ["fits_nowhere", "floors", "lowering_for"]
 
 _GRAIN = {"edge": 0, "source": 1}  # the layouts keyed finer than (phase, level, role, peer): their grain
 
@@ -56,15 +56,25 @@ def floors(acts: list[Act], layouts: tuple[str, ...]) -> dict[str, int]:
     return out
 
 
-def fits_nowhere(sched: Schedule, topology: Topology, opts: ExportOptions) -> bool:
+def lowering_for(sched: Schedule, topology: Topology, opts: ExportOptions) -> Lowering:
+    """A fresh :class:`~forestcoll.mscclpp.lower.Lowering` of ``sched`` on ``topology`` as
+    :func:`forestcoll.mscclpp.export.export_mscclpp` with ``opts`` makes it (in-place or not, lanes): one that
+    :func:`fits_nowhere` floors and the export then takes over (``lowering=``), so the actions are built once."""
+    from forestcoll.mscclpp.lower import Lowering
+
+    lanes = opts.lanes or (4 if opts.protocol == "LL" else 1)
+    return Lowering(sched, topology, outofplace=not opts.inplace, lanes=lanes)
+
+
+def fits_nowhere(sched: Schedule, topology: Topology, opts: ExportOptions, low: Lowering | None = None) -> bool:
     """Whether :func:`forestcoll.mscclpp.export.export_mscclpp` of ``sched`` with ``opts`` must fail for thread blocks:
-    every layout it would try has a floor (:func:`floors`) above ``opts.max_threadblocks``.  False for LL plans."""
+    every layout it would try has a floor (:func:`floors`) above ``opts.max_threadblocks``.  False for LL plans.
+    ``low``: the :func:`lowering_for` of the same arguments, whose actions are then built here (else a new one)."""
     from forestcoll import collectives
     from forestcoll.mscclpp.export import layouts_tried
-    from forestcoll.mscclpp.lower import Lowering
 
     if opts.protocol == "LL":
         return False
     tried = layouts_tried(collectives.get(sched.collective).name, opts.layout)
-    low = Lowering(sched, topology, outofplace=not opts.inplace, lanes=opts.lanes or 1)
+    low = low if low is not None else lowering_for(sched, topology, opts)
     return min(floors(low.build(), tried).values()) > opts.max_threadblocks

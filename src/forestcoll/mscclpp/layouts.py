@@ -77,7 +77,7 @@ def race_layouts(topology: Topology, sched: Schedule, mine: ExportResult, rate: 
     each other layout whose plan fits and differs from those already simulated: the fastest by ``plan_rate`` at
     the design size (faster by more than :data:`TIE`, else ``mine``), its rate, and a phrase for the note ("" unless
     :func:`raced`; nothing is simulated when no other layout gives another plan that fits)."""
-    from forestcoll.mscclpp.floor import fits_nowhere
+    from forestcoll.mscclpp.floor import fits_nowhere, lowering_for
     from forestcoll.mscclpp.offcpu import design_size, unchecked_plan
     from forestcoll.mscclpp.plan import write_plan
     from forestcoll.units import format_size
@@ -91,9 +91,12 @@ def race_layouts(topology: Topology, sched: Schedule, mine: ExportResult, rate: 
     best, best_rate = mine, rate
     tried = [f"{mine.layout} {rate:.1f} ({mine.stats.threadblocks_per_gpu} thread blocks per GPU)"]
     for layout in layouts:
-        if layout == mine.layout or fits_nowhere(sched, topology, replace(opts, layout=layout)):
+        if layout == mine.layout:
+            continue
+        low = lowering_for(sched, topology, replace(opts, layout=layout))  # built once: floored, then exported
+        if fits_nowhere(sched, topology, replace(opts, layout=layout), low):
             continue  # a layout whose floor exceeds the limit gives no plan that fits
-        alt, _why = unchecked_plan(topology, sched, replace(opts, layout=layout))
+        alt, _why = unchecked_plan(topology, sched, replace(opts, layout=layout), low)
         if alt is None:
             continue
         text = write_plan(alt.plan)

@@ -123,6 +123,9 @@ class Lowering:
 
     def __init__(self, sched: Schedule, topology: Topology, outofplace: bool, lanes: int = 1) -> None:
         self.sched = sched
+        self.topology = topology
+        self.lanes = lanes
+        self.taken = False  # an export took these actions over (it re-keys them): no other export may use them
         self.coll = sched.collective
         self.entry = collectives.get(sched.collective)
         self.boxes = box_numbers(sched, topology)
@@ -139,6 +142,7 @@ class Lowering:
         self.scratch = [0] * self.n
         self.acts: list[Act] = []
         self.final: dict[tuple[int, int], Act] = {}  # (root, start) -> the in-tree root's reduction
+        self._built = False
 
     def via(self, t: TreeShape, a: int, b: int) -> str:
         """The channel type of tree ``t``'s edge a -> b (data-flow direction): see the module docstring."""
@@ -153,6 +157,10 @@ class Lowering:
         return pc.root * self.k + pc.start if self.per_root else pc.start
 
     def build(self) -> list[Act]:
+        """The schedule's actions, built on the first call; later calls return the same list (as an export left it)."""
+        if self._built:
+            return self.acts
+        self._built = True
         for pc in self.pieces:
             for t in pc.trees:
                 if t.direction == "in":

@@ -20,6 +20,7 @@ from forestcoll.topology.model import Topology
 
 if TYPE_CHECKING:
     from forestcoll.mscclpp.export import ExportOptions, ExportResult
+    from forestcoll.mscclpp.lower import Lowering
     from forestcoll.mscclpp.plan import Plan
 
 __all__ = ["design_size", "off_cpu_rival", "race_fallback", "race_plans", "unchecked_plan"]
@@ -42,13 +43,15 @@ def off_cpu_rival(topology: Topology, sched: Schedule, optimal: bool, **generate
     return off_cpu_packing(topology, sched, **{**generate_kwargs, "k": sched.k})
 
 
-def unchecked_plan(topology: Topology, sched: Schedule, opts: ExportOptions) -> tuple[ExportResult | None, str]:
+def unchecked_plan(topology: Topology, sched: Schedule, opts: ExportOptions,
+                   lowering: Lowering | None = None) -> tuple[ExportResult | None, str]:
     """``sched``'s unchecked plan, or None and why when it cannot be exported within ``opts``' limits (more thread
-    blocks or operations than the executor allows): a rival that does not fit is not taken, never an error."""
+    blocks or operations than the executor allows): a rival that does not fit is not taken, never an error.
+    ``lowering``: as :func:`~forestcoll.mscclpp.export.export_mscclpp` takes it."""
     from forestcoll.mscclpp.export import ExportError, export_mscclpp
 
     try:
-        return export_mscclpp(sched, topology, replace(opts, check=False)), ""
+        return export_mscclpp(sched, topology, replace(opts, check=False), lowering=lowering), ""
     except ExportError as exc:
         return None, str(exc).split(" (--max-threadblocks")[0]
 

@@ -299,6 +299,15 @@ def group_blocks(gp: GpuPlan, info: list[BlockInfo], limit: int | None, pair: bo
         kinds = {_kind(info[x]) for x in groups[g]}
         return 0 if 1 in kinds else 1 if 2 in kinds else 2
 
+    order: dict[int, tuple[int, int, int]] = {}  # each group's place among free()'s targets, until a merge changes it
+
+    def place(g: int) -> tuple[int, int, int]:
+        """Group ``g``'s sort key as a target of :func:`free` (computed once per group content)."""
+        key = order.get(g)
+        if key is None:
+            key = order[g] = (_rank(g), sum(nops[x] for x in groups[g]), g)
+        return key
+
     def merge(a: int, b: int) -> bool:
         """Merge the groups of blocks ``a`` and ``b`` if their parts fit one block (at most one part of kinds 1
         and 2 each)."""
@@ -311,6 +320,8 @@ def group_blocks(gp: GpuPlan, info: list[BlockInfo], limit: int | None, pair: bo
             return False
         del groups[gb]
         groups[ga] = parts
+        order.pop(ga, None)
+        order.pop(gb, None)
         for t in parts:
             home[t] = ga
         return True
@@ -325,7 +336,7 @@ def group_blocks(gp: GpuPlan, info: list[BlockInfo], limit: int | None, pair: bo
         for t in by_kind[k]:
             if count() <= cap:
                 break
-            targets = sorted((g for g in groups if g != home[t]), key=lambda g: (_rank(g), sum(nops[x] for x in groups[g]), g))
+            targets = sorted((g for g in groups if g != home[t]), key=place)
             for g in targets:
                 if merge(g, t):
                     break
