@@ -17,6 +17,7 @@ needs (never, by the argument above) is simulated in this process.
 from __future__ import annotations
 
 import math
+import multiprocessing
 import resource
 from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -29,25 +30,30 @@ from forestcoll.simulate.race import RaceResult, attempt, link_per_byte, race, r
 __all__ = ["RacePool", "children_cpu"]
 
 _NET: Network | None = None
+_CANDIDATES: Mapping[str, Any] = {}
+# workers forked after the contenders exist inherit them and the network: nothing is pickled but the results (a
+# plan of the MI300 dump x4 pickles to megabytes); where fork is missing they are pickled once per worker
+_CONTEXT = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
 
-def _init(net: Network) -> None:
-    global _NET
-    _NET = net
+def _init(net: Network, candidates: Mapping[str, Any]) -> None:
+    global _NET, _CANDIDATES
+    _NET, _CANDIDATES = net, candidates
 
 
 def _per_byte(job: tuple) -> float:
-    contender, lowering, slicing = job
+    name, lowering, slicing = job
     assert _NET is not None
-    return link_per_byte(contender, _NET, lowering, slicing)
+    return link_per_byte(_CANDIDATES[name], _NET, lowering, slicing)
 
 
 def _attempt(job: tuple) -> tuple[float, tuple | None]:
     """The link bound per byte (computed here when not given), then :func:`attempt` at ``limit`` when the link bound
     passes it: (per byte, None when not built, else (bound, limit, result, stopped)).  An error (a program that
     cannot run) is left to the replay, which meets it again only if the sequential race gets there."""
-    name, contender, size, per_byte, limit, lowering, slicing, fairness = job
+    name, size, per_byte, limit, lowering, slicing, fairness = job
     assert _NET is not None
+    contender = _CANDIDATES[name]
     if per_byte is None:
         per_byte = link_per_byte(contender, _NET, lowering, slicing)
     if per_byte * size > limit:
@@ -66,13 +72,13 @@ def children_cpu() -> float:
 
 
 class RacePool:
-    """``workers`` processes (the network shipped once to each) racing contenders size by size (:meth:`race`); one
-    worker, or one contender, races in this process.  Use as a context manager."""
+    """Races of contenders size by size (:meth:`race`), each in ``workers`` processes started for that race (forked
+    once its contenders exist: they and the network are inherited, not shipped); one worker, or one contender,
+    races in this process.  ``simulated`` counts the workers' simulations, ``tried_here`` the replay's own."""
 
     def __init__(self, net: Network, workers: int) -> None:
         self.net = net
         self.workers = max(1, int(workers))
-        self._pool: ProcessPoolExecutor | None = None
         self.simulated = 0  # simulations run by the workers (kept or not): what the parallel race costs
         self.tried_here = 0  # contenders the replay had to try in this process (none, by the module's argument)
 
@@ -80,14 +86,7 @@ class RacePool:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-
-    def _executor(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, initializer=_init, initargs=(self.net,))
-        return self._pool
+        pass
 
     def race(self, size: int, candidates: Mapping[str, Any], *, best_s: float = math.inf, slack: float = 0.0,
              fairness: str = "max-min", slice_bytes: int = DEFAULT_SLICE, max_slices: int | None = DEFAULT_MAX_SLICES,
@@ -98,7 +97,16 @@ class RacePool:
             return race(self.net, size, candidates, best_s=best_s, slack=slack, fairness=fairness,
                         slice_bytes=slice_bytes, max_slices=max_slices, first=first, lowering=lowering)
         slicing = (float(slice_bytes), None if max_slices is None else int(max_slices))
-        pool = self._executor()
+        with ProcessPoolExecutor(max_workers=min(self.workers, len(candidates)), mp_context=_CONTEXT,
+                                 initializer=_init, initargs=(self.net, dict(candidates))) as pool:
+            bounds, got = self._run(pool, size, candidates, best_s, slack, fairness, slicing, first, lowering)
+        return self._replay(size, candidates, bounds, got, best_s, slack, fairness, slicing, first, lowering)
+
+    def _run(self, pool: ProcessPoolExecutor, size: int, candidates: Mapping[str, Any], best_s: float, slack: float,
+             fairness: str, slicing: tuple[float, int | None], first: str | None,
+             lowering) -> tuple[dict[str, float], dict[str, tuple]]:
+        """The workers' part of :meth:`race`: (each contender's link bound, name -> (bound, limit, result,
+        stopped) of those a worker built)."""
         per_byte: dict[str, float] = {}
         got: dict[str, tuple] = {}  # name -> (bound, limit, result, stopped) of what a worker built
         known = [best_s]  # the best time the workers have found (with best_s)
@@ -113,11 +121,11 @@ class RacePool:
                     known[0] = min(known[0], res.time_s)
 
         def job(name: str, pb: float | None) -> tuple:
-            return (name, candidates[name], size, pb, race_limit(known[0], slack), lowering, slicing, fairness)
+            return (name, size, pb, race_limit(known[0], slack), lowering, slicing, fairness)
 
         # first: simulated at once, its time the first limit; meanwhile the workers compute the others' link bounds
         lead = pool.submit(_attempt, job(first, None)) if first in candidates else None
-        bounds_of = {n: pool.submit(_per_byte, (c, lowering, slicing)) for n, c in candidates.items() if n != first}
+        bounds_of = {n: pool.submit(_per_byte, (n, lowering, slicing)) for n in candidates if n != first}
         for n, fut in bounds_of.items():
             per_byte[n] = fut.result()
         if lead is not None:
@@ -126,14 +134,14 @@ class RacePool:
         order = [n for n in race_order(candidates, bounds, first) if n != first]
         running: dict[Future, str] = {}
         while order or running:
-            while order and len(running) < self.workers:
+            while order and len(running) < min(self.workers, len(candidates)):
                 name = order.pop(0)
                 if bounds[name] <= race_limit(known[0], slack):  # else the sequential race prunes it too
                     running[pool.submit(_attempt, job(name, per_byte[name]))] = name
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for fut in done:
                 take(running.pop(fut), fut)
-        return self._replay(size, candidates, bounds, got, best_s, slack, fairness, slicing, first, lowering)
+        return bounds, got
 
     def _replay(self, size: int, candidates: Mapping[str, Any], bounds: dict[str, float], got: dict, best_s: float,
                 slack: float, fairness: str, slicing: tuple[float, int | None], first: str | None,
