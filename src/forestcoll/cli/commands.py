@@ -411,6 +411,7 @@ def generate_by_size(args: argparse.Namespace) -> int:
         raise UsageError(f"--sizes writes one file per size range into the directory -o names; {args.output!r} looks "
                          f"like a file name: give a directory, e.g. -o {os.path.splitext(args.output)[0] or 'out'}/")
     sizes = parse_sizes(args.sizes)
+    workers = None if args.jobs is None else check_count(args.jobs, "--jobs", MAX_JOBS, lo=1)
     if args.format == "mscclpp":
         if args.design_size is not None:
             raise UsageError("--sizes cuts every plan for the sizes of its range; leave out --design-size")
@@ -421,7 +422,8 @@ def generate_by_size(args: argparse.Namespace) -> int:
     with progress_for(args) as progress, output_directory(args.output):  # all the range files, or none
         out = export_by_size(topo, args.collective, sizes, args.output, root=args.root, options=options,
                              fairness=args.fairness, check=not args.no_check, latency_us=latency(args),
-                             format=args.format, progress=progress, candidates=args.candidates or "default")
+                             format=args.format, progress=progress, candidates=args.candidates or "default",
+                             workers=workers)
     render.print_size_export(out)
     earlier = earlier_files(args.output, [r.path for r in out.ranges if r.path])
     if earlier:  # the runtime loads every file of the folder and picks by size: overlapping ranges

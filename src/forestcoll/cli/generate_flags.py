@@ -50,6 +50,8 @@ def check_generate_flags(args: argparse.Namespace) -> None:
             raise UsageError("--schedule-format chooses how tree schedules are written; an alltoall schedule has one "
                              "form")
     file_out = args.format in ("msccl", "mscclpp") or args.sizes is not None
+    if getattr(args, "jobs", None) is not None and args.sizes is None:
+        raise UsageError("--jobs sets the worker processes of --sizes' simulations; this run simulates nothing")
     if args.schedule_format != "auto" and file_out:
         raise UsageError("--schedule-format applies to the schedule JSON (--format json); this run writes "
                          f"{'files per size range' if args.sizes is not None else 'an ' + args.format.upper() + ' file'}")

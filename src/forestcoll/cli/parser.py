@@ -208,6 +208,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    help="what --sizes simulates: default: the optimal k, k=1, k=2, the largest power of two below "
                         "the optimal k that the runtime can use, one height-limited schedule and the ring; all: also "
                         "every other power of two up to 64 (slow on big fabrics)")
+    p.add_argument("--jobs", type=int, help="--sizes: worker processes that simulate the candidates (default: cores, at "
+                                            "most 4; the files written do not depend on it)")
     p.add_argument("--fairness", default="max-min", choices=("max-min", "link"), help=argparse.SUPPRESS)
     _export_flags(p, buffer=True)
     p.set_defaults(func=_generate)

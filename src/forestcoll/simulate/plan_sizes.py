@@ -54,64 +54,68 @@ def plan_lowering(plan: Plan, net: Network, size: float, slice_bytes: float, max
 
 
 def select_plans(net: Network, collective: str, sizes: Sequence[int], candidates: dict[str, Schedule], options=None,
-                 *, fairness: str = "max-min", margin: float = 0.02,
+                 *, fairness: str = "max-min", margin: float = 0.02, workers: int = 1,
                  progress: Progress | None = None) -> tuple[Any, Rates, str]:
     """The candidate whose MSCCL++ plan simulates fastest at each size, merged into size ranges
     (:func:`forestcoll.simulate.select.size_ranges`): at a size each candidate whose plan takes it competes with its
     Simple plan cut for that size and, up to the LL cap (not rooted collectives), its LL plan; a contender that cannot
-    come within ``margin`` of the best is skipped by its lower bound (:func:`forestcoll.simulate.race.race`).  Returns
-    the :class:`forestcoll.simulate.select.Selection` (``measured``: the best of a candidate's plans), the rates
-    simulated (for :func:`export_plans_by_size`) and a note on the cost."""
+    come within ``margin`` of the best is skipped by its lower bound (:func:`forestcoll.simulate.race.race`; the
+    previous size's winner first).  The plans are exported here and simulated by ``workers`` processes
+    (:class:`forestcoll.simulate.race_pool.RacePool`: the same results as one).  Returns the
+    :class:`forestcoll.simulate.select.Selection` (``measured``: the best of a candidate's plans), the rates
+    simulated (for :func:`export_plans_by_size`) and a note on the cost (its CPU: this process's and the workers')."""
     from forestcoll.mscclpp.export import DEFAULT_LL_MAX_MESSAGE, ExportError, ExportOptions, export_mscclpp
-    from forestcoll.simulate.race import race
+    from forestcoll.simulate.race_pool import RacePool, children_cpu
     from forestcoll.simulate.select import Selection, size_ranges, usable
 
     base = replace(options or ExportOptions(), check=False, min_message_size=0, max_message_size=None)
     rooted = collectives.get(collective).rooted
-    t0, cpu0 = time.perf_counter(), time.process_time()
+    t0, cpu0, children0 = time.perf_counter(), time.process_time(), children_cpu()
     ll: dict[str, Plan | None] = {}
     table: list = []
     rates: Rates = {}
     exported = runs = 0
     first = None
-    for i, size in enumerate(sorted(sizes)):
-        report(progress, "simulating candidates' plans", i, len(sizes))
-        contenders: dict[str, Plan] = {}
-        design: dict[str, int | None] = {}
-        for name, sched in candidates.items():
-            if not usable(sched, size, 16):
-                continue
-            try:
-                contenders[name] = export_mscclpp(sched, net.topology, replace(base, protocol="Simple",
-                                                                                design_size=size)).plan
-                design[name] = size
-                exported += 1
-            except ExportError:
-                pass
-            if size <= DEFAULT_LL_MAX_MESSAGE and not rooted:
-                if name not in ll:
-                    try:
-                        ll[name] = export_mscclpp(sched, net.topology, replace(base, protocol="LL")).plan
-                        exported += 1
-                    except ExportError:
-                        ll[name] = None
-                if ll[name] is not None:
-                    contenders[name + LL], design[name + LL] = ll[name], None
-        got = race(net, size, contenders, slack=margin, fairness=fairness, first=first, lowering=plan_lowering)
-        runs += len(contenders)
-        best: dict[str, Any] = {}
-        for r in got.results:
-            name = r.algorithm.removesuffix(LL)
-            rates[(name, "LL" if r.algorithm.endswith(LL) else "Simple", design[r.algorithm], None, size)] = r.algbw_gbps
-            if name not in best or r.algbw_gbps > best[name].algbw_gbps:
-                best[name] = replace(r, algorithm=name)
-        table += best.values()
-        top = max(best.values(), key=lambda r: r.algbw_gbps, default=None)
-        first = top.algorithm if top is not None else first
+    with RacePool(net, workers) as pool:
+        for i, size in enumerate(sorted(sizes)):
+            report(progress, "simulating candidates' plans", i, len(sizes))
+            contenders: dict[str, Plan] = {}
+            design: dict[str, int | None] = {}
+            for name, sched in candidates.items():
+                if not usable(sched, size, 16):
+                    continue
+                try:
+                    contenders[name] = export_mscclpp(sched, net.topology, replace(base, protocol="Simple",
+                                                                                    design_size=size)).plan
+                    design[name] = size
+                    exported += 1
+                except ExportError:
+                    pass
+                if size <= DEFAULT_LL_MAX_MESSAGE and not rooted:
+                    if name not in ll:
+                        try:
+                            ll[name] = export_mscclpp(sched, net.topology, replace(base, protocol="LL")).plan
+                            exported += 1
+                        except ExportError:
+                            ll[name] = None
+                    if ll[name] is not None:
+                        contenders[name + LL], design[name + LL] = ll[name], None
+            got = pool.race(size, contenders, slack=margin, fairness=fairness, first=first, lowering=plan_lowering)
+            runs += len(contenders)
+            best: dict[str, Any] = {}
+            for r in got.results:
+                name = r.algorithm.removesuffix(LL)
+                rates[(name, "LL" if r.algorithm.endswith(LL) else "Simple", design[r.algorithm], None, size)] = r.algbw_gbps
+                if name not in best or r.algbw_gbps > best[name].algbw_gbps:
+                    best[name] = replace(r, algorithm=name)
+            table += best.values()
+            top = max(best.values(), key=lambda r: r.algbw_gbps, default=None)
+            first = top.algorithm if top is not None else first
     report(progress, "simulating candidates' plans", len(sizes), len(sizes))
+    cpu = time.process_time() - cpu0 + children_cpu() - children0
     note = (f"ranked by the candidates' MSCCL++ plans simulated at each size, not by their trees ({exported} plans "
             f"exported, {len(rates)} of {runs} plan simulations run, the others skipped by their lower "
-            f"bounds; {time.perf_counter() - t0:.1f} s, {time.process_time() - cpu0:.1f} s CPU)")
+            f"bounds; {time.perf_counter() - t0:.1f} s, {cpu:.1f} s CPU)")
     return Selection(size_ranges(table, sizes, candidates, margin), table), rates, note
 
 

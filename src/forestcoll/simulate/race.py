@@ -32,7 +32,8 @@ from forestcoll.simulate.engine import ProgramBuilder, link_bound, path_bound
 from forestcoll.simulate.network import Network
 from forestcoll.simulate.trees import tree_program
 
-__all__ = ["RaceResult", "race", "race_sizes", "ranking_rate", "tree_lowering"]
+__all__ = ["RaceResult", "attempt", "link_per_byte", "race", "race_limit", "race_order", "race_sizes", "ranking_rate",
+           "tree_lowering"]
 
 _PROBE = float(1 << 20)  # the size at which the per-byte link bound is measured (any size gives the same)
 _EPS = 1e-6  # the engine merges events within a relative 1e-9: prune only clearly above the limit
@@ -45,6 +46,35 @@ def tree_lowering(sched: Schedule, net: Network, size: float, slice_bytes: float
     artefacts the same way."""
     return tree_program(sched, net, size, slice_bytes, max_slices), sched.collective, {"k": sched.k}, None
 
+
+def race_limit(best_s: float, slack: float) -> float:
+    """The time a contender must beat to be kept when ``best_s`` is the best known (``slack`` as :func:`race`)."""
+    return best_s / (1 - slack) * (1 + _EPS)
+
+
+def link_per_byte(contender, net: Network, lowering, slicing: tuple[float, int | None]) -> float:
+    """``contender``'s link bound (seconds) per byte: its program at a probe size, its busiest link."""
+    return link_bound(lowering(contender, net, _PROBE, *slicing)[0].build(), net.capacity) / _PROBE
+
+
+def race_order(candidates: Mapping, bounds: Mapping[str, float], first: str | None) -> list[str]:
+    """The order :func:`race` tries ``candidates`` in: ``first``, then by bound (ties: as given)."""
+    return sorted(candidates, key=lambda n: (n != first, bounds[n]))
+
+
+def attempt(name: str, contender, net: Network, size: int, bound: float, limit: float, lowering,
+            slicing: tuple[float, int | None], fairness: str) -> tuple[float, SimResult | None, bool]:
+    """One contender of :func:`race` whose link ``bound`` passed ``limit``: its program at ``size``, its bound
+    raised by the path bound, and, if that still passes, its simulation stopped at ``limit``.  Returns (that bound,
+    the result or None, whether the simulation ran and was stopped at ``limit``)."""
+    builder, collective, extra, bus = lowering(contender, net, float(size), *slicing)
+    program = builder.build()
+    bound = max(bound, path_bound(program, net.capacity))
+    if bound > limit:
+        return bound, None, False
+    res = simulate_program(program, net, name, collective, size, extra, fairness=fairness, bus_factor=bus,
+                           stop_at=limit)
+    return bound, res, res is None
 
 @dataclass
 class RaceResult:
@@ -68,30 +98,21 @@ def race(net: Network, size: int, candidates: Mapping[str, Schedule], *, best_s:
     bound per byte across calls.  ``step(name)`` is called once per candidate, simulated or skipped."""
     per_byte = {} if per_byte is None else per_byte
     slicing = (float(slice_bytes), None if max_slices is None else int(max_slices))
-    cap = net.capacity
-
-    def limit() -> float:
-        return best_s / (1 - slack) * (1 + _EPS)
-
     bounds: dict[str, float] = {}
     for name, sched in candidates.items():
         if name not in per_byte:
-            per_byte[name] = link_bound(lowering(sched, net, _PROBE, *slicing)[0].build(), cap) / _PROBE
+            per_byte[name] = link_per_byte(sched, net, lowering, slicing)
         bounds[name] = per_byte[name] * size
     out = RaceResult([])
-    for name in sorted(candidates, key=lambda n: (n != first, bounds[n])):
-        if bounds[name] <= limit():  # the link bound first: no program is built for those it prunes
-            builder, collective, extra, bus = lowering(candidates[name], net, float(size), *slicing)
-            program = builder.build()
-            bounds[name] = max(bounds[name], path_bound(program, cap))
-            if bounds[name] <= limit():  # simulated, but only as long as it can still win
-                res = simulate_program(program, net, name, collective, size, extra, fairness=fairness,
-                                       bus_factor=bus, stop_at=limit())
-                if res is None:
-                    bounds[name] = limit()
-                else:
-                    out.results.append(res)
-                    best_s = min(best_s, res.time_s)
+    for name in race_order(candidates, bounds, first):
+        if bounds[name] <= race_limit(best_s, slack):  # the link bound first: no program is built for those it prunes
+            limit = race_limit(best_s, slack)
+            bound, res, stopped = attempt(name, candidates[name], net, size, bounds[name], limit, lowering, slicing,
+                                          fairness)
+            bounds[name] = limit if stopped else bound
+            if res is not None:
+                out.results.append(res)
+                best_s = min(best_s, res.time_s)
         if not out.results or out.results[-1].algorithm != name:
             out.pruned[name] = bounds[name]
         if step is not None:

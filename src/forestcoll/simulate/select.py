@@ -513,7 +513,8 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
         if candidates == "default":
             fitted = _next_fitting_powers(cands, fitted, notes, topo, collective, root, options)
         cands = fitted
-        sel, rates, how = select_plans(net, collective, sizes, cands, options, fairness=fairness, progress=progress)
+        sel, rates, how = select_plans(net, collective, sizes, cands, options, fairness=fairness,
+                                       workers=workers or default_workers(), progress=progress)
         out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel, notes=notes + [how])
         out.ranges = export_plans_by_size(net, sel, outdir, collective, options, check, fairness, rates)
         return out
