@@ -1,7 +1,7 @@
 # forestcoll: two entry points on a fresh machine (only Python >= 3.11 needed).
 #   make demo   set up .venv, generate + verify an optimal allreduce for a 2x8 DGX-A100, export it to an MSCCL++ plan, run that
-#   make test   set up .venv with the test, torch and jit extras, run the whole test suite (~10 min on 2 cores)
-#   make check  the fast tier for the edit loop: the suite without the tests marked slow (< 60 s)
+#   make test   set up .venv with the test, torch and jit extras, run the whole test suite (~9 min on 2 idle cores)
+#   make check  the fast tier for the edit loop: the suite without the tests marked slow (~300 CPU-s: ~2.5 min on 2 cores)
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
@@ -49,11 +49,11 @@ demo: $(VENV)/.base $(VENV)/.pyc
 # two workers (pytest-xdist): the suite is CPU-bound and CI has 2 cores (each README/docs section is one
 # test in tests/test_docs.py, so its blocks stay in order on one worker)
 test: $(VENV)/.test $(VENV)/.pyc
-	@echo "make test: the whole suite and every README/docs block, about 5 minutes on 2 idle cores (make check: the fast tier, about 1 minute)"
+	@echo "make test: the whole suite and every README/docs block, about 9 minutes on 2 idle cores (make check: the fast tier, about 2.5 minutes)"
 	$(BIN)/python -m pytest -n 2
 
 check: $(VENV)/.test $(VENV)/.pyc
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -n 2 -m "not slow"
 
 bench: $(VENV)/.base $(VENV)/.pyc
 	$(BIN)/python benchmarks/generate.py
