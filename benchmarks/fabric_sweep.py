@@ -178,24 +178,12 @@ def load_fabric(doc: dict):
 
 
 def box_weighted_allreduce(topo) -> Fraction | None:
-    """The exact optimum of reduce-scatter then allgather when every rank's shard is weighted by 1 / (ranks in its
-    box) instead of equal (trees with root multiplicities, the bound's own machinery): an allreduce rate the equal
-    shards of ForestColl's allreduce cannot reach where boxes differ.  None when every box has as many ranks."""
-    import math
+    """The exact rate of reduce-scatter then allgather with every rank's shard weighted by 1 / (ranks in its box)
+    (:func:`forestcoll.bound.shards.box_weighted_allreduce`); None when every box has as many ranks."""
+    from forestcoll.bound.shards import box_weighted_allreduce as weighted
 
-    from forestcoll.bound.optimal import phase_bound
-
-    per: dict[str | None, int] = {}
-    for node in topo.nodes:
-        if node.kind == "compute":
-            per[node.box] = per.get(node.box, 0) + 1
-    if len(set(per.values())) == 1:
-        return None
-    lcm = math.lcm(*per.values())
-    weights = tuple(lcm // per[n.box] if n.kind == "compute" else 0 for n in topo.nodes)
-    rs = phase_bound(topo, "reduce_scatter", weights, True, symmetry=False).rate  # no orbits: the weights break them
-    ag = phase_bound(topo, "allgather", weights, False, symmetry=False).rate
-    return sum(weights) / (1 / rs + 1 / ag)
+    found = weighted(topo)
+    return None if found is None else found.algbw
 
 
 def best_baseline(net, collective: str, size: int):

@@ -4,6 +4,9 @@ The bound of ``collective`` (with its certificate cuts), the bounds of the
 fabric's other all-rank collectives (allgather, reduce-scatter, allreduce: the
 allgather cut is the fabric's bottleneck), and optionally the best algbw with
 exactly ``k`` trees per root (:func:`~forestcoll.bound.fixed_k.fixed_k_algbw`).
+For an allreduce on boxes that differ in ranks, also the rate of shards weighted
+by box (:func:`~forestcoll.bound.shards.box_weighted_allreduce`) where it beats
+the bound: the bound is the optimum of equal shards, not of every allreduce.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from typing import Any
 from forestcoll import collectives
 from forestcoll.bound.fixed_k import fixed_k_algbw
 from forestcoll.bound.optimal import Bound, optimal_bound
-from forestcoll.collectives import ALLGATHER
+from forestcoll.bound.shards import WeightedShards, box_shard_weights, weighted_allreduce
+from forestcoll.collectives import ALLGATHER, ALLREDUCE
 from forestcoll.errors import UsageError
 from forestcoll.progress import Progress, report
 from forestcoll.rational import format_rational
@@ -40,6 +44,8 @@ class BoundReport:
     # k trees reach at least (generate --k K reaches this or more) and why (set by forestcoll.generate.fixed_k_reach)
     fixed_k_reached: Fraction | None = None
     fixed_k_warning: str | None = None
+    # allreduce only, set only where it is above the bound: shards weighted by 1 / (ranks in box) reach this
+    weighted: WeightedShards | None = None
 
     @property
     def ok(self) -> bool:
@@ -47,7 +53,19 @@ class BoundReport:
 
     @property
     def message(self) -> str:
-        return self.bound.message
+        if self.weighted is None:
+            return self.bound.message
+        return f"{self.bound.message}; {self.weighted_note}"
+
+    @property
+    def weighted_note(self) -> str:
+        """One line: the bound is the optimum of equal shards and weighted shards beat it ('' without ``weighted``)."""
+        if self.weighted is None:
+            return ""
+        w = self.weighted.algbw
+        return (f"the bound is the optimum of reduce-scatter + allgather with equal shards; shards weighted by "
+                f"1/(ranks in box) reach {format_rational(w)} GB/s (~{float(w):.6g}, "
+                f"{float(w / self.bound.algbw):.4g}x)")
 
     @property
     def fabric_cut(self):
@@ -81,6 +99,8 @@ class BoundReport:
                 data["fixed_k_reached_gbps"] = fr(self.fixed_k_reached)
             if self.fixed_k_warning is not None:
                 data["fixed_k_warning"] = self.fixed_k_warning
+        if self.weighted is not None:
+            data["box_weighted_allreduce"] = self.weighted.to_dict()
         warnings = sorted({s for p in self.bound.phases for s in p.unbalanced})
         if warnings:
             data["unbalanced_switches"] = warnings
@@ -102,7 +122,8 @@ def bound_report(topo: Topology, collective: str = "allgather", root: str | None
     main: Bound | None = None
     companions: dict[str, Bound] = {}
     others = [c for c in collectives.COLLECTIVES.values() if not c.rooted and c.tree_based]
-    steps = len(others) + (coll not in others) + (k is not None)
+    weights = box_shard_weights(topo) if coll is ALLREDUCE else None
+    steps = len(others) + (coll not in others) + (k is not None) + (weights is not None)
     for done, other in enumerate(others):
         report(progress, f"bound: {other.name}", done, steps)
         if other is coll:
@@ -113,6 +134,13 @@ def bound_report(topo: Topology, collective: str = "allgather", root: str | None
         report(progress, f"bound: {coll.name}", len(others), steps)
         main = optimal_bound(topo, coll.name, root, symmetry)
     if k is not None:
-        report(progress, f"bound: k={k}", steps - 1, steps)
+        report(progress, f"bound: k={k}", steps - 1 - (weights is not None), steps)
     fixed = fixed_k_algbw(topo, coll.name, k, root, symmetry) if k is not None else None
-    return BoundReport(topo.name, topo.num_compute, len(topo.switch_nodes), main, companions, k, fixed)
+    weighted = None
+    if weights is not None:
+        report(progress, "bound: allreduce with shards weighted by box", steps - 1, steps)
+        weighted = weighted_allreduce(topo, weights)
+    if weighted is not None and weighted.algbw <= main.algbw:
+        weighted = None
+    return BoundReport(topo.name, topo.num_compute, len(topo.switch_nodes), main, companions, k, fixed,
+                       weighted=weighted)

@@ -72,6 +72,8 @@ def print_bound(report, topo) -> None:
                 f"warning         switch {p.unbalanced[0]!r} can send more than it receives: trees may not reach "
                 "this bound (generate tells)"
             )
+    if getattr(report, "weighted", None) is not None:
+        print(f"equal shards    {report.weighted_note}")
 
 
 def print_schedule(sched, topo, smallest_k: bool, output: str | None) -> None:
