@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from forestcoll.simulate.engine import ProgramBuilder, link_share_rates, max_min_rates, max_min_rates_small, run
@@ -202,6 +202,7 @@ def test_run_equals_the_exact_event_loop(case, fairness, sharing):
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
+@example(seed=10455)  # "link" fairness: 32 recomputes in 29 events (an event can change two components: both solved)
 def test_split_components_equal_the_whole_mix_on_larger_programs(seed):
     # many links, many streams, long pipelines: the split run (components, cache) against re-solving the whole mix
     rng = np.random.default_rng(seed)
@@ -221,7 +222,8 @@ def test_split_components_equal_the_whole_mix_on_larger_programs(seed):
         split, whole = run(program, caps, fairness), run(program, caps, fairness, split=False)
         assert split.time == pytest.approx(whole.time, rel=1e-9)
         assert split.delivered.tolist() == pytest.approx(whole.delivered.tolist(), rel=1e-9)
-        assert split.recomputes <= split.events + 1
+        # no bound on split.recomputes here: one event can touch several components, each solved once (seed 10455
+        # above); the recompute counts of real programs are pinned bit for bit by tests/engine_cases.py
 
 
 @pytest.mark.parametrize(("spec", "what", "size"), [
