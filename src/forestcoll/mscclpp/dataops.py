@@ -179,9 +179,7 @@ class DataOps:
         if st["mark"] != (b.agent, b.seg):
             st["mark"] = (b.agent, b.seg)
             st["lanes"] = set()
-            st["pre"] = (f.copy(), c.copy() if self.two_level else None)
-            if not self.two_level:
-                st["pre"] = (st["pre"][0], st["pre"][0])
+            st["pre"] = self.knowledge.freeze_all((f, c if self.two_level else f))  # one object when single-level
         st["lanes"].add(lane)
         lf, lc = self._lane(b, lane)
         np.maximum(f, lf, out=f)

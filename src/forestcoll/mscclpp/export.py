@@ -611,7 +611,7 @@ def self_check(plan: Plan, launches: int = 2, progress: Progress | None = None) 
     partial); returns a line per run and raises :class:`ExportError` on any problem (a bug in the exporter)."""
     from dataclasses import replace
 
-    from forestcoll.mscclpp.interpreter import run_plan
+    from forestcoll.mscclpp.interpreter import race_clocks_refused, run_plan
     from forestcoll.mscclpp.lint import lint_plan
     from forestcoll.mscclpp.plan import parse_plan, write_plan
 
@@ -633,9 +633,10 @@ def self_check(plan: Plan, launches: int = 2, progress: Progress | None = None) 
             for g in parsed.gpus))
         variants.append(("two iterations", small, 3 * ALIGN))
     del n
+    too_big = race_clocks_refused(parsed)  # the detector grows with the square of the GPUs (docs/limits.md)
     for label, p, chunk in variants:
         size = chunk * nchunks
-        run = run_plan(p, source=plan.name, size=size, launches=launches,
+        run = run_plan(p, source=plan.name, size=size, launches=launches, race_check=too_big is None,
                        progress=None if progress is None else _relabel(progress, f"self-check, {label}"))
         if not run.ok:
             problem = run.stuck[0].format() if run.stuck else (run.errors + run.races)[0]
@@ -643,6 +644,8 @@ def self_check(plan: Plan, launches: int = 2, progress: Progress | None = None) 
         if run.relaxed:
             raise ExportError(f"{_BUG}: it relies on relaxed ordering ({label}): {run.relaxed[0]}")
         lines.append(f"{label}: {run.message} ({run.ops_executed} operations, {run.seconds:.2f} s)")
+    if too_big:
+        lines.append(f"no race detection: {too_big} (docs/limits.md)")
     return lines
 
 

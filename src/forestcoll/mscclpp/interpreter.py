@@ -48,11 +48,11 @@ from typing import Any
 import numpy as np
 
 from forestcoll.errors import UsageError
-from forestcoll.limits import MAX_ITERATIONS, MAX_MSCCL_ELEMENTS, MAX_SEED, check_count
+from forestcoll.limits import MAX_ITERATIONS, MAX_MSCCL_ELEMENTS, MAX_RACE_CLOCK_BYTES, MAX_SEED, check_count
 from forestcoll.mscclpp.machine import Machine
 from forestcoll.mscclpp.plan import Plan, PlanError
 from forestcoll.mscclpp.run_result import RunResult, Stuck
-from forestcoll.mscclpp.semantics import COLLECTIVES, U32, buffer_sizes, check_message_size
+from forestcoll.mscclpp.semantics import COLLECTIVES, U32, buffer_sizes, check_message_size, wire
 from forestcoll.mscclpp.state import Fault, TbState
 from forestcoll.progress import Progress
 
@@ -88,6 +88,32 @@ def default_size(plan: Plan) -> int:
     elif plan.collective == "allgather" and g0:
         size = unit_bytes * units * (g0.output_chunks or 1)
     return size
+
+
+def race_clocks(plan: Plan) -> tuple[int, str]:
+    """(bytes, what they are) of the race detector's live vector clocks for ``plan``: an int32 per agent (thread
+    blocks, port-channel proxies, hosts) in every thread block's and proxy's clock, two clocks each (release and
+    control order) when the plan has relaxed operations.  What the detector keeps besides (the knowledge each
+    signal, release and barrier carries, frozen and shared) is smaller; the process takes about twice this."""
+    tbs = sum(len(g.threadblocks) for g in plan.gpus)
+    w = wire(plan)
+    ports = sum(len(w.channels.get((pos, "port"), [])) for pos in range(len(plan.gpus)))
+    agents = tbs + ports + len(plan.gpus)
+    relaxed = any(x.name in ("rlxsignal", "rlxwait") for g in plan.gpus for tb in g.threadblocks for op in tb.ops
+                  for x in (op, *(op.ops or ())))
+    levels = 2 if relaxed else 1
+    need = (tbs + ports) * agents * 4 * levels
+    return need, (f"{tbs:,} thread blocks' and {ports:,} port proxies' clocks x {levels} x {agents:,} agents x "
+                  "4 bytes")
+
+
+def race_clocks_refused(plan: Plan) -> str | None:
+    """Why the race detector is not run on ``plan`` (its clocks above :data:`MAX_RACE_CLOCK_BYTES`), or None."""
+    need, what = race_clocks(plan)
+    if need <= MAX_RACE_CLOCK_BYTES:
+        return None
+    return (f"its data-race detector would hold {need / 2**30:.1f} GiB of vector clocks ({what}), above forestcoll's "
+            f"limit of {MAX_RACE_CLOCK_BYTES / 2**30:g} GiB")
 
 
 def run_plan(plan: Plan, *, source: str = "plan", size: int | None = None, mode: str | None = None,
@@ -137,6 +163,8 @@ def run_plan(plan: Plan, *, source: str = "plan", size: int | None = None, mode:
             raise UsageError(f"{source}: the executor refuses a call of {size} bytes: {why}")
     if ins % itemsize or outs % itemsize:
         raise UsageError(f"size {size} is not a whole number of {dtype} elements")
+    if race_check and (why := race_clocks_refused(plan)):
+        raise UsageError(f"{source}: {why}; pass --no-race-check (see docs/limits.md)")
     result = RunResult(source, plan.collective, mode, size, ins, outs, dtype, launches, len(plan.gpus),
                        race_checked=race_check)
     for g in plan.gpus:

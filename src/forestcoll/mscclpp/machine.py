@@ -26,7 +26,7 @@ from forestcoll.mscclpp.semantics import (
     packet_payload,
     wire,
 )
-from forestcoll.mscclpp.state import READERS, Alloc, Buffers, Fault, Instr, TbState
+from forestcoll.mscclpp.state import READERS, Alloc, Buffers, Fault, Instr, Interner, TbState
 from forestcoll.mscclpp.sync import SyncOps
 from forestcoll.progress import Progress, report
 
@@ -95,6 +95,7 @@ class Machine(SyncOps, DataOps):
                 self.sem_tickets[(pos, s)] = 0
         self.barriers: dict[tuple[int, int], list] = {}  # (gpu, id) -> [arrivals, n, [knowledge per generation]]
         self.port_state: dict[int, dict[str, Any]] = {}  # agent -> put bookkeeping
+        self.knowledge = Interner()  # what signals, releases and barriers carry, frozen and shared
         self.agent_vec: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.host_vec: list[tuple[np.ndarray, np.ndarray] | None] = [None] * self.n
         self.start_vec: list[np.ndarray | None] = [None] * self.n  # what a GPU's kernel knows when it starts
@@ -489,7 +490,7 @@ class Machine(SyncOps, DataOps):
                 self.outputs.append([None] * self.n)  # type: ignore[list-item]
             self.outputs[launch - 1][pos] = alloc.data[base:base + size].copy()
         if self.race:
-            self.start_vec[pos] = self.host_vec[pos][0].copy()
+            self.start_vec[pos] = self.knowledge.freeze(self.host_vec[pos][0])
         if first or launch < self.launches:
             alloc, base, size = bufs.table["i"]
             alloc.ensure(base + size)
@@ -501,7 +502,7 @@ class Machine(SyncOps, DataOps):
                 self.inputs.append([None] * self.n)  # type: ignore[list-item]
             self.inputs[launch][pos] = data.copy()
             if self.race:
-                self.start_vec[pos] = self.host_vec[pos][0].copy()
+                self.start_vec[pos] = self.knowledge.freeze(self.host_vec[pos][0])
             if first and self.race:
                 for x in self.by_gpu[pos]:
                     hf, hc = self.host_vec[pos]

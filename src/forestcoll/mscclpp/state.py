@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +72,42 @@ class Buffers:
 
     table: dict[str, tuple[Alloc, int, int]]
     const: dict[str, int]  # offset of the buffer in its allocation (added to remote offsets by the accessor)
+
+
+# ----- knowledge -----------------------------------------------------------------------------------------
+
+
+class Interner:
+    """Frozen knowledge vectors (what a signal, semaphore release or barrier generation carries): each held once
+    per content, read-only, in the narrowest unsigned type that holds its values (the values, not the type, are
+    what every reader uses: ``np.maximum`` into a thread block's own int32 vector, comparisons).  The race detector
+    keeps one per channel end and per release, each as long as the agents; shared and narrowed they take a
+    fraction of the memory (128 GPUs: gigabytes)."""
+
+    def __init__(self) -> None:
+        self._held: weakref.WeakValueDictionary[tuple[str, bytes], np.ndarray] = weakref.WeakValueDictionary()
+
+    def freeze(self, x: np.ndarray | None) -> np.ndarray | None:
+        """``x``'s values as a shared read-only vector (``x`` itself is left as it was); None stays None."""
+        if x is None or (not x.flags.writeable and x.dtype != np.int32):
+            return x  # None, or already frozen
+        if x.size and (int(x.min()) < 0 or int(x.max()) > 0xFFFF):
+            y = x
+        else:
+            y = x.astype(np.uint8 if not x.size or int(x.max()) <= 0xFF else np.uint16)
+        key = (y.dtype.str, hashlib.blake2b(y.data, digest_size=16).digest())
+        held = self._held.get(key)
+        if held is not None and np.array_equal(held, y):
+            return held
+        if y is x:
+            y = x.copy()
+        y.flags.writeable = False
+        self._held[key] = y
+        return y
+
+    def freeze_all(self, xs: tuple) -> tuple:
+        """:meth:`freeze` of each vector of ``xs`` (a token or a release), one object for equal contents."""
+        return tuple(self.freeze(x) for x in xs)
 
 
 # ----- program -----------------------------------------------------------------------------------------

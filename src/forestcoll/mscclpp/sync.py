@@ -61,6 +61,7 @@ class SyncOps:
             last = self.last_cum.get(key)
             if last is not None:
                 token = tuple(np.maximum(x, y) if x is not y else x for x, y in zip(token, last))
+            token = self.knowledge.freeze_all(token)
             self.last_cum[key] = token
             q.append(token)
         else:
@@ -133,7 +134,7 @@ class SyncOps:
                     pf, pc = rel[-1]
                     full = np.maximum(full, pf)
                     ctrl = np.maximum(ctrl, pc) if self.two_level else full
-                rel.append((full, ctrl))
+                rel.append(self.knowledge.freeze_all((full, ctrl)))
             else:
                 self.sem_releases[key].append((None, None))
             self._wake(("sem", key), ready)
@@ -184,7 +185,7 @@ class SyncOps:
                     np.maximum(f, prev[0], out=f)
                     if self.two_level:
                         np.maximum(c, prev[1], out=c)
-                st[2][gen] = (f, c)
+                st[2][gen] = self.knowledge.freeze_all((f, c))
             if st[0] % nblocks == 0:
                 self._wake(("barrier", key, gen), ready)
         key = (b.gpu, op.barrier_id)
