@@ -49,7 +49,7 @@ demo: $(VENV)/.base $(VENV)/.pyc
 # two workers (pytest-xdist): the suite is CPU-bound and CI has 2 cores (each README/docs section is one
 # test in tests/test_docs.py, so its blocks stay in order on one worker)
 test: $(VENV)/.test $(VENV)/.pyc
-	@echo "make test: the whole suite and every README/docs block, about 9 minutes on 2 idle cores (make check: the fast tier, about 2.5 minutes)"
+	@echo "make test: the whole suite and every README/docs block, about 10 minutes on 2 idle cores (make check: the fast tier, about 2.5 minutes)"
 	$(BIN)/python -m pytest -n 2
 
 check: $(VENV)/.test $(VENV)/.pyc
