@@ -21,7 +21,7 @@ that size and prunes the many-step schedules (rings) at small sizes.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
@@ -32,7 +32,7 @@ from forestcoll.simulate.engine import ProgramBuilder, link_bound, path_bound
 from forestcoll.simulate.network import Network
 from forestcoll.simulate.trees import tree_program
 
-__all__ = ["RaceResult", "attempt", "link_per_byte", "race", "race_limit", "race_order", "race_sizes", "ranking_rate",
+__all__ = ["RaceResult", "attempt", "link_per_byte", "race", "race_limit", "race_loop", "race_order", "race_sizes", "ranking_rate",
            "tree_lowering"]
 
 _PROBE = float(1 << 20)  # the size at which the per-byte link bound is measured (any size gives the same)
@@ -103,12 +103,23 @@ def race(net: Network, size: int, candidates: Mapping[str, Schedule], *, best_s:
         if name not in per_byte:
             per_byte[name] = link_per_byte(sched, net, lowering, slicing)
         bounds[name] = per_byte[name] * size
+    return race_loop(race_order(candidates, bounds, first), bounds, best_s, slack,
+                     lambda name, limit: attempt(name, candidates[name], net, size, bounds[name], limit, lowering,
+                                                 slicing, fairness), step)
+
+
+def race_loop(order: Sequence[str], bounds: dict[str, float], best_s: float, slack: float,
+              tries: Callable[[str, float], tuple[float, SimResult | None, bool]],
+              step: Callable[[str], None] | None = None) -> RaceResult:
+    """:func:`race`'s rule over the contenders in ``order`` (``bounds``: each one's link bound in seconds, raised
+    in place to what pruned it): a contender whose bound passes the limit (the best time so far over ``1 - slack``)
+    is tried, ``tries(name, limit)`` -> (its bound, its result or None, whether its run was stopped at ``limit``)
+    as :func:`attempt` returns them; the others are pruned.  ``step(name)`` after each contender."""
     out = RaceResult([])
-    for name in race_order(candidates, bounds, first):
-        if bounds[name] <= race_limit(best_s, slack):  # the link bound first: no program is built for those it prunes
-            limit = race_limit(best_s, slack)
-            bound, res, stopped = attempt(name, candidates[name], net, size, bounds[name], limit, lowering, slicing,
-                                          fairness)
+    for name in order:
+        limit = race_limit(best_s, slack)
+        if bounds[name] <= limit:  # the link bound first: no program is built for those it prunes
+            bound, res, stopped = tries(name, limit)
             bounds[name] = limit if stopped else bound
             if res is not None:
                 out.results.append(res)

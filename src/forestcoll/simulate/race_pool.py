@@ -27,7 +27,7 @@ from typing import Any
 
 from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE
 from forestcoll.simulate.network import Network
-from forestcoll.simulate.race import RaceResult, attempt, link_per_byte, race, race_limit, race_order, tree_lowering
+from forestcoll.simulate.race import RaceResult, attempt, link_per_byte, race, race_limit, race_loop, race_order, tree_lowering
 
 __all__ = ["RacePool", "children_cpu"]
 
@@ -149,25 +149,18 @@ class RacePool:
                 slack: float, fairness: str, slicing: tuple[float, int | None], first: str | None,
                 lowering) -> RaceResult:
         """The sequential race over what the workers found: each contender kept, pruned or stopped as
-        :func:`~forestcoll.simulate.race.race` would at its limit there."""
-        out = RaceResult([])
-        for name in race_order(candidates, bounds, first):
-            limit = race_limit(best_s, slack)
-            if bounds[name] <= limit:
-                bound, ran_at, res, stopped = got.get(name, (math.inf, math.inf, None, False))
-                if bound > limit and name in got:
-                    res, stopped = None, False  # its path bound prunes it here too
-                elif res is not None:
-                    stopped = res.time_s > limit  # a run's time does not depend on where it would have stopped
-                    res = None if stopped else res
-                elif not (stopped and ran_at >= limit):  # not built, pruned or stopped below this limit, or failed:
-                    self.tried_here += 1
-                    bound, res, stopped = attempt(name, candidates[name], self.net, size, bounds[name], limit,
-                                                  lowering, slicing, fairness)  # never, by the module's argument
-                bounds[name] = limit if stopped else bound
-                if res is not None:
-                    out.results.append(res)
-                    best_s = min(best_s, res.time_s)
-            if not out.results or out.results[-1].algorithm != name:
-                out.pruned[name] = bounds[name]
-        return out
+        :func:`~forestcoll.simulate.race.race` would at its limit there (the same loop: ``race_loop``)."""
+
+        def tries(name: str, limit: float) -> tuple[float, Any, bool]:
+            bound, ran_at, res, stopped = got.get(name, (math.inf, math.inf, None, False))
+            if bound > limit and name in got:
+                return bound, None, False  # its path bound prunes it here too
+            if res is not None:  # a run's time does not depend on where it would have stopped
+                return (bound, None, True) if res.time_s > limit else (bound, res, False)
+            if stopped and ran_at >= limit:
+                return bound, None, True
+            # not built, pruned or stopped below this limit, or failed: never, by the module's argument
+            self.tried_here += 1
+            return attempt(name, candidates[name], self.net, size, bounds[name], limit, lowering, slicing, fairness)
+
+        return race_loop(race_order(candidates, bounds, first), bounds, best_s, slack, tries)
