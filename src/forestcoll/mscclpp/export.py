@@ -41,7 +41,7 @@ from forestcoll import collectives
 from forestcoll.errors import ScheduleError, UsageError
 from forestcoll.mscclpp.emit import ALIGN, Emitter, group
 from forestcoll.mscclpp.fallback import fitting_powers, fitting_schedule
-from forestcoll.mscclpp.floor import floors
+from forestcoll.mscclpp.floor import floors, lanes_of, lowering_for
 from forestcoll.mscclpp.lower import Act, Lowering, Ref
 from forestcoll.mscclpp.plan import Plan, PlanStats, plan_stats
 from forestcoll.mscclpp.semantics import MAX_CHANNEL, MAX_OPERATION, U32
@@ -187,8 +187,8 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
     if n < 2:
         raise ExportError("a plan needs at least 2 ranks")
     topo = topology if isinstance(topology, Topology) else schedule_topology(sched, topology)
-    lanes = opts.lanes or (4 if opts.protocol == "LL" else 1)
-    low = _taken(lowering, sched, topo, opts.inplace, lanes)
+    low = _taken(lowering, sched, topo, opts)
+    lanes = low.lanes
     hi = opts.resolved_max()
     design = opts.design_size or min(hi, 1 << 30)
     k = low.k
@@ -218,7 +218,7 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
         for layout in (*(x for x in order if x not in skipped), *sorted(skipped, key=lambda x: floor[x])):
             if layout in skipped and tried and floor[layout] > min(tried)[0]:
                 continue  # it cannot fit, and cannot have the fewest blocks of a failed export either
-            low, fresh = fresh or Lowering(sched, topo, outofplace=not opts.inplace, lanes=lanes), None
+            low, fresh = fresh or lowering_for(sched, topo, opts), None
             acts = low.build()
             for a in acts:
                 if a.reduce_srcs:
@@ -266,12 +266,14 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
     return result
 
 
-def _taken(low: Lowering | None, sched: Schedule, topo: Topology, inplace: bool, lanes: int) -> Lowering:
-    """``low`` (export_mscclpp's ``lowering``), now taken, when it lowers ``sched`` on ``topo`` as the export
-    would; a new lowering when None; ValueError otherwise (an export re-keys the actions it takes)."""
+def _taken(low: Lowering | None, sched: Schedule, topo: Topology, opts: ExportOptions) -> Lowering:
+    """``low`` (export_mscclpp's ``lowering``), now taken, when it lowers ``sched`` on ``topo`` as the export with
+    ``opts`` would (:func:`~forestcoll.mscclpp.floor.lowering_for`); a new lowering when None; ValueError otherwise
+    (an export re-keys the actions it takes)."""
     if low is None:
-        return Lowering(sched, topo, outofplace=not inplace, lanes=lanes)
-    if low.taken or low.sched is not sched or low.topology is not topo or low.outofplace == inplace or low.lanes != lanes:
+        return lowering_for(sched, topo, opts)
+    if (low.taken or low.sched is not sched or low.topology is not topo or low.outofplace == opts.inplace
+            or low.lanes != lanes_of(opts)):
         raise ValueError("export_mscclpp(lowering=...): not a fresh lowering of this schedule, topology and options")
     low.taken = True
     return low

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from forestcoll.mscclpp.export import ExportOptions
     from forestcoll.mscclpp.lower import Act, Lowering
 
-__all__ = ["fits_nowhere", "floors", "lowering_for"]
+__all__ = ["fits_nowhere", "floors", "lanes_of", "lowering_for"]
 
 _GRAIN = {"edge": 0, "source": 1}  # the layouts keyed finer than (phase, level, role, peer): their grain
 
@@ -62,8 +62,12 @@ def lowering_for(sched: Schedule, topology: Topology, opts: ExportOptions) -> Lo
     :func:`fits_nowhere` floors and the export then takes over (``lowering=``), so the actions are built once."""
     from forestcoll.mscclpp.lower import Lowering
 
-    lanes = opts.lanes or (4 if opts.protocol == "LL" else 1)
-    return Lowering(sched, topology, outofplace=not opts.inplace, lanes=lanes)
+    return Lowering(sched, topology, outofplace=not opts.inplace, lanes=lanes_of(opts))
+
+
+def lanes_of(opts: ExportOptions) -> int:
+    """The lanes an export with ``opts`` cuts every piece in: ``opts.lanes``, else 4 for LL (which pipelines), 1."""
+    return opts.lanes or (4 if opts.protocol == "LL" else 1)
 
 
 def fits_nowhere(sched: Schedule, topology: Topology, opts: ExportOptions, low: Lowering | None = None) -> bool:
