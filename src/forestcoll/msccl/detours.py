@@ -67,14 +67,15 @@ def _through_cpus(topology: Topology, sched: Schedule) -> bool:
     return bool(cpu_detours(topology, sched) or cpu_crossings(topology, sched))
 
 
-def through_cpus_note(topology: Topology, sched: Schedule) -> str:
-    """What a runtime does otherwise than ``sched``'s trees through the CPUs: edges joining GPUs of one box through a
-    CPU (sent over their direct link), else edges between boxes through a CPU (sent over the runtime's own route)."""
+def through_cpus_note(topology: Topology, sched: Schedule, who: str = "a runtime") -> str:
+    """What ``who`` (a runtime, the executor) does otherwise than ``sched``'s trees through the CPUs: edges joining
+    GPUs of one box through a CPU (sent over their direct link), else edges between boxes through a CPU (sent over
+    its own route)."""
     if detours := cpu_detours(topology, sched):
-        return (f"the optimal k={sched.k}'s trees join GPUs of one box through a CPU ({detours} edges), which a "
-                "runtime sends over their direct link")
+        return (f"the optimal k={sched.k}'s trees join GPUs of one box through a CPU ({detours} edges), which {who} "
+                "sends over their direct link")
     return (f"the optimal k={sched.k}'s trees cross between boxes through a CPU ({cpu_crossings(topology, sched)} "
-            "edges), which a runtime sends over its own route through the NICs")
+            f"edges), which {who} sends over its own route through the NICs")
 
 
 def such_edges(topology: Topology, optimal: Schedule, bare: Schedule) -> int:

@@ -61,18 +61,13 @@ def race_plans(topology: Topology, sched: Schedule, mine: ExportResult, rival: S
     """The optimal ``sched`` (its unchecked plan ``mine``, which fits) against ``rival`` (:func:`off_cpu_rival`):
     whichever plan ``plan_rate`` gives the higher rate at :func:`design_size` (ties keep ``sched``), its plan, and a
     note saying what was raced."""
-    from forestcoll.msccl.detours import cpu_detours, through_cpus_note
+    from forestcoll.msccl.detours import through_cpus_note
     from forestcoll.mscclpp.layouts import BOUND, below, ceiling
     from forestcoll.units import format_size
 
     size = design_size(opts)
-    if cpu_detours(topology, sched):
-        head = (f"the optimal k={sched.k}'s trees join GPUs of one box through a CPU ({cpu_detours(topology, sched)} "
-                f"edges), which the executor sends over their direct link; packed again without the CPUs (k={rival.k}, "
-                "the same exact rate)")
-    else:
-        head = (through_cpus_note(topology, sched).replace("a runtime", "the executor")
-                + f"; packed again without the CPUs (k={rival.k}, the same exact rate)")
+    head = (through_cpus_note(topology, sched, "the executor")
+            + f"; packed again without the CPUs (k={rival.k}, the same exact rate)")
     alt, why = unchecked_plan(topology, rival, opts)
     if alt is None:
         return sched, mine, head + f", its plan does not fit ({why}): not taken"
