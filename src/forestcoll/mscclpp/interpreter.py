@@ -52,7 +52,7 @@ from forestcoll.limits import MAX_ITERATIONS, MAX_MSCCL_ELEMENTS, MAX_RACE_CLOCK
 from forestcoll.mscclpp.machine import Machine
 from forestcoll.mscclpp.plan import Plan, PlanError
 from forestcoll.mscclpp.run_result import RunResult, Stuck
-from forestcoll.mscclpp.semantics import COLLECTIVES, U32, buffer_sizes, check_message_size, wire
+from forestcoll.mscclpp.semantics import COLLECTIVES, U32, buffer_sizes, check_message_size
 from forestcoll.mscclpp.state import Fault, TbState
 from forestcoll.progress import Progress
 
@@ -96,8 +96,7 @@ def race_clocks(plan: Plan) -> tuple[int, str]:
     control order) when the plan has relaxed operations.  What the detector keeps besides (the knowledge each
     signal, release and barrier carries, frozen and shared) is smaller; the process takes about twice this."""
     tbs = sum(len(g.threadblocks) for g in plan.gpus)
-    w = wire(plan)
-    ports = sum(len(w.channels.get((pos, "port"), [])) for pos in range(len(plan.gpus)))
+    ports = sum(len(c.connected_to or ()) for g in plan.gpus for c in g.channels if c.channel_type == "port")
     agents = tbs + ports + len(plan.gpus)
     relaxed = any(x.name in ("rlxsignal", "rlxwait") for g in plan.gpus for tb in g.threadblocks for op in tb.ops
                   for x in (op, *(op.ops or ())))
