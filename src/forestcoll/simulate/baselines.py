@@ -299,8 +299,8 @@ def dbt_program(net: Network, collective: str, size: float, slicing: Slicing) ->
                     parent[chain[0]] = chains[box_parent[b]][0]
             trees.append(((r, which), parent))
     # the exact count, so that the guard refuses before building: per slice, each edge up and down and a marker
-    refuse_transfers(sum(slices_for(per_tree, *slicing, rule="tree", depth=_depth(parent)) * (2 * len(parent) + 1)
-                         for _label, parent in trees))
+    refuse_transfers(sum(slices_for(per_tree, *slicing, rule="tree", depth=max(_depths(parent).values(), default=0))
+                         * (2 * len(parent) + 1) for _label, parent in trees))
     prog = ProgramBuilder()
     st = _Streams(net, prog)
     for label, parent in trees:
@@ -308,35 +308,26 @@ def dbt_program(net: Network, collective: str, size: float, slicing: Slicing) ->
     return prog
 
 
-def _depth(parent: dict[int, int]) -> int:
-    """The height of the tree ``parent`` (child -> parent): its deepest node's hops to the root; 0 for no edge."""
+def _depths(parent: dict[int, int]) -> dict[int, int]:
+    """Every node of the tree ``parent`` (child -> parent) -> its hops to the root (the root 0; empty for no edge)."""
     depth: dict[int, int] = {}
     for v in parent:
         path = []
         while v in parent and v not in depth:
             path.append(v)
             v = parent[v]
-        d = depth.get(v, 0)  # the root, or a node already measured
+        d = depth.setdefault(v, 0)  # the root, or a node already measured
         for x in reversed(path):
             d += 1
             depth[x] = d
-    return max(depth.values(), default=0)
+    return depth
 
 
 def _tree_allreduce(st: _Streams, label: object, parent: dict[int, int], nbytes: float, slicing: Slicing) -> None:
     """Reduce up the tree ``parent``, then broadcast down, pipelined slice by slice."""
-    children: dict[int, list[int]] = {}
-    for c, p in parent.items():
-        children.setdefault(p, []).append(c)
-    nodes = set(parent) | set(parent.values())
+    depth = _depths(parent)
+    nodes = set(depth)
     root = next(x for x in nodes if x not in parent)
-    depth = {root: 0}
-    stack = [root]
-    while stack:
-        v = stack.pop()
-        for c in children.get(v, []):
-            depth[c] = depth[v] + 1
-            stack.append(c)
     up_order = sorted(nodes, key=lambda x: (-depth[x], x))
     down_order = sorted(nodes, key=lambda x: (depth[x], x))
     sl = slices_for(nbytes, *slicing, rule="tree", depth=max(depth.values()))
