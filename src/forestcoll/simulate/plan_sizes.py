@@ -76,41 +76,41 @@ def select_plans(net: Network, collective: str, sizes: Sequence[int], candidates
     rates: Rates = {}
     exported = runs = 0
     first = None
-    with RacePool(net, workers) as pool:
-        for i, size in enumerate(sorted(sizes)):
-            report(progress, "simulating candidates' plans", i, len(sizes))
-            contenders: dict[str, Plan] = {}
-            design: dict[str, int | None] = {}
-            for name, sched in candidates.items():
-                if not usable(sched, size, 16):
-                    continue
-                try:
-                    contenders[name] = export_mscclpp(sched, net.topology, replace(base, protocol="Simple",
-                                                                                    design_size=size)).plan
-                    design[name] = size
-                    exported += 1
-                except ExportError:
-                    pass
-                if size <= DEFAULT_LL_MAX_MESSAGE and not rooted:
-                    if name not in ll:
-                        try:
-                            ll[name] = export_mscclpp(sched, net.topology, replace(base, protocol="LL")).plan
-                            exported += 1
-                        except ExportError:
-                            ll[name] = None
-                    if ll[name] is not None:
-                        contenders[name + LL], design[name + LL] = ll[name], None
-            got = pool.race(size, contenders, slack=margin, fairness=fairness, first=first, lowering=plan_lowering)
-            runs += len(contenders)
-            best: dict[str, Any] = {}
-            for r in got.results:
-                name = r.algorithm.removesuffix(LL)
-                rates[(name, "LL" if r.algorithm.endswith(LL) else "Simple", design[r.algorithm], None, size)] = r.algbw_gbps
-                if name not in best or r.algbw_gbps > best[name].algbw_gbps:
-                    best[name] = replace(r, algorithm=name)
-            table += best.values()
-            top = max(best.values(), key=lambda r: r.algbw_gbps, default=None)
-            first = top.algorithm if top is not None else first
+    pool = RacePool(net, workers)
+    for i, size in enumerate(sorted(sizes)):
+        report(progress, "simulating candidates' plans", i, len(sizes))
+        contenders: dict[str, Plan] = {}
+        design: dict[str, int | None] = {}
+        for name, sched in candidates.items():
+            if not usable(sched, size, 16):
+                continue
+            try:
+                contenders[name] = export_mscclpp(sched, net.topology, replace(base, protocol="Simple",
+                                                                                design_size=size)).plan
+                design[name] = size
+                exported += 1
+            except ExportError:
+                pass
+            if size <= DEFAULT_LL_MAX_MESSAGE and not rooted:
+                if name not in ll:
+                    try:
+                        ll[name] = export_mscclpp(sched, net.topology, replace(base, protocol="LL")).plan
+                        exported += 1
+                    except ExportError:
+                        ll[name] = None
+                if ll[name] is not None:
+                    contenders[name + LL], design[name + LL] = ll[name], None
+        got = pool.race(size, contenders, slack=margin, fairness=fairness, first=first, lowering=plan_lowering)
+        runs += len(contenders)
+        best: dict[str, Any] = {}
+        for r in got.results:
+            name = r.algorithm.removesuffix(LL)
+            rates[(name, "LL" if r.algorithm.endswith(LL) else "Simple", design[r.algorithm], None, size)] = r.algbw_gbps
+            if name not in best or r.algbw_gbps > best[name].algbw_gbps:
+                best[name] = replace(r, algorithm=name)
+        table += best.values()
+        top = max(best.values(), key=lambda r: r.algbw_gbps, default=None)
+        first = top.algorithm if top is not None else first
     report(progress, "simulating candidates' plans", len(sizes), len(sizes))
     cpu = time.process_time() - cpu0 + children_cpu() - children0
     note = (f"ranked by the candidates' MSCCL++ plans simulated at each size, not by their trees ({exported} plans "

@@ -84,12 +84,6 @@ class RacePool:
         self.simulated = 0  # simulations run by the workers (kept or not): what the parallel race costs
         self.tried_here = 0  # contenders the replay had to try in this process (none, by the module's argument)
 
-    def __enter__(self) -> RacePool:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        pass
-
     def race(self, size: int, candidates: Mapping[str, Any], *, best_s: float = math.inf, slack: float = 0.0,
              fairness: str = "max-min", slice_bytes: int = DEFAULT_SLICE, max_slices: int | None = DEFAULT_MAX_SLICES,
              first: str | None = None, lowering=tree_lowering) -> RaceResult:
