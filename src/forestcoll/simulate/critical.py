@@ -118,8 +118,10 @@ def plan_critical_path(net: Network, plan: Any, size: int) -> CriticalPath:
     from forestcoll.simulate.mscclpp import _Builder
 
     class Labelled(_Builder):
-        label = "start"
-        kinds: list[str] = []
+        def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            self.label = "start"
+            self.kinds: list[str] = []  # the label of each transfer id
+            super().__init__(*args, **kwargs)
 
         def _op(self, b, op, off, unit):  # type: ignore[no-untyped-def]
             piped = any(i[0] == "pipe" for i in b.prog[:b.pc])
@@ -142,7 +144,6 @@ def plan_critical_path(net: Network, plan: Any, size: int) -> CriticalPath:
                 self.kinds.append(self.label)
 
     builder = Labelled(plan, net, float(size), "plan")
-    builder.kinds = []
     program, res = _run(builder.build(), net)
     return critical_path(program, res.sent, res.delivered, builder.kinds)
 
