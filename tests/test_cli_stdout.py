@@ -74,3 +74,43 @@ def test_a_file_named_dash_is_still_written_as_dot_slash_dash(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     code, out, err = cli("generate", "ring:n=4", "-o", "./-")
     assert code == 0 and (tmp_path / "-").is_file(), err
+
+
+@pytest.mark.parametrize("argv", [
+    ["generate", "ring:n=4"],
+    ["generate", "ring:n=4", "-c", "allgather", "--format", "msccl"],
+    ["generate", "ring:n=4", "--format", "mscclpp"],
+    ["generate", "ring:n=4", "-c", "alltoall"],
+    ["topo", "import", "dgx-a100"],
+])
+def test_the_report_says_where_the_file_went(argv, tmp_path, monkeypatch):
+    """polish20: the report's ``wrote`` line says "to standard output", not the ``-`` the user typed."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(*argv, "-o", "-")
+    assert code == 0, err
+    wrote = [line for line in err.splitlines() if line.startswith("wrote")]
+    assert len(wrote) == 1 and wrote[0].split(None, 1)[1] == "to standard output", err
+    code, out, err = cli(*argv, "-o", "./-")  # a file named "-" is named as a file
+    assert code == 0 and [line.split(None, 1)[1] for line in out.splitlines() if line.startswith("wrote")] == ["./-"]
+
+
+def test_writers_take_a_stream_as_their_path():
+    """polish20: ``-o -`` reaches the writers as an explicit fileio.Stream (no module-level state in fileio): each
+    writer puts the same bytes into the stream it is given as into a file, and nothing on sys.stdout."""
+    import contextlib
+    import io
+
+    from forestcoll import fileio
+    from forestcoll.topology import load_topology, write_topology
+
+    assert not hasattr(fileio, "files_to") and not hasattr(fileio, "_STDOUT")
+    topo = load_topology("ring:n=4")
+    into, seen = io.BytesIO(), io.StringIO()
+    wrapper = io.TextIOWrapper(into, encoding="utf-8", write_through=True)  # as sys.stdout: text over a byte buffer
+    with contextlib.redirect_stdout(seen):
+        text = write_topology(topo, fileio.Stream(wrapper))
+    assert into.getvalue().decode("utf-8") == text and seen.getvalue() == ""
+    plain = io.StringIO()  # a text stream without a byte buffer gets the text
+    fileio.atomic_write_text(fileio.Stream(plain), "é\n")
+    assert plain.getvalue() == "é\n" and str(fileio.Stream(plain)) == "-"
+    assert fileio.check_output(fileio.Stream(plain)).name == "-"

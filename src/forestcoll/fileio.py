@@ -16,7 +16,7 @@ from typing import Any
 from forestcoll.errors import ForestCollError
 
 __all__ = ["FileKind", "atomic_write_bytes", "atomic_write_text", "check_output", "dump_json", "earlier_files",
-           "ensure_directory", "file_kind", "files_to", "output_directory", "is_plan", "kind_of", "load_json", "max_file_bytes", "parse_json", "read_bytes", "read_text", "sniff", "wrong_kind"]
+           "ensure_directory", "file_kind", "output_directory", "is_plan", "kind_of", "load_json", "max_file_bytes", "parse_json", "read_bytes", "read_text", "sniff", "Output", "Stream", "wrong_kind"]
 
 
 def _umask() -> int:
@@ -25,19 +25,19 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+def atomic_write_text(path: Output, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file and rename, so no partial file is ever left."""
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def check_output(path: str | os.PathLike[str], inputs: tuple[str | os.PathLike[str] | None, ...] = ()) -> Path:
+def check_output(path: Output, inputs: tuple[str | os.PathLike[str] | None, ...] = ()) -> Path:
     """Refuse, before any work, an output path that cannot take a whole file: an existing directory, a missing or
     unwritable directory, or one of the command's ``inputs`` (the same file under another name included)."""
+    if isinstance(path, Stream) or str(path) == "-":
+        return Path("-")  # a stream (atomic_write_bytes)
     target = Path(path)
     if not str(path).strip():
         raise ForestCollError("the output file name is empty")
-    if str(path) == "-":
-        return target  # stdout (atomic_write_bytes)
     if target.is_dir():
         raise ForestCollError(f"{target}: is a directory; give a file name to write")
     directory = target.parent if str(target.parent) else Path(".")
@@ -128,25 +128,27 @@ def _temporary(directory: str | os.PathLike[str], name: str) -> tuple[int, str]:
     raise FileExistsError(f"no free temporary name .{name}.{os.getpid()}.N.tmp in {directory}")
 
 
-_STDOUT: list[Any] = []  # where a file named "-" goes: the innermost files_to() stream, else sys.stdout
+class Stream:
+    """An output that is an open stream, not a file (the command line's ``-o -`` passes the real stdout as one): a
+    writer given it as its path writes its bytes there in one write.  ``str()`` is ``-``, the name the user gave."""
+
+    __slots__ = ("stream",)
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def __str__(self) -> str:
+        return "-"
+
+    def __repr__(self) -> str:
+        return f"Stream({self.stream!r})"
 
 
-@contextmanager
-def files_to(stream: Any) -> Iterator[None]:
-    """While in the block, a file written to the path ``-`` goes to ``stream`` (the command line's ``-o -``: the
-    real stdout, while the report it prints goes to stderr)."""
-    _STDOUT.append(stream)
-    try:
-        yield
-    finally:
-        _STDOUT.pop()
+Output = str | os.PathLike[str] | Stream  # where a writer puts its file: a path, or a Stream
 
 
-def _write_stdout(data: bytes) -> None:
-    """``data`` written whole to the stream of :func:`files_to` (or stdout), as bytes where it takes them."""
-    import sys
-
-    stream = _STDOUT[-1] if _STDOUT else sys.stdout
+def _write_stream(stream: Any, data: bytes) -> None:
+    """``data`` written whole to ``stream``, as bytes where it takes them."""
     stream.flush()
     raw = getattr(stream, "buffer", None)
     if raw is not None:
@@ -157,12 +159,14 @@ def _write_stdout(data: bytes) -> None:
         stream.flush()
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+def atomic_write_bytes(path: Output, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and rename, so no partial file is ever left; every OS
     failure (directory missing or read-only, disk full, target a directory) is one ForestCollError and leaves
-    an existing file untouched.  The path ``-`` is stdout (see :func:`files_to`), written once, whole."""
-    if str(path) == "-":
-        _write_stdout(data)
+    an existing file untouched.  A :class:`Stream` (and the path ``-``: ``sys.stdout``) gets ``data`` in one write."""
+    if isinstance(path, Stream) or str(path) == "-":
+        import sys
+
+        _write_stream(path.stream if isinstance(path, Stream) else sys.stdout, data)
         return
     target = check_output(path)
     directory = target.parent if str(target.parent) else Path(".")

@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 from forestcoll.collectives import COLLECTIVES, PHASES
 from forestcoll.errors import ForestCollError, ScheduleError
-from forestcoll.fileio import atomic_write_text, dump_json, file_kind, kind_of, parse_json, read_text, wrong_kind
+from forestcoll.fileio import Output, atomic_write_text, dump_json, file_kind, kind_of, parse_json, read_text, wrong_kind
 from forestcoll.rational import format_rational, parse_rational
 
 if TYPE_CHECKING:
@@ -468,7 +468,7 @@ def _topology_record(value: Any, source: str) -> tuple[str, TopologyRecord | Non
     return name, TopologyRecord(spec, name, path, fp)
 
 
-def write_schedule(sched: Schedule | AlltoallSchedule, path: str, version: int | str = "auto") -> str:
+def write_schedule(sched: Schedule | AlltoallSchedule, path: Output, version: int | str = "auto") -> str:
     """Write the schedule JSON to ``path`` whole (temporary file, then rename); returns the text.  ``version``:
     1, 2 or "auto" (:func:`choose_version`; all-to-all schedules are always version 1)."""
     # a Schedule's trees share their Edge objects: their JSON objects are shared too, and encoded once each

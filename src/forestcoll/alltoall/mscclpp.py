@@ -25,7 +25,7 @@ import re
 import time
 from collections import defaultdict
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forestcoll import collectives
 from forestcoll.alltoall.schedule import AlltoallSchedule
@@ -41,6 +41,9 @@ from forestcoll.mscclpp.export import (
 from forestcoll.mscclpp.lower import SINK_LEVEL, Act, Ref
 from forestcoll.mscclpp.plan import plan_stats
 from forestcoll.topology import Topology
+
+if TYPE_CHECKING:
+    from forestcoll.fileio import Output
 
 __all__ = ["alltoall_actions", "export_alltoall_mscclpp", "port_notes", "write_alltoall_mscclpp"]
 
@@ -169,7 +172,7 @@ def export_alltoall_mscclpp(sched: AlltoallSchedule, topology: Topology | str | 
     return result
 
 
-def write_alltoall_mscclpp(sched: AlltoallSchedule, path: str, topology: Topology | str | None = None,
+def write_alltoall_mscclpp(sched: AlltoallSchedule, path: Output, topology: Topology | str | None = None,
                            options: ExportOptions | None = None, **kwargs: Any) -> ExportResult:
     """:func:`export_alltoall_mscclpp` and write the plan to ``path`` whole (temporary file, then rename), with
     :func:`port_notes` when ``topology`` is given."""

@@ -169,9 +169,9 @@ def export_format(args: argparse.Namespace) -> str:
     """--format, or the -o file's extension (.json: an MSCCL++ plan, .xml: MSCCL XML)."""
     if args.format:
         return args.format
-    ext = os.path.splitext(args.output)[1].lower()
+    ext = os.path.splitext(str(args.output))[1].lower()  # str: -o - is a fileio.Stream
     if ext not in (".json", ".xml"):
-        raise UsageError(f"cannot tell the format from {args.output!r}: add --format mscclpp (a plan, .json) or "
+        raise UsageError(f"cannot tell the format from {str(args.output)!r}: add --format mscclpp (a plan, .json) or "
                          "--format msccl (MSCCL XML, .xml)")
     return "mscclpp" if ext == ".json" else "msccl"
 

@@ -21,6 +21,12 @@ def approx(x: Fraction) -> str:
     return f"{float(x):.6g}"
 
 
+def wrote(output: object) -> str:
+    """Where a command's file went, for its ``wrote`` line: the path, or "to standard output" for ``-o -`` (a
+    fileio.Stream, or ``-`` in a result: a file named ``-`` is written as ``./-``)."""
+    return "to standard output" if str(output) == "-" else str(output)
+
+
 def print_json(result: Any, **extra: Any) -> None:
     """A result's ``to_dict()`` (with ``extra`` keys added) as the CLI's JSON."""
     sys.stdout.write(dump_json({**result.to_dict(), **extra}))
@@ -93,7 +99,7 @@ def print_schedule(sched, topo, smallest_k: bool, output: str | None) -> None:
         print(f"height     at most {limit} hops: {how}")
     print(f"time       {sched.stats['seconds']:.3f} s")
     if output:
-        print(f"wrote      {output}")
+        print(f"wrote      {wrote(output)}")
 
 
 def print_schedule_line(sched, topo) -> None:
@@ -165,7 +171,7 @@ def print_alltoall_schedule(made, topo, output: str | None) -> None:
         print(f"optimal    ~{bound.algbw_float:.6g} GB/s (not certified)")
     print(f"time       {made.seconds.get('total', 0.0):.3f} s")
     if output:
-        print(f"wrote      {output}")
+        print(f"wrote      {wrote(output)}")
 
 
 def print_alltoall_verify(report, sched, path: str, topo) -> None:
@@ -207,7 +213,7 @@ def print_export(result) -> None:
         print(f"checked    {line}")
     for note in result.notes:
         print(f"note       {note}")
-    print(f"wrote      {result.output}")
+    print(f"wrote      {wrote(result.output)}")
 
 
 def print_lint(report) -> None:
@@ -263,7 +269,7 @@ def print_mscclpp_export(result) -> None:
         print("checked    no (--no-check)")
     for note in result.notes:
         print(f"note       {note}")
-    print(f"wrote      {result.output}")
+    print(f"wrote      {wrote(result.output)}")
 
 
 def print_mscclpp_run(result, show: int) -> None:

@@ -34,11 +34,12 @@ def _refuse(args: argparse.Namespace) -> None:
 
 
 def run_to_stdout(args: argparse.Namespace) -> int:
-    """Run the command of ``args`` (whose ``output`` is ``-``): the file it writes goes to stdout, what it prints
-    to stderr."""
-    from forestcoll.fileio import files_to
+    """Run the command of ``args`` (whose ``output`` is ``-``): the file it writes goes to stdout (``args.output``
+    becomes a :class:`~forestcoll.fileio.Stream` of the real stdout, which the writers are given as their path), what
+    it prints to stderr."""
+    from forestcoll.fileio import Stream
 
     _refuse(args)
-    real = sys.stdout
-    with files_to(real), contextlib.redirect_stdout(sys.stderr):
+    args.output = Stream(sys.stdout)
+    with contextlib.redirect_stdout(sys.stderr):
         return int(args.func(args) or 0)

@@ -49,7 +49,7 @@ def cmd_topo_import(args: argparse.Namespace) -> int:
         return 0
     render.print_summary(summarize(topo, imported.ports))
     if args.output:
-        print(f"wrote        {args.output}")
+        print(f"wrote        {render.wrote(args.output)}")
     return 0
 
 

@@ -78,6 +78,7 @@ from forestcoll.schedule import Schedule
 
 if TYPE_CHECKING:
     from forestcoll.alltoall.schedule import AlltoallSchedule
+    from forestcoll.fileio import Output
 
 __all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "export_msccl", "fitting_msccl", "self_check",
            "stages", "write_checked", "write_msccl", "write_generated_msccl"]
@@ -576,14 +577,14 @@ def self_check(result: ExportResult, runtime: str | None = None, progress: Progr
     return lines
 
 
-def write_msccl(sched: Schedule | AlltoallSchedule, path: str, options: ExportOptions | None = None, check: bool = True,
+def write_msccl(sched: Schedule | AlltoallSchedule, path: Output, options: ExportOptions | None = None, check: bool = True,
                 progress: Progress | None = None, **kwargs: Any) -> ExportResult:
     """Export ``sched``, check the file (:func:`self_check`, unless ``check`` is False) and write it to ``path``
     whole (temporary file, then rename): what ``forestcoll export`` does."""
     return write_checked(export_msccl(sched, options, **kwargs), path, check, progress)
 
 
-def write_checked(result: ExportResult, path: str, check: bool, progress: Progress | None) -> ExportResult:
+def write_checked(result: ExportResult, path: Output, check: bool, progress: Progress | None) -> ExportResult:
     """Self-check an exported file (unless ``check`` is False) and write it to ``path`` whole."""
     from forestcoll.fileio import atomic_write_text
     from forestcoll.msccl.ir import write_algo
@@ -662,7 +663,7 @@ def _fitting(topology, collective: str, sched: Schedule, options: ExportOptions 
                              ), as_result(chosen), every()
 
 
-def write_generated_msccl(topology, sched: Schedule, path: str, options: ExportOptions | None = None,
+def write_generated_msccl(topology, sched: Schedule, path: Output, options: ExportOptions | None = None,
                           check: bool = True, rate: Callable[[Schedule, int], float] | None = None,
                           progress: Progress | None = None, file_rate: Callable[[Algo, int], float] | None = None,
                           size: int = 1 << 30, split: bool = True, **generate_kwargs: Any) -> tuple[Schedule, ExportResult]:

@@ -35,7 +35,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forestcoll import collectives
 from forestcoll.errors import ScheduleError, UsageError
@@ -50,6 +50,9 @@ from forestcoll.pieces import Piece
 from forestcoll.progress import Progress
 from forestcoll.schedule import Schedule, schedule_topology
 from forestcoll.topology import Topology
+
+if TYPE_CHECKING:
+    from forestcoll.fileio import Output
 
 __all__ = ["LAYOUTS", "ExportError", "ExportOptions", "ExportResult", "chunk_bytes", "export_mscclpp", "self_check",
            "fitting_powers", "fitting_schedule", "write_generated_plan", "write_mscclpp"]
@@ -286,7 +289,7 @@ def layouts_tried(coll: str, layout: str) -> tuple[str, ...]:
     return ("edge", "shared", "mixed", "level") if coll == "allreduce" else ("edge", "mixed", "level")
 
 
-def write_mscclpp(sched: Schedule, path: str, topology: Topology | str | None = None,
+def write_mscclpp(sched: Schedule, path: Output, topology: Topology | str | None = None,
                   options: ExportOptions | None = None, *, progress: Progress | None = None, **kwargs: Any) -> ExportResult:
     """:func:`export_mscclpp` (self-checked unless ``check=False``) and write the plan to ``path`` whole (temporary
     file, then rename): what ``forestcoll export --format mscclpp`` does."""
@@ -303,7 +306,7 @@ def write_mscclpp(sched: Schedule, path: str, topology: Topology | str | None = 
     return result
 
 
-def write_generated_plan(topology: Topology, collective: str, path: str, **kwargs: Any) -> tuple[Schedule, ExportResult]:
+def write_generated_plan(topology: Topology, collective: str, path: Output, **kwargs: Any) -> tuple[Schedule, ExportResult]:
     """Generate the schedule and write its plan (what ``forestcoll generate --format mscclpp`` does): the trees are
     packed on the network ports the executor drives (:func:`forestcoll.mscclpp.ports.executor_ports`, one per GPU;
     a note says so when that leaves ports idle), then as :func:`_generated_plan`."""
@@ -318,7 +321,7 @@ def write_generated_plan(topology: Topology, collective: str, path: str, **kwarg
     return sched, result
 
 
-def _generated_plan(topology: Topology, collective: str, path: str, *, k: int | None = None,
+def _generated_plan(topology: Topology, collective: str, path: Output, *, k: int | None = None,
                     root: str | None = None, symmetry: bool = True, max_k: int | None = None,
                     options: ExportOptions | None = None,
                     rate: Callable[[Schedule, int], float] | None = None,
@@ -392,7 +395,7 @@ def _generated_plan(topology: Topology, collective: str, path: str, *, k: int | 
     return fallback, result
 
 
-def _write_exported(result: ExportResult, path: str, opts: ExportOptions, progress: Progress | None) -> ExportResult:
+def _write_exported(result: ExportResult, path: Output, opts: ExportOptions, progress: Progress | None) -> ExportResult:
     """What :func:`write_mscclpp` does with ``opts``, given the unchecked export of the same schedule and options
     (the self-check does not change the plan): self-check it (unless ``check=False``), write it whole."""
     from forestcoll.fileio import atomic_write_text

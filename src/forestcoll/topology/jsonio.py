@@ -26,13 +26,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forestcoll.errors import ForestCollError, TopologyError
 from forestcoll.topology.cluster import Box, Port
 from forestcoll.topology.device import gpu_from_dict
 from forestcoll.topology.model import NODE_KINDS, Link, Node, Topology, make_topology
 from forestcoll.units import parse_bandwidth, parse_latency
+
+if TYPE_CHECKING:
+    from forestcoll.fileio import Output
 
 __all__ = ["as_box", "box_ports", "bandwidth_to_json", "ports_from_dict", "topology_from_dict", "topology_to_dict", "write_topology"]
 
@@ -67,7 +70,7 @@ def topology_to_dict(topo: Topology, symmetries: bool = True, ports: Sequence[Po
     return out
 
 
-def write_topology(topo: Topology, path: str, symmetries: bool = True, ports: Sequence[Port] | None = None) -> str:
+def write_topology(topo: Topology, path: Output, symmetries: bool = True, ports: Sequence[Port] | None = None) -> str:
     """Write the plain JSON of ``topo`` to ``path`` whole (temporary file, then rename); returns the text."""
     from forestcoll.fileio import atomic_write_text, dump_json
 
