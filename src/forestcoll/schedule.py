@@ -478,7 +478,7 @@ def write_schedule(sched: Schedule | AlltoallSchedule, path: Output, version: in
 
 
 def schedule_topology(sched: Schedule | AlltoallSchedule, topology=None, extra: Mapping[str, str] | None = None):
-    """The topology to check or run ``sched`` on: ``topology`` (a spec, file or Topology) or else the one the
+    """The topology to check or run ``sched`` on: ``topology`` (a spec, file, Topology or Imported) or else the one the
     schedule was made for, with cluster options ``extra``.  When the schedule records a fingerprint, a topology
     with another fabric is refused (UsageError), so a schedule is never checked against a look-alike."""
     import os
@@ -497,7 +497,7 @@ def schedule_topology(sched: Schedule | AlltoallSchedule, topology=None, extra: 
     if record is not None:
         found = fingerprint(topo)
         if found != record.fingerprint:
-            given = spec if isinstance(spec, str) else "the topology given"
+            given = spec if isinstance(spec, str) else getattr(spec, "spec", "") or "the topology given"  # or an Imported
             raise UsageError(f"{given} is not the fabric this schedule was made for ({record.name}): its fingerprint "
                              f"{found[:19]}... differs from the recorded {record.fingerprint[:19]}...; pass --topology "
                              "with the topology the schedule was generated from")

@@ -69,13 +69,20 @@ def topology(args: argparse.Namespace):
     return imported.topology
 
 
-def file_notes(args: argparse.Namespace) -> None:
-    """The importer's warnings and notes for a topology file named on the command line, printed as ``topology``
-    prints them, for the commands that build the fabric inside the library (simulate, compare), which drops them."""
+def file_topology(args: argparse.Namespace) -> tuple[object, dict[str, str] | None]:
+    """(topology, cluster options) for the commands that build the fabric inside the library (simulate, compare): a
+    topology file named on the command line is imported here, once, its warnings and notes printed as ``topology``
+    prints them (the library would drop them), and handed on as the Imported (with its options already applied);
+    else ``args.topology`` and the cluster options as they are."""
+    from forestcoll.topology import import_topology
     from forestcoll.topology.spec import split_file_spec
 
-    if isinstance(getattr(args, "topology", None), str) and split_file_spec(args.topology) is not None:
-        topology(args)  # a file is read again inside: ~20 ms for the MI300 dump x4
+    spec = getattr(args, "topology", None)
+    if not isinstance(spec, str) or split_file_spec(spec) is None:
+        return spec, cluster_options(args)
+    imported = import_topology(spec, cluster_options(args))
+    warn(imported.warnings, imported.notes)
+    return imported, None
 
 
 def warn(warnings, notes=()) -> None:
@@ -605,9 +612,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     size = parse_size(args.size)
     opts = sim_options(args)
-    file_notes(args)
+    given, extra = file_topology(args)
     with progress_for(args) as progress:
-        net, res = simulate_spec(args.what, args.topology, extra=cluster_options(args), collective=args.collective,
+        net, res = simulate_spec(args.what, given, extra=extra, collective=args.collective,
                                  root=args.root, size=size, latency_us=latency(args), trees=args.trees,
                                  port_transport=args.port_transport, progress=progress, **opts)
     if args.json:
@@ -629,9 +636,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     chosen = [a.strip() for a in args.algorithms.split(",") if a.strip()] if args.algorithms else None
     workers = default_workers() if args.jobs is None else check_count(args.jobs, "--jobs", MAX_JOBS, lo=1)
     check_output(args)
-    file_notes(args)
+    given, extra = file_topology(args)
     with progress_for(args) as progress:
-        comp = compare_topology(args.topology, args.collective, sizes, extra=cluster_options(args), algorithms=chosen,
+        comp = compare_topology(given, args.collective, sizes, extra=extra, algorithms=chosen,
                                 root=args.root, latency_us=latency(args), workers=workers, plot=args.output,
                                 progress=progress, **opts)
     if args.json:

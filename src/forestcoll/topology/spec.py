@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from forestcoll.errors import TopologyError
 from forestcoll.topology.model import Topology
@@ -87,7 +87,8 @@ def resolve_spec(spec: str, extra: Mapping[str, str] | None = None) -> tuple[str
 
 
 def load_topology(spec, extra: Mapping[str, str] | None = None) -> Topology:
-    """A Topology from a Topology, a file (with options) or a built-in spec; ``extra`` adds options."""
+    """A Topology from a Topology, an :class:`Imported`, a file (with options) or a built-in spec; ``extra`` adds
+    options."""
     return import_topology(spec, extra).topology
 
 
@@ -99,31 +100,33 @@ class Imported:
     ports: tuple | None = None  # of forestcoll.topology.cluster.Port
     warnings: tuple[str, ...] = ()  # implausible parts of an imported dump (the CLI prints them on stderr)
     notes: tuple[str, ...] = ()  # what an import option did, or that it did nothing (the CLI prints them on stderr)
+    spec: str = ""  # the spec or file (with its options) it was imported from; "" for a Topology given built
 
 
 def import_topology(spec, extra: Mapping[str, str] | None = None) -> Imported:
-    """:func:`load_topology`, keeping what an import learnt beyond the fabric (the dump's NIC ports)."""
-    if isinstance(spec, Topology):
+    """:func:`load_topology`, keeping what an import learnt beyond the fabric (the dump's NIC ports); an Imported
+    given is returned as it is (a file imported once is not read again)."""
+    if isinstance(spec, (Topology, Imported)):
         if extra:
             raise TopologyError("options such as --nodes need a topology spec or file, not a built Topology")
-        return Imported(spec)
+        return spec if isinstance(spec, Imported) else Imported(spec)
     text = os.fspath(spec)
     found = split_file_spec(text)
     if found is not None:
         path, options = found
         options = _merge(text, options, extra)
         if path.lower().endswith(".xml"):
-            return _load_xml(path, options)
+            return replace(_load_xml(path, options), spec=text)
         _no_bond(text, options)
         from forestcoll.topology.declarative import read_topology_file
 
-        return Imported(*read_topology_file(path, options or None))
+        return Imported(*read_topology_file(path, options or None), spec=text)
     from forestcoll.topology.builtins import build_builtin
 
     name, options = parse_spec(text)
     options = _merge(text, options, extra)
     _no_bond(text, options)
-    return Imported(build_builtin(name, options))
+    return Imported(build_builtin(name, options), spec=text)
 
 
 BOND = "bond_nic_ports"  # the spec option of --bond-nic-ports
