@@ -56,3 +56,63 @@ def test_help_and_flag_errors_do_not_import_the_commands():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_built_in_cluster_bound_does_not_import_numpy():
+    """polish20: the orbits of a built-in's declared symmetries (bound/cluster.py's targets) are found in plain Python
+    (graph/orbits.py); numpy (~0.08 s CPU) was imported for them alone."""
+    assert _loaded(["bound", "dgx-a100:nodes=2"], ("numpy",)) == []
+    assert _loaded(["bound", "ring:n=4"], ("numpy",)) == ["numpy"]  # the max-flow stack still loads it
+
+
+def test_help_does_not_import_the_topology_model():
+    """polish20: --fabric's choices come from topology/fabrics.py, which imports nothing: --help loaded
+    topology/cluster.py and with it the model, device, units, fractions and dataclasses (~10 ms)."""
+    code = ("import sys, io, contextlib\nfrom forestcoll.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n    main(['--help'])\n"
+            "    main(['generate', '--help'])\n"
+            "print(sorted(m for m in sys.modules if m.startswith('forestcoll.topology.') or m == 'fractions'))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "['forestcoll.topology.fabrics']"
+
+
+def test_orbits_in_python_and_in_numpy_agree():
+    """graph/orbits.py: the union-find (small) and the label propagation (large) give the same labels."""
+    import random
+
+    import numpy as np
+
+    from forestcoll.graph import orbits as mod
+    from forestcoll.topology.cluster import FABRICS
+    from forestcoll.topology.fabrics import FABRICS as NAMES
+
+    assert FABRICS is NAMES
+    rng = random.Random(20)
+    for _ in range(200):
+        n = rng.randint(1, 60)
+        gens = []
+        for _ in range(rng.randint(0, 4)):
+            perm = list(range(n))
+            for _ in range(rng.randint(0, 3)):  # a few cycles on random points
+                pts = rng.sample(range(n), rng.randint(1, n))
+                for a, b in zip(pts, pts[1:] + pts[:1]):
+                    perm[a] = b
+            gens.append(tuple(perm))
+        small = mod.orbits(n, gens)
+        assert small == (mod._orbits_numpy(n, gens) if gens else list(range(n)))
+        assert all(type(x) is int for x in small) and all(small[i] <= i and small[small[i]] == small[i] for i in range(n))
+        if gens:
+            assert mod.orbits(n, np.asarray(gens, dtype=np.int64)) == small  # numpy rows as generators
+    n = mod.PYTHON_POINTS + 1  # past the cut: numpy, same answer as plain Python would give
+    shift = tuple((i + 2) % n for i in range(n))
+    assert mod.orbits(n, [shift]) == [i % 2 if n % 2 == 0 else 0 for i in range(n)]
+
+
+def test_the_startup_benchmark_prints_its_table():
+    """benchmarks/startup.py (one run, no baseline): the yardstick row and one row per command."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "startup.py"), "--repeat", "1", "--command=--help"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| `")]
+    assert [r.split("`")[1] for r in rows] == ['python -c "import numpy"', "forestcoll --help"], proc.stdout

@@ -52,10 +52,9 @@ from fractions import Fraction
 from typing import overload
 
 from forestcoll import collectives
-from forestcoll.bound.automorphisms import DETECT_MIN_RANKS, automorphism_orbits
 from forestcoll.bound.optimal import Bound, PhaseBound
 from forestcoll.errors import UsageError
-from forestcoll.graph.symmetry import orbit_cycles, orbits
+from forestcoll.graph.orbits import orbits
 from forestcoll.limits import MAX_BOXES, MAX_NODES, MAX_RANKS
 from forestcoll.progress import Progress, report
 from forestcoll.topology.model import Topology
@@ -390,8 +389,12 @@ def _targets(model: ClusterModel, fabric: Topology) -> tuple[int, ...]:
     compute = [i for i in range(n) if fabric.is_compute[i]]
     gens = list(fabric.symmetries)
     orbit = orbits(n, gens)
-    if len({orbit[c] for c in compute}) > 1 and model.num_compute > DETECT_MIN_RANKS:
-        orbit = orbits(n, gens + [orbit_cycles(automorphism_orbits(fabric))])
+    if len({orbit[c] for c in compute}) > 1:  # bliss (numpy, igraph) only then: a built-in's declared orbits suffice
+        from forestcoll.bound.automorphisms import DETECT_MIN_RANKS, automorphism_orbits
+        from forestcoll.graph.symmetry import orbit_cycles
+
+        if model.num_compute > DETECT_MIN_RANKS:
+            orbit = orbits(n, gens + [orbit_cycles(automorphism_orbits(fabric))])
     seen: set[int] = set()
     targets = []
     for c in compute:

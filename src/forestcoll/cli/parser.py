@@ -53,7 +53,7 @@ def _collective_flag(p: argparse.ArgumentParser, what: str = "") -> None:
 
 
 def _cluster_flags(p: argparse.ArgumentParser) -> None:
-    from forestcoll.topology.cluster import FABRICS
+    from forestcoll.topology.fabrics import FABRICS  # not cluster.py: --help would load the topology model
 
     p.add_argument("--nodes", type=int, help="replicate the box N times (same as the spec option nodes=N)")
     p.add_argument("--fabric", choices=FABRICS, help="how boxes are joined (same as fabric=...)")

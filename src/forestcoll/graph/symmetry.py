@@ -14,6 +14,7 @@ from fractions import Fraction
 import numpy as np
 
 from forestcoll.graph.igraph_import import import_igraph
+from forestcoll.graph.orbits import orbits  # here too: the orbits of generators belong with the rest
 
 __all__ = [
     "Perm", "automorphism_rows", "canonical_order", "centralizer_automorphisms", "colour_refinement",
@@ -26,37 +27,6 @@ Perm = tuple[int, ...]
 FIRST_ELEMENTS = 4  # first elements free_subgroup grows a group from (one above 5,000 nodes)
 STEP_CHOICES = 6  # groups compared at each step of free_subgroup (the largest is kept)
 RANDOM_ELEMENTS = 120  # random group elements tried per step of free_subgroup when the structured ones fail
-
-
-def orbits(n: int, generators: Sequence[Perm]) -> list[int]:
-    """Orbit id of each of ``n`` points under the group the generators span (smallest member as id).
-
-    The orbits are the connected components of the graph with an edge i - p(i) for every generator p and every
-    point it moves.  Labels start as the points themselves; each round every edge lowers the labels of its ends
-    and of their labels to the smaller label of the two, then labels jump to their label's label until stable.
-    Every label stays a member of the point's orbit and no larger than the point; at the fixpoint the labels
-    are constant on orbits, so each is its orbit's smallest member (numpy only: no igraph).  One round costs
-    the points moved in all, not n per generator."""
-    if len(generators) == 0:
-        return list(range(n))
-    gens = np.asarray(generators, dtype=np.int64).reshape(len(generators), n)
-    which, src = np.nonzero(gens != np.arange(n, dtype=np.int64))
-    dst = gens[which, src]
-    label = np.arange(n, dtype=np.int64)
-    while True:
-        a, b = label[src], label[dst]
-        low = np.minimum(a, b)
-        new = label.copy()
-        for ends in (src, dst, a, b):
-            np.minimum.at(new, ends, low)
-        while True:
-            jumped = new[new]
-            if np.array_equal(jumped, new):
-                break
-            new = jumped
-        if np.array_equal(new, label):
-            return label.tolist()
-        label = new
 
 
 def colour_refinement(n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[int, int, Fraction]]) -> list[int]:

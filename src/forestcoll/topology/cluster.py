@@ -32,11 +32,11 @@ from fractions import Fraction
 from forestcoll.errors import TopologyError
 from forestcoll.limits import MAX_NODES, MAX_RANKS, check_count
 from forestcoll.topology.device import common_gpu
+from forestcoll.topology.fabrics import FABRICS
 from forestcoll.topology.model import Link, Node, Topology, make_topology
 
 __all__ = ["FABRICS", "Box", "Fabric", "Port", "build_cluster"]
 
-FABRICS = ("switch", "rail", "leaf-spine", "fat-tree", "mesh")
 
 
 @dataclass(frozen=True)
