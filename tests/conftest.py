@@ -49,6 +49,19 @@ def real_msccl_files(big: int = 500_000) -> list:
     return [pytest.param(p, id=p.name, marks=[pytest.mark.slow] if p.stat().st_size > big else []) for p in paths]
 
 
+def benchmark(name: str):
+    """The module benchmarks/NAME.py, imported as its script imports its siblings (``tables``): with benchmarks/
+    first on sys.path for the import only."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
+
+
 def shared_file(*parts: str) -> Path:
     """A file under ../shared, or skip the test when the folder is absent."""
     path = SHARED.joinpath(*parts)

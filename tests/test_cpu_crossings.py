@@ -8,10 +8,8 @@ bound at 1 GiB.  Packed without the CPUs (the same exact optimum) every edge goe
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+from conftest import benchmark
 
 from forestcoll.generate import generate
 from forestcoll.msccl.detours import (
@@ -74,11 +72,7 @@ def test_no_cpu_no_crossings():
 @pytest.mark.slow
 def test_files_reach_the_bound_where_trees_cross_through_a_cpu(fabric):
     """The MSCCL file and the MSCCL++ plan ``generate`` writes: 0.66 of the bound at 1 GiB before, >= 0.95 now."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    try:
-        import fabric_sweep
-    finally:
-        sys.path.pop(0)
+    fabric_sweep = benchmark("fabric_sweep")
     m = fabric_sweep.measure(fabric, "allgather")
     assert m["msccl"]["1GiB"] >= 0.95 * m["bound"] and m["mscclpp"]["1GiB"] >= 0.95 * m["bound"], m
     assert any("cross between boxes through a CPU" in note for note in m["notes"]), m["notes"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import cli, shared_file
+from conftest import benchmark, cli, shared_file
 from test_topology_nccl_xml import MINIMAL
 
 from forestcoll.errors import TopologyError
@@ -157,17 +157,10 @@ def test_mi250_cluster_files_fit_rccl(tmp_path, collective):
 
 @pytest.mark.slow
 def test_delivered_measures_the_file_for_the_fabrics_runtime(tmp_path):
-    import sys
-    from pathlib import Path
-
     from forestcoll.generate import generate
     from forestcoll.msccl.ir import parse_algo, write_algo
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    try:
-        import delivered
-    finally:
-        sys.path.pop(0)
+    delivered = benchmark("delivered")
     topo = load_topology("mi250")
     assert delivered.fabric_runtime(topo)[1] == "rccl" and delivered.fabric_runtime(load_topology("ring"))[1] == (
         "msccl-executor-nccl")

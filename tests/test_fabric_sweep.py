@@ -3,20 +3,14 @@ the targets end to end: every artefact >= 0.95 of the exact bound at 1 GiB, and 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import yaml
+from conftest import benchmark
 
 from forestcoll.topology import load_topology
 from forestcoll.topology.model import fingerprint
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-try:
-    import fabric_sweep
-finally:
-    sys.path.pop(0)
+fabric_sweep = benchmark("fabric_sweep")
 
 
 def test_same_seed_same_fabric_and_seeds_differ():

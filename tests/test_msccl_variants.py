@@ -8,11 +8,8 @@ at 16 MiB (326.9 GB/s against the plain file's 327.8) and is not written."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-from conftest import cli
+from conftest import benchmark, cli
 
 from forestcoll.generate import generate
 from forestcoll.msccl.export import ExportOptions, export_msccl
@@ -124,11 +121,7 @@ def test_candidate_files_offer_even_pieces_in_the_progress_order(cube):
 
 
 def test_delivered_per_size_column_is_what_generate_sizes_writes(tmp_path):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    try:
-        import delivered
-    finally:
-        sys.path.pop(0)
+    delivered = benchmark("delivered")
     from forestcoll.simulate.network import build_network
 
     topo = load_topology("ring:n=4")
@@ -151,11 +144,7 @@ def test_delivered_per_size_column_is_what_generate_sizes_writes(tmp_path):
 
 
 def test_delivered_single_file_is_what_generate_writes(tmp_path):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    try:
-        import delivered
-    finally:
-        sys.path.pop(0)
+    delivered = benchmark("delivered")
     from forestcoll.msccl.ir import parse_algo
 
     xml = tmp_path / "a.xml"
