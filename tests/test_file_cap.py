@@ -1,9 +1,10 @@
-"""io19: every file reader is capped (fileio.max_file_bytes): huge, endless, blocking or odd inputs are one line,
-exit 2, at once, without reading gigabytes (docs/limits.md)."""
+"""io19: every file reader is capped (fileio.max_file_bytes): huge, endless or odd inputs are one line, exit 2, at
+once, without reading gigabytes (docs/limits.md); polish20: a FIFO is read as `cat` reads it (waiting for a writer)."""
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 
@@ -46,14 +47,110 @@ def test_a_huge_sparse_file_is_refused_by_its_size(tmp_path):
         assert "FORESTCOLL_MAX_FILE_BYTES" in err and time.monotonic() - start < 5
 
 
-def test_a_fifo_no_one_writes_to_is_refused_without_waiting(tmp_path):
+def _fifo_run(fifo, argv: list, data: bytes | None, delay: float = 0.3) -> tuple[int, str, str]:
+    """``cli(*argv)`` while a thread opens ``fifo`` for writing after ``delay`` s and writes ``data`` once (None: opens
+    and closes it empty), as `mkfifo f; forestcoll ... f & cat x > f` does.  A command that opened the FIFO a second
+    time would wait for another writer forever: after 60 s the test gives it an empty one and fails."""
+    result: list = []
+
+    def feed() -> None:
+        time.sleep(delay)
+        with open(fifo, "wb") as fh:  # blocks until the command opens it
+            if data:
+                fh.write(data)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    runner = threading.Thread(target=lambda: result.append(cli(*argv)), daemon=True)
+    writer.start()
+    runner.start()
+    runner.join(60)
+    if runner.is_alive():  # waiting in a second open: release it
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        runner.join(10)
+        raise AssertionError(f"forestcoll {argv} opened the FIFO twice (waited for a second writer)")
+    writer.join(10)
+    return result[0]
+
+
+MSCCL = ["generate", "ring:n=4", "-c", "allgather", "--format", "msccl"]
+
+
+@pytest.mark.parametrize("argv,make", [
+    (["bound", "{}"], None),
+    (["simulate", "{}", "-t", "ring:n=4", "--size", "1MiB"], MSCCL),
+    (["msccl", "run", "{}", "--bytes", "1048576"], MSCCL),
+    (["verify", "{}"], ["generate", "ring:n=4"]),
+])
+def test_a_fifo_is_read_as_cat_reads_it(argv, make, tmp_path, monkeypatch):
+    """polish20: the open waits for the writer (before: it opened without waiting, so a writer that came second lost
+    the race: "nothing written to it"), and the FIFO is read once (simulate of an MSCCL file and msccl run --bytes
+    read it twice): the same output as from the regular file."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    ext = ".xml" if make is MSCCL else ".json"
+    regular, fifo = f"file{ext}", f"fifo{ext}"
+    if make is None:
+        shutil.copy(RING, regular)
+    else:
+        assert cli(*make, "-o", regular)[0] == 0
+    want = cli(*[a.replace("{}", regular) for a in argv])
+    assert want[0] == 0, want
+    os.mkfifo(fifo)
+    got = _fifo_run(fifo, [a.replace("{}", fifo) for a in argv], (tmp_path / regular).read_bytes())
+    def same(text: str) -> str:  # the file's name, and wall-clock seconds ("0.01 s"), aside
+        return re.sub(r"\d+\.\d+ s\b", "<s>", text.replace(regular, fifo))
+
+    assert (got[0], same(got[1]), got[2]) == (0, same(want[1]), same(want[2]))
+
+
+def test_a_fifo_closed_empty_or_binary_or_too_big_is_refused(tmp_path, monkeypatch):
+    """The refusals stay: nothing written, a NUL byte, more than the cap."""
     fifo = tmp_path / "topo.json"
     os.mkfifo(fifo)
-    for command in (["bound"], ["mscclpp", "run"], ["verify"]):
-        start = time.monotonic()
-        code, _, err = cli(*command, fifo)
-        _one_line_refusal(code, err)
-        assert "nothing written to it" in err and time.monotonic() - start < 5
+    code, _, err = _fifo_run(fifo, ["bound", fifo], None)
+    _one_line_refusal(code, err)
+    assert "a FIFO or pipe with nothing written to it, expected a topology file" in err
+    code, _, err = _fifo_run(fifo, ["bound", fifo], b'{"nodes": \0}')
+    _one_line_refusal(code, err)
+    assert "a FIFO or pipe of binary data (a NUL byte at byte 10)" in err
+    monkeypatch.setenv(limits.FILE_BYTES_ENV, "100")
+    code, _, err = _fifo_run(fifo, ["bound", fifo], b" " * 1000)
+    _one_line_refusal(code, err)
+    assert "gives more than forestcoll's limit of 100 bytes" in err
+
+
+def test_waiting_for_a_writer_stops_at_ctrl_c(tmp_path):
+    """A FIFO no one writes to waits, as `cat` does; Ctrl-C ends the wait with forestcoll's one line and 130."""
+    import signal
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "topo.json"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([sys.executable, "-m", "forestcoll", "bound", str(fifo)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wchan = f"/proc/{proc.pid}/wchan"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with open(wchan, encoding="ascii") as fh:
+                    where = fh.read()
+            except OSError:
+                pytest.skip("no /proc/PID/wchan to see the process wait")
+            if "partner" in where or "fifo" in where:  # Linux: wait_for_partner, in the FIFO's open
+                break
+            time.sleep(0.05)
+        else:
+            pytest.skip(f"the process never showed its wait in {wchan} (rc {proc.poll()})")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130 and err == "forestcoll: interrupted\n" and out == "", (proc.returncode, err)
 
 
 def test_a_fifo_with_a_writer_is_read(tmp_path):

@@ -224,12 +224,12 @@ def _too_large(path: str | os.PathLike[str], what: str, size: int | None) -> For
 def read_bytes(path: str | os.PathLike[str], what: str = "file") -> bytes:
     """The bytes of the file at ``path``, never more than :func:`max_file_bytes`: a larger regular
     file is refused by its size before any byte is read, a pipe, FIFO or device once it gives more; any of them at
-    the first MiB that holds a NUL byte (no text does: ``/dev/zero``, a sparse file); a FIFO no one writes to is
-    refused at once (it is opened without waiting for a writer). Every failure is one ForestCollError."""
+    the first MiB that holds a NUL byte (no text does: ``/dev/zero``, a sparse file).  A FIFO is read as ``cat``
+    reads it: the open waits for a writer (Ctrl-C stops the wait), the reads until every writer has closed it; one
+    that gives nothing is refused. Every failure is one ForestCollError."""
     limit = max_file_bytes()
-    try:  # O_NONBLOCK: a FIFO with no writer opens at once (and then reads as empty) instead of hanging
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-                     | getattr(os, "O_BINARY", 0))
+    try:  # blocking: `mkfifo f.json; forestcoll bound f.json & cat x > f.json` must not depend on who opens first
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
     except FileNotFoundError:
         raise ForestCollError(f"{path}: no such {what}") from None
     except IsADirectoryError:
@@ -244,8 +244,6 @@ def read_bytes(path: str | os.PathLike[str], what: str = "file") -> bytes:
         regular = stat.S_ISREG(mode)
         if regular and info.st_size > limit:
             raise _too_large(path, what, info.st_size)
-        if hasattr(os, "set_blocking"):
-            os.set_blocking(fd, True)  # a pipe with a writer: wait for its data
         chunks, total = [], 0
         while True:
             chunk = os.read(fd, min(1 << 20, limit + 1 - total))
@@ -264,7 +262,7 @@ def read_bytes(path: str | os.PathLike[str], what: str = "file") -> bytes:
     finally:
         os.close(fd)
     if not total and stat.S_ISFIFO(mode):
-        raise ForestCollError(f"{path}: a FIFO or pipe with nothing written to it (no writer had it open), expected {_a(what)}")
+        raise ForestCollError(f"{path}: a FIFO or pipe with nothing written to it, expected {_a(what)}")
     return b"".join(chunks)
 
 

@@ -592,10 +592,9 @@ def cmd_msccl_run(args: argparse.Namespace) -> int:
     else:
         render.print_runs(report, args.show)
         if isinstance(nbytes, int):  # the regime of an N-byte call: say when the runtime would not take that size
-            from forestcoll.msccl.ir import read_algo
             from forestcoll.msccl.semantics import size_notes
 
-            for note in size_notes(read_algo(args.file)[0], nbytes):
+            for note in size_notes(report.algo, nbytes):  # the file as read once (a FIFO gives it once)
                 print(f"note       {note}")
     if not report.ok:
         print(f"forestcoll: error: {report.message}", file=sys.stderr)

@@ -176,11 +176,12 @@ def parse_algo(text: str, source: str = "algo.xml") -> Algo:
     return algo
 
 
-def read_algo(path: str) -> tuple[Algo, str]:
-    """Read and parse an MSCCL XML file; returns the model and the raw text (for lint)."""
+def read_algo(path: str, text: str | None = None) -> tuple[Algo, str]:
+    """Read and parse an MSCCL XML file (``text``: what was already read from ``path``, not read again); returns the
+    model and the raw text (for lint)."""
     from forestcoll.fileio import file_kind, read_text, wrong_kind
 
-    text = read_text(path, "MSCCL file")
+    text = read_text(path, "MSCCL file") if text is None else text
     kind = file_kind(path, text)
     if kind.name != "msccl" and (wrong := wrong_kind(path, "an MSCCL algorithm XML", kind)):
         raise MscclError(str(wrong))

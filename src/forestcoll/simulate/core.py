@@ -217,7 +217,7 @@ def simulate_spec(what: str, topology=None, *, extra: Mapping[str, str] | None =
 
         if not topology:
             raise UsageError("simulating an MSCCL file needs --topology")
-        algo, _text = read_algo(what)
+        algo, _text = read_algo(what, data)  # as sniffed: read once (a FIFO gives its text once)
         msccl_collective(algo, what)
         net = load_network(topology, extra, latency_us)
         res = simulate_msccl(algo, net, size, source=what, **opts)
