@@ -225,7 +225,7 @@ def read_bytes(path: str | os.PathLike[str], what: str = "file") -> bytes:
     """The bytes of the file at ``path``, never more than :func:`max_file_bytes`: a larger regular
     file is refused by its size before any byte is read, a pipe, FIFO or device once it gives more; any of them at
     the first MiB that holds a NUL byte (no text does: ``/dev/zero``, a sparse file).  A FIFO is read as ``cat``
-    reads it: the open waits for a writer (Ctrl-C stops the wait), the reads until every writer has closed it; one
+    reads it: the open waits for a writer (Ctrl-C stops the wait), then it reads until every writer has closed it; one
     that gives nothing is refused. Every failure is one ForestCollError."""
     limit = max_file_bytes()
     try:  # blocking: `mkfifo f.json; forestcoll bound f.json & cat x > f.json` must not depend on who opens first
