@@ -129,7 +129,8 @@ def test_waiting_for_a_writer_stops_at_ctrl_c(tmp_path):
     fifo = tmp_path / "topo.json"
     os.mkfifo(fifo)
     proc = subprocess.Popen([sys.executable, "-m", "forestcoll", "bound", str(fifo)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,  # SIGINT as a shell leaves it (xdist's workers ignore
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # it, and children inherit)
     try:
         wchan = f"/proc/{proc.pid}/wchan"
         deadline = time.monotonic() + 60
