@@ -27,6 +27,7 @@ def test_weighted_file_runs_right_and_reaches_the_weighted_bound(uneven):
     topo, s = uneven
     result = export_msccl(s, fabric_options(ExportOptions(), topo))
     assert result.algo.nchunksperloop == s.k * 16
+    assert any(c.startswith("weighted shards: rank i reduces w_i/16") for c in result.algo.comments)
     lines = self_check(result)  # lint, then the interpreter in both modes: results right, inputs untouched
     assert any("inputs untouched" in x for x in lines)
     net = build_network(topo)
@@ -58,5 +59,6 @@ def test_weighted_allgather_has_no_msccl_form():
     with pytest.raises(ForestCollError, match="weighted shards are for allreduce"):
         export_msccl(s)
     equal = generate(topo, "allgather")
-    assert export_msccl(equal).algo.nchunksperloop == 4 * equal.k
+    plain = export_msccl(equal).algo
+    assert plain.nchunksperloop == 4 * equal.k and not any("weighted" in c for c in plain.comments)
 

@@ -538,7 +538,8 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
         + (f", root {sched.root}" if sched.root else ""),
         f"algbw {format_rational(sched.algbw)} GB/s (optimum {format_rational(sched.bound_algbw)} GB/s); "
         f"rank i runs the schedule's i-th rank ({ranks[0]}, {ranks[1]}, ...)",
-    ]
+    ] + ([f"weighted shards: rank i reduces w_i/{d} of each loop's chunks, contiguous in rank order (w "
+          f"{min(sched.weights)}..{max(sched.weights)}, the schedule's shard_weights)"] if sched.shard_weights else [])
     algo = Algo(name=name, proto=opts.proto, nchannels=c * inst, nchunksperloop=nchunks, ngpus=n, coll=coll,
                 inplace=int(opts.inplace), outofplace=int(opts.outofplace), min_bytes=opts.min_bytes,
                 max_bytes=opts.max_bytes, gpus=gpus, comments=comments)
