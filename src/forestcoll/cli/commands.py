@@ -17,7 +17,6 @@ from forestcoll.cli import render
 from forestcoll.cli.fabric import fabric_options
 from forestcoll.cli.generate_flags import refuse_root
 from forestcoll.cli.progress import progress_for
-from forestcoll.cli.shards import choose_shard_weights
 from forestcoll.collectives import ALLTOALL
 from forestcoll.errors import ForestCollError, UsageError
 from forestcoll.limits import MAX_JOBS, check_count
@@ -286,6 +285,7 @@ def with_source(sched, args: argparse.Namespace):
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from forestcoll.cli.generate_flags import check_generate_flags
+    from forestcoll.cli.shards import choose_shard_weights
     from forestcoll.generate import generate
 
     check_generate_flags(args)
@@ -399,6 +399,7 @@ def generate_alltoall(args: argparse.Namespace) -> int:
 
 def generate_by_size(args: argparse.Namespace) -> int:
     """generate --sizes: the best schedule per size range, one MSCCL++ plan (or MSCCL file) per range."""
+    from forestcoll.cli.shards import choose_shard_weights
     from forestcoll.fileio import earlier_files, output_directory
     from forestcoll.simulate.select import export_by_size
     from forestcoll.units import parse_sizes
