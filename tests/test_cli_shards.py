@@ -81,3 +81,28 @@ def test_box_weights_in_an_msccl_file(tmp_path):
     code, text, err = cli("generate", UNEVEN, "-c", "allreduce", "--format", "msccl", "-o", out)  # k and variant raced
     assert code == 0, err
     assert "shards     weighted 1/(ranks in box)" in text
+
+
+def test_auto_falls_back_to_equal_where_the_weighted_optimum_has_no_trees(tmp_path, monkeypatch):
+    """Sweep seed 4: a switch that sends more than it receives leaves the weighted optimum without a tree schedule
+    (generate raises TopologyError); auto then gives the equal-shard schedule, box says why."""
+    import importlib
+
+    from forestcoll.errors import TopologyError
+
+    gen = importlib.import_module("forestcoll.generate")  # the module (the package's 'generate' is the function)
+
+    real = gen.generate
+
+    def refusing(topo, collective, *args, shard_weights=None, **kwargs):
+        if shard_weights is not None:
+            raise TopologyError("switch 's' can send more than it receives, and a switch cannot copy")
+        return real(topo, collective, *args, **kwargs)
+
+    monkeypatch.setattr(gen, "generate", refusing)
+    out = tmp_path / "s.json"
+    code, text, err = cli("generate", UNEVEN, "-c", "allreduce", "-o", out)
+    assert code == 0, err
+    assert "algbw      75/8 GB/s" in text and "shard_weights" not in out.read_text()
+    code, text, err = cli("generate", UNEVEN, "-c", "allreduce", "--shards", "box", "-o", tmp_path / "b.json")
+    assert code == 2 and "cannot copy" in err and not (tmp_path / "b.json").exists()

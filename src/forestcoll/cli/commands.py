@@ -285,8 +285,7 @@ def with_source(sched, args: argparse.Namespace):
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from forestcoll.cli.generate_flags import check_generate_flags
-    from forestcoll.cli.shards import choose_shard_weights
-    from forestcoll.generate import generate
+    from forestcoll.cli.shards import choose_shard_weights, generate_with_shards
 
     check_generate_flags(args)
     if args.k is not None and args.k < 1:
@@ -325,8 +324,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
         render.print_mscclpp_export(result)
         return 0
     with progress_for(args) as progress:
-        sched = generate(topo, args.collective, k=args.k, root=args.root, symmetry=not args.no_symmetry,
-                         max_k=args.max_k, max_height=args.max_height, progress=progress, shard_weights=weights)
+        sched = generate_with_shards(topo, args.collective, weights, args.shards, k=args.k, root=args.root,
+                                     symmetry=not args.no_symmetry, max_k=args.max_k, max_height=args.max_height,
+                                     progress=progress)
+    weights = sched.shard_weights  # auto: equal where the weighted optimum has no tree schedule
     sched = with_source(sched, args)
     if args.format == "msccl":
         if args.k is None and args.max_height is None:  # over the runtime's limits: the fastest k that fits, said

@@ -11,11 +11,16 @@ before, byte for byte, without computing anything more.
 
 from __future__ import annotations
 
-from forestcoll.errors import UsageError
+from typing import TYPE_CHECKING, Any
+
+from forestcoll.errors import TopologyError, UsageError
 from forestcoll.rational import format_rational
 from forestcoll.topology.model import Topology
 
-__all__ = ["BOX_CONTRACT", "SHARDS", "choose_shard_weights", "describe_shards", "rank_weights"]
+if TYPE_CHECKING:
+    from forestcoll.schedule import Schedule
+
+__all__ = ["BOX_CONTRACT", "SHARDS", "choose_shard_weights", "describe_shards", "generate_with_shards", "rank_weights"]
 
 SHARDS = ("auto", "equal", "box")
 BOX_CONTRACT = "shards weighted 1/(ranks in box)"
@@ -60,6 +65,23 @@ def choose_shard_weights(topo: Topology, collective: str, mode: str | None, outp
     weighted = weighted_allreduce(topo, node).algbw
     equal = optimal_bound(topo, "allreduce").algbw
     return rank_weights(topo, node) if weighted > equal else None
+
+
+def generate_with_shards(topo: Topology, collective: str, weights: tuple[int, ...] | None, mode: str | None,
+                         **kwargs: Any) -> Schedule:
+    """``generate(topo, collective, shard_weights=weights, **kwargs)``; under ``auto`` (``mode`` None or "auto"),
+    the equal-shard schedule where the weighted optimum has no tree schedule (a switch that can send more than it
+    receives, sweep seed 4), as before ``--shards`` existed."""
+    from forestcoll.generate import generate
+
+    if weights is None:
+        return generate(topo, collective, **kwargs)
+    try:
+        return generate(topo, collective, shard_weights=weights, **kwargs)
+    except TopologyError:
+        if mode == "box":
+            raise
+    return generate(topo, collective, **kwargs)
 
 
 def describe_shards(weights: tuple[int, ...] | None, topo: Topology | None) -> str:
