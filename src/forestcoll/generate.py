@@ -290,6 +290,7 @@ def generate(
     max_k: int = DEFAULT_MAX_K,
     max_height: int | None = None,
     progress: Progress | None = None,
+    shard_weights: Sequence[int] | None = None,
 ) -> Schedule:
     """A throughput-optimal (``k=None``) or best-with-``k``-trees-per-root schedule for ``collective``.
 
@@ -297,10 +298,14 @@ def generate(
     lowered that far, else the fastest schedule with such trees that the search below finds (its algbw is
     exact, from its link loads, and below the bound; not proved the best possible for that height).
     Raises UsageError for bad parameters; the result verifies with :func:`forestcoll.verify.verify`.
-    ``progress`` (:mod:`forestcoll.progress`) hears each phase's steps.
+    ``progress`` (:mod:`forestcoll.progress`) hears each phase's steps.  ``shard_weights`` (one positive int per
+    compute node, allreduce / reduce_scatter / allgather): rank i's shard is w_i / sum(w) of the buffer
+    (:attr:`Schedule.shard_weights`); the schedule is then optimal for those shards.
     """
     coll = collectives.tree_collective(collective)
     weights = root_weights(topo, coll, root)
+    if shard_weights is not None:
+        weights = _node_weights(topo, coll, shard_weights)
     if max_height is not None:
         check_height(topo, coll, weights, max_height)
     t0 = time.perf_counter()
@@ -316,6 +321,18 @@ def generate(
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def _node_weights(topo: Topology, coll: collectives.Collective, shard_weights: Sequence[int]) -> tuple[int, ...]:
+    """Per-node root weights from per-rank shard weights (0 on switches); UsageError when they do not fit."""
+    ranks = topo.compute_nodes
+    if coll.rooted:
+        raise UsageError(f"shard weights are for allreduce, reduce_scatter and allgather, not {coll.name}")
+    if len(shard_weights) != len(ranks) or not all(
+            isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in shard_weights):
+        raise UsageError(f"shard weights must be {len(ranks)} positive integers, one per rank")
+    given = iter(shard_weights)
+    return tuple(next(given) if c else 0 for c in topo.is_compute)
 
 
 def check_height(topo: Topology, coll: collectives.Collective, weights: Sequence[int], max_height: int) -> None:
@@ -434,6 +451,7 @@ def _assemble(topo: Topology, coll: collectives.Collective, weights: Sequence[in
         for key, value in p.stats.items():
             stats[f"{p.name}.{key}"] = value
     root_name = topo.nodes[weights.index(1)].name if coll.rooted else None
+    shards = None if coll.rooted else tuple(w for w, c in zip(weights, topo.is_compute) if c)
     return Schedule(
         collective=coll.name,
         topology=topo.name,
@@ -447,6 +465,7 @@ def _assemble(topo: Topology, coll: collectives.Collective, weights: Sequence[in
         stats=stats,
         record=TopologyRecord(topo.name, topo.name, None, fingerprint(topo)),
         symmetry=_symmetry_record(topo, weights),
+        shard_weights=None if shards is None or all(w == 1 for w in shards) else shards,
     )
 
 

@@ -19,7 +19,7 @@ from forestcoll.schedule import Schedule, ScheduleTree
 
 __all__ = [
     "MIN_SLICES", "MIN_SLICE_BYTES", "RULES", "RUNTIME_SLICE_BYTES", "Piece", "TreeShape", "cut_pieces", "piece_rule",
-    "shape_trees", "slices_for", "tree_chunk", "tree_height", "tree_shape",
+    "schedule_shards", "shape_trees", "slices_for", "tree_chunk", "tree_height", "tree_shape",
 ]
 
 
@@ -119,7 +119,8 @@ def shape_trees(sched: Schedule) -> list[TreeShape]:
 
 @dataclass(frozen=True)
 class Piece:
-    """``cnt`` consecutive chunks of ``root``'s k, from ``start``, and the tree of each phase that carries them."""
+    """``cnt`` consecutive chunks of ``root``'s k (k*w_root with shard weights), from ``start``, and the tree of
+    each phase that carries them."""
 
     root: int  # rank whose shard it is (the root, for broadcast / reduce)
     start: int  # first chunk within the root's k (per instance)
@@ -127,14 +128,23 @@ class Piece:
     trees: tuple[TreeShape, ...]  # one per phase
 
 
+def schedule_shards(sched: Schedule) -> int:
+    """Shards of the buffer the schedule's chunks are counted in (D of its k*D chunks): the sum of the shard
+    weights (the ranks, for equal shards) for allgather / reduce-scatter / allreduce; 1 for broadcast / reduce."""
+    coll = collectives.get(sched.collective)
+    return 1 if coll.rooted else sum(sched.weights)
+
+
 def cut_pieces(sched: Schedule, trees: list[TreeShape], max_cnt: int, split: int = 1) -> tuple[int, list[Piece]]:
     """Cut every root's chunks so each piece lies in one tree per phase and moves at most ``max_cnt`` chunks; with
-    ``split`` every chunk of the schedule first becomes ``split`` chunks (the k returned is k x split)."""
+    ``split`` every chunk of the schedule first becomes ``split`` chunks (the k returned is k x split).  Root r
+    holds k chunks, k*w_r with shard weights (:attr:`Schedule.shard_weights`)."""
     phases = sorted({t.phase for t in trees})
     ks = {p.name: p.k for p in sched.phases}
     names = [next(t.name for t in trees if t.phase == ph) for ph in phases]
     k = math.lcm(*(ks.get(nm, sched.k) for nm in names))
     by_root: dict[tuple[int, int], list[tuple[int, int, TreeShape]]] = defaultdict(list)
+    weight = (1,) * len(sched.ranks) if collectives.get(sched.collective).rooted else sched.weights
     for ph, nm in zip(phases, names):
         scale = k // ks.get(nm, sched.k)
         cursor: dict[int, int] = defaultdict(int)
@@ -145,12 +155,13 @@ def cut_pieces(sched: Schedule, trees: list[TreeShape], max_cnt: int, split: int
             by_root[(ph, t.root)].append((cursor[t.root], cursor[t.root] + c, t))
             cursor[t.root] += c
         for r, total in cursor.items():
-            if total != k:
-                raise ScheduleError(f"the {nm} trees of rank {r} carry {total // scale} chunks, not k={k // scale}")
+            if total != k * weight[r]:
+                want = f"k={k // scale}" if weight[r] == 1 else f"k*w={k // scale * weight[r]} (shard weight {weight[r]})"
+                raise ScheduleError(f"the {nm} trees of rank {r} carry {total // scale} chunks, not {want}")
     roots = sorted({t.root for t in trees})
     pieces: list[Piece] = []
     for r in roots:
-        cuts = {0, k}
+        cuts = {0, k * weight[r]}
         for ph in phases:
             for a, b, _t in by_root[(ph, r)]:
                 cuts.update((a, b))

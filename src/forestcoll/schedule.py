@@ -38,6 +38,13 @@ in between).
   The record is its own object so that later schedule versions keep it as is.
 * ``allreduce`` holds a ``reduce_scatter`` phase then an ``allgather`` phase;
   the second starts on a chunk once the first has finished it.
+* ``shard_weights`` (optional, allreduce / reduce_scatter / allgather only): a
+  positive integer w_i per rank, in ``ranks`` order.  Rank i's shard is then
+  k*w_i of the k*D equal chunks of the buffer (D = sum of the weights), the
+  chunks of root i sum to k*w_i in every phase, and rank i owns the contiguous
+  chunks from k*(w_0 + ... + w_{i-1}) on (:func:`shard_layout`).  Absent means
+  every weight is 1 (the equal shards above); a schedule whose weights are all 1
+  is written without the key, so such files are unchanged.
 
 Version 2 (``"version": 2``) keeps this header and replaces ``trees`` by template
 trees and the automorphisms that map them; :mod:`forestcoll.schedule_v2` states
@@ -67,7 +74,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMAT", "VERSION", "Edge", "choose_version", "PhaseInfo", "Schedule", "ScheduleTree", "TopologyRecord", "read_schedule",
-    "schedule_from_dict", "schedule_to_dict", "schedule_topology", "tree_heights", "write_schedule",
+    "schedule_from_dict", "schedule_to_dict", "schedule_topology", "shard_layout", "tree_heights", "write_schedule",
 ]
 
 FORMAT = "forestcoll-schedule"
@@ -166,6 +173,13 @@ class Schedule:
     # ``trees`` is then empty and ``symmetry`` holds the file's nodes and generators (forestcoll.verify checks
     # such a schedule orbit by orbit)
     templates: tuple[tuple[ScheduleTree, Any], ...] | None = field(default=None, compare=False)
+    # per rank (``ranks`` order): rank i's shard is k*w_i of the k*sum(w) chunks; None: every weight 1
+    shard_weights: tuple[int, ...] | None = None
+
+    @property
+    def weights(self) -> tuple[int, ...]:
+        """Each rank's shard weight (all 1 when the schedule has equal shards)."""
+        return self.shard_weights if self.shard_weights is not None else (1,) * len(self.ranks)
 
     @property
     def optimal(self) -> bool:
@@ -192,6 +206,15 @@ class Schedule:
 
     def max_height(self) -> int:
         return max(tree_heights(self.trees), default=0)
+
+
+def shard_layout(s: Schedule) -> tuple[int, tuple[int, ...]]:
+    """(chunks in the buffer, first chunk of each rank's shard): k*D and k*(w_0 + ... + w_{i-1}), D = sum(w)."""
+    starts, at = [], 0
+    for w in s.weights:
+        starts.append(at)
+        at += s.k * w
+    return at, tuple(starts)
 
 
 def tree_heights(trees: Sequence[ScheduleTree]) -> list[int]:
@@ -327,6 +350,8 @@ def _v1_dict(s: Schedule, trees: bool = True, shared: dict[int, dict[str, Any]] 
             for p in s.phases
         ],
     }
+    if s.shard_weights is not None:
+        out["shard_weights"] = list(s.shard_weights)
     if trees:
         out["trees"] = [_tree_dict(t, shared) for t in s.trees]
     return out
@@ -446,8 +471,23 @@ def schedule_from_dict(data: Any, source: str = "schedule", expand: bool = True)
     else:
         trees = [parse_tree(t, f"{source}: trees[{i}]") for i, t in enumerate(_req(data, "trees", list, source))]
     topology, record = _topology_record(data.get("topology", ""), source)
+    shard_weights = _shard_weights(data, collective, len(ranks), source)
     return Schedule(collective, topology, ranks, k, algbw, bound, tuple(phases), tuple(trees), root, record=record,
-                    symmetry=symmetry, templates=templates)
+                    symmetry=symmetry, templates=templates, shard_weights=shard_weights)
+
+
+def _shard_weights(data: Mapping[str, Any], collective: str, ranks: int, source: str) -> tuple[int, ...] | None:
+    """The file's ``shard_weights`` (positive ints, one per rank; only for collectives every rank roots), or None
+    when absent or all 1."""
+    if "shard_weights" not in data:
+        return None
+    value = data["shard_weights"]
+    if COLLECTIVES[collective].rooted:
+        raise ScheduleError(f"{source}: 'shard_weights' is for allreduce, reduce_scatter and allgather, not {collective}")
+    if (not isinstance(value, list) or len(value) != ranks
+            or not all(isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in value)):
+        raise ScheduleError(f"{source}: 'shard_weights' must be a list of {ranks} positive integers, one per rank")
+    return None if all(w == 1 for w in value) else tuple(value)
 
 
 def _topology_record(value: Any, source: str) -> tuple[str, TopologyRecord | None]:

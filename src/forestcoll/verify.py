@@ -6,18 +6,22 @@ and adds up loads with exact fractions.
 
 Checks: ranks are the topology's compute nodes in order; each phase has the
 trees it needs (every rank a root for allgather / reduce_scatter, only the
-root for broadcast / reduce), and each root's chunks sum to ``k``; every tree
+root for broadcast / reduce), and each root's chunks sum to ``k`` (``k*w_i``
+for a schedule with shard weights w, :attr:`Schedule.shard_weights`); every tree
 spans all compute nodes (an out-tree reaches all from its root; an in-tree
 has one path from every node into its root); every path starts at ``src``,
 ends at ``dst``, crosses switches only in between and uses real links.
 
-Throughput: a tree moves chunks of M/(D*k) bytes (D = number of roots, M the
-nccl-tests size S); a link carrying load L chunks in a phase needs
-L*M/(D*k)/b seconds, so the phase takes max_links(L/b)*M/(D*k) and
-algbw = M / sum over phases.  The claimed algbw must match exactly.  The
-bound is taken from the cut the schedule names, B+(S)/|S cap roots|, computed
-here from the links; when the reached rate equals it, the schedule is
-certified optimal without trusting the generator.
+Throughput: a tree moves chunks of M/(D*k) bytes (D = number of roots, or the
+sum of the shard weights, M the nccl-tests size S); a link carrying load L
+chunks in a phase needs L*M/(D*k)/b seconds, so the phase takes
+max_links(L/b)*M/(D*k) and algbw = M / sum over phases.  The claimed algbw must
+match exactly.  The bound is taken from the cut the schedule names,
+D*B+(S)/w(S cap roots) (w(X): the roots' weights in X, |X| for equal shards),
+computed here from the links; when the reached rate equals it, the schedule is
+certified optimal for its shards without trusting the generator (with weights:
+optimal among schedules with those shards, the rate
+:func:`forestcoll.bound.shards.weighted_allreduce` computes).
 """
 
 from __future__ import annotations
@@ -162,12 +166,13 @@ def _check_tree(tree: ScheduleTree, topo: Topology, where: str, errors: list[str
     return hops if ok else None
 
 
-def _cut_bound(topo: Topology, cut: tuple[str, ...], roots: set[str], reverse: bool) -> Fraction | None:
-    """B+(S) / |S cap roots| for the named set (on the reversed links for in-tree phases)."""
+def _cut_bound(topo: Topology, cut: tuple[str, ...], roots: dict[str, int], reverse: bool) -> Fraction | None:
+    """B+(S) / w(S cap roots) for the named set (on the reversed links for in-tree phases); ``roots`` maps each
+    root to its weight (1 for equal shards)."""
     members = set(cut)
     if not members or not members <= set(topo.index):
         return None
-    inside = len(members & roots)
+    inside = sum(w for r, w in roots.items() if r in members)
     if inside == 0 or set(topo.compute_nodes) <= members:
         return None
     out = Fraction(0)
@@ -318,6 +323,19 @@ def _first_busiest(schedule: Schedule, group: _Orbits, phase: str, load, ratio: 
     return None
 
 
+def _root_weights(schedule: Schedule, roots: set[str], errors: list[str]) -> dict[str, int]:
+    """Each root's shard weight: the schedule's ``shard_weights`` by rank (all 1 when it has none, or for a rooted
+    collective, whose one root holds the whole buffer); a mismatch is an error, and equal weights are used then."""
+    ws = schedule.shard_weights
+    if ws is None or roots == {schedule.root}:
+        return {r: 1 for r in roots}
+    if len(ws) != len(schedule.ranks) or not all(isinstance(w, int) and w >= 1 for w in ws):
+        errors.append(f"shard_weights must be {len(schedule.ranks)} positive integers, one per rank")
+        return {r: 1 for r in roots}
+    given = dict(zip(schedule.ranks, ws))
+    return {r: given.get(r, 1) for r in roots}
+
+
 def verify(schedule: Schedule, topo: Topology, progress: Progress | None = None) -> VerifyReport:
     """Check ``schedule`` on ``topo``; see the module docstring for what is checked.  ``progress``
     (:mod:`forestcoll.progress`) hears ``"checking <phase> trees"`` with the count of trees checked.
@@ -357,6 +375,7 @@ def verify(schedule: Schedule, topo: Topology, progress: Progress | None = None)
         roots = {schedule.root}
     else:
         roots = set(topo.compute_nodes)
+    weight = _root_weights(schedule, roots, errors)
     k = schedule.k
     reports = []
     total_time = Fraction(0)  # per byte of M, times D*k: sum over phases of max(load/b)
@@ -389,8 +408,9 @@ def verify(schedule: Schedule, topo: Topology, progress: Progress | None = None)
                 for hop in hops:
                     load[hop] += tree.chunks
         for r in sorted(roots):
-            if chunks.get(r, 0) != k:
-                errors.append(f"phase {phase.name}: root {r} has {chunks.get(r, 0)} chunks, expected k={k}")
+            if chunks.get(r, 0) != k * weight[r]:
+                expected = f"k={k}" if weight[r] == 1 else f"k*w={k}*{weight[r]}={k * weight[r]} (its shard weight {weight[r]})"
+                errors.append(f"phase {phase.name}: root {r} has {chunks.get(r, 0)} chunks, expected {expected}")
         cap = topo.capacity
         ratio = Fraction(0)
         busiest = None
@@ -400,10 +420,10 @@ def verify(schedule: Schedule, topo: Topology, progress: Progress | None = None)
                 busiest = hop
         if group is not None and busiest is not None:  # the busiest link the expanded trees would name first
             busiest = _first_busiest(schedule, group, phase.name, load, ratio, cap) or busiest
-        d = len(roots)
+        d = sum(weight.values())
         algbw = d * k / ratio if ratio else None
         reverse = PHASES[phase.name].reversed
-        rate_bound = _cut_bound(topo, phase.bottleneck_cut, roots, reverse)
+        rate_bound = _cut_bound(topo, phase.bottleneck_cut, weight, reverse)
         cut_algbw = d * rate_bound if rate_bound is not None else None
         if algbw is None:
             errors.append(f"phase {phase.name}: no data moves")

@@ -292,7 +292,7 @@ def with_source(sched, args: argparse.Namespace):
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from forestcoll.cli.generate_flags import check_generate_flags
-    from forestcoll.generate import generate
+    from forestcoll.cli.shards import choose_shard_weights, generate_with_shards
 
     check_generate_flags(args)
     if args.k is not None and args.k < 1:
@@ -315,6 +315,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         options = export_options(args) if args.format == "msccl" else mscclpp_options(args)
     topo = topology(args)
     options = fabric_options(options, topo, args) if args.format in ("msccl", "mscclpp") else None
+    weights = choose_shard_weights(topo, args.collective, args.shards, args.format)  # None: equal (cli/shards.py)
     if args.format == "mscclpp":
         from forestcoll.mscclpp.export import write_generated_plan
         from forestcoll.simulate.mscclpp import plan_rate
@@ -330,8 +331,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
         render.print_mscclpp_export(result)
         return 0
     with progress_for(args) as progress:
-        sched = generate(topo, args.collective, k=args.k, root=args.root, symmetry=not args.no_symmetry,
-                         max_k=args.max_k, max_height=args.max_height, progress=progress)
+        sched = generate_with_shards(topo, args.collective, weights, args.shards, k=args.k, root=args.root,
+                                     symmetry=not args.no_symmetry, max_k=args.max_k, max_height=args.max_height,
+                                     progress=progress)
+    weights = sched.shard_weights  # auto: equal where the weighted optimum has no tree schedule
     sched = with_source(sched, args)
     if args.format == "msccl":
         if args.k is None and args.max_height is None:  # over the runtime's limits: the fastest k that fits, said
@@ -341,7 +344,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
             with progress_for(args) as progress:  # --buffsize: ranked with that runtime buffer (msccl/buffer.py)
                 sched, result = generated_writer(args.buffsize, args.slice_cost, file_rate)(
                     topo, sched, args.output, options, check=not args.no_check, progress=progress, file_rate=file_rate(topo),
-                    root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k, split=args.split is None)
+                    root=args.root, symmetry=not args.no_symmetry, max_k=args.max_k, split=args.split is None,
+                    **({"shard_weights": weights} if weights is not None else {}))
             sched = with_source(sched, args)
             render.print_schedule_line(sched, topo)
             if getattr(args, "json", False):
@@ -367,7 +371,7 @@ def generate_alltoall(args: argparse.Namespace) -> int:
     from forestcoll.alltoall.generate import generate_alltoall as generate
     from forestcoll.simulate.alltoall_ports import generate_for_executor
 
-    refuse_flags(args, "root", "split")
+    refuse_flags(args, "root", "split", "shards")
     if args.sizes is not None:
         raise UsageError("--sizes chooses among tree schedules; an alltoall schedule serves every size "
                          "(generate it with --format msccl)")
@@ -403,6 +407,7 @@ def generate_alltoall(args: argparse.Namespace) -> int:
 
 def generate_by_size(args: argparse.Namespace) -> int:
     """generate --sizes: the best schedule per size range, one MSCCL++ plan (or MSCCL file) per range."""
+    from forestcoll.cli.shards import choose_shard_weights
     from forestcoll.fileio import earlier_files, output_directory
     from forestcoll.simulate.select import export_by_size
     from forestcoll.units import parse_sizes
@@ -425,6 +430,7 @@ def generate_by_size(args: argparse.Namespace) -> int:
         if args.proto not in (None, "Simple"):
             raise UsageError("--sizes picks Simple or LL per size range; leave out --proto")
     topo = topology(args)  # once: its GPU sets the options, and the selection runs on it
+    choose_shard_weights(topo, args.collective, args.shards, "sizes")  # refuses box; --sizes writes equal shards
     options = fabric_options(export_options(args) if args.format == "msccl" else mscclpp_options(args), topo, args)
     with progress_for(args) as progress, output_directory(args.output):  # all the range files, or none
         out = export_by_size(topo, args.collective, sizes, args.output, root=args.root, options=options,

@@ -92,6 +92,7 @@ def print_schedule(sched, topo, smallest_k: bool, output: str | None) -> None:
     print(f"trees      {len(sched.trees)}  (height max {max(heights)}, mean {sum(heights) / len(heights):.2f})")
     print(f"algbw      {fr(sched.algbw)} GB/s  (~{approx(sched.algbw)})")
     print(f"optimal    {fr(sched.bound_algbw)} GB/s  ({approx(sched.algbw / sched.bound_algbw * 100)}% of the bound)")
+    _print_shards(sched, topo)
     if sched.stats.get("max_height") is not None:
         limit = sched.stats["max_height"]
         how = ("an optimal schedule with such trees" if sched.optimal else
@@ -105,12 +106,22 @@ def print_schedule(sched, topo, smallest_k: bool, output: str | None) -> None:
 def print_schedule_line(sched, topo) -> None:
     print(f"schedule   {sched.collective} on {topo.name}, k={sched.k}, {len(sched.trees)} trees, "
           f"algbw {fr(sched.algbw)} GB/s (~{approx(sched.algbw)}; {approx(sched.algbw / sched.bound_algbw * 100)}% of the bound)")
+    _print_shards(sched, topo)
+
+
+def _print_shards(sched, topo) -> None:
+    """The ``shards`` line of a schedule with weighted shards (which contract its rates are for); nothing otherwise."""
+    if sched.shard_weights is not None:
+        from forestcoll.cli.shards import describe_shards
+
+        print(f"shards     {describe_shards(sched.shard_weights, topo)}")
 
 
 def print_verify(report, sched, path: str, topo) -> None:
     count = len(sched.trees) if sched.templates is None else sum(p.trees for p in report.phases)  # v2: per orbit
     print(f"schedule   {path}: {sched.collective}, k={sched.k}, {count} trees")
     print(f"topology   {topo.name}")
+    _print_shards(sched, topo)
     for p in report.phases:
         link = f"{p.busiest_link[0]} -> {p.busiest_link[1]}" if p.busiest_link else "-"
         print(f"phase      {p.name}: {p.trees} trees, algbw {fr(p.algbw)} GB/s, busiest link {link}")

@@ -37,6 +37,7 @@ int8).
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable
@@ -71,7 +72,7 @@ from forestcoll.msccl.ordering import (
     stages,
 )
 from forestcoll.msccl.semantics import MAX_COUNT, size_multiplier
-from forestcoll.pieces import RUNTIME_SLICE_BYTES, Piece, TreeShape, cut_pieces, shape_trees, slices_for
+from forestcoll.pieces import RUNTIME_SLICE_BYTES, Piece, TreeShape, cut_pieces, schedule_shards, shape_trees, slices_for
 from forestcoll.progress import Progress
 from forestcoll.rational import format_rational
 from forestcoll.schedule import Schedule
@@ -238,9 +239,11 @@ def _build_ops(sched: Schedule, pieces: list[Piece], k: int, n: int, instances: 
     lvl = (lambda t, x: levels[(id(t), x)]) if levels is not None else (lambda t, x: t.level[x])
     chan_of = _channel_of(pieces, channels, layout, ports, spread_band, widths, heavy)
 
+    w = (1,) * n if coll.rooted else sched.weights  # rank r owns k*w_r chunks per instance, in rank order
+    first = [0, *itertools.accumulate(x * k * instances for x in w)]
     for m in range(instances):
         for pc in pieces:
-            base = m * k + pc.start if coll.rooted else pc.root * k * instances + m * k + pc.start
+            base = m * k + pc.start if coll.rooted else first[pc.root] + m * k * w[pc.root] + pc.start
             local = m * k + pc.start  # index within the root's own block (input of allgather, output of reduce-scatter)
             for t in pc.trees:
                 tkey = (frac[id(pc)], t.phase)
@@ -466,7 +469,9 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
     if spec.msccl is None or not spec.tree_based:
         raise ExportError(f"collective {sched.collective!r} has no MSCCL form")
     ranks = list(sched.ranks)
-    n = len(ranks)
+    n, d = len(ranks), schedule_shards(sched)  # d: shards of the buffer (n, or the sum of the shard weights)
+    if sched.shard_weights is not None and "own" in (spec.input, spec.output):
+        raise ExportError(f"MSCCL gives every rank an equal shard in {sched.collective}; weighted shards are for allreduce")
     trees = shape_trees(sched)
     ports = edge_ports(sched, trees) if opts.ports else None
     levels = _hop_levels(sched, trees) if opts.order == "latency" else None
@@ -481,13 +486,13 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
             and design >= AUTO_MIN_BYTES):
         # auto: when some tree's stream would cross a stage in few, large units at the design size, cut every
         # tree's range into even pieces of split chunks, if that gives each stream more units (docs/msccl.md)
-        best = _units(fit[1], spec.chunks_per_loop(n, fit[0]) * inst, design)
+        best = _units(fit[1], spec.chunks_per_loop(d, fit[0]) * inst, design)
         shortest = min(pc.cnt for pc in cut_pieces(sched, trees, 1 << 40)[1])  # the smallest range, in chunks
         # a block of S classic steps holds >= S / (most classic pieces of a range) ranges, each >= min(p, shortest x s)
         # steps when cut evenly: pieces counts that cannot fit are not tried (building them is what costs)
         ranges = -(-_channel_figures(fit[3], n)[0] // _pieces_per_range(fit[1], max))
         for s in AUTO_SPLITS if best < AUTO_UNITS else ():
-            iterations = slices_for(design / (spec.chunks_per_loop(n, fit[0] // opts.split * s) * inst),
+            iterations = slices_for(design / (spec.chunks_per_loop(d, fit[0] // opts.split * s) * inst),
                                     RUNTIME_SLICE_BYTES, None, rule="ring")
             tries = [p for p in (s >> i for i in range(8)) if p and min(shortest * s, p) * iterations > best
                      and ranges * min(shortest * s, p) <= limits.steps_per_tb]
@@ -497,7 +502,7 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
                 other = _fit_duplex(sched, trees, opts, s, s, n, limits, ports, levels, tries)
             except ExportError:
                 continue
-            units = _units(other[1], spec.chunks_per_loop(n, other[0]) * inst, design)
+            units = _units(other[1], spec.chunks_per_loop(d, other[0]) * inst, design)
             if units > best:
                 best, fit, split = units, other, s
     k, _pieces, c, ops, scratch = fit
@@ -510,7 +515,7 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
         tbs_per_gpu = max(len(x) for x in layout)
 
     coll = spec.msccl
-    nchunks = spec.chunks_per_loop(n, k) * inst
+    nchunks = spec.chunks_per_loop(d, k) * inst
     in_chunks = k * inst if spec.input == "own" else nchunks
     out_chunks = k * inst if spec.output == "own" else nchunks
     gpus: list[Gpu] = []
@@ -534,7 +539,8 @@ def export_msccl(sched: Schedule | AlltoallSchedule, options: ExportOptions | No
         + (f", root {sched.root}" if sched.root else ""),
         f"algbw {format_rational(sched.algbw)} GB/s (optimum {format_rational(sched.bound_algbw)} GB/s); "
         f"rank i runs the schedule's i-th rank ({ranks[0]}, {ranks[1]}, ...)",
-    ]
+    ] + ([f"weighted shards: rank i reduces w_i/{d} of each loop's chunks, contiguous in rank order (w "
+          f"{min(sched.weights)}..{max(sched.weights)}, the schedule's shard_weights)"] if sched.shard_weights else [])
     algo = Algo(name=name, proto=opts.proto, nchannels=c * inst, nchunksperloop=nchunks, ngpus=n, coll=coll,
                 inplace=int(opts.inplace), outofplace=int(opts.outofplace), min_bytes=opts.min_bytes,
                 max_bytes=opts.max_bytes, gpus=gpus, comments=comments)

@@ -15,6 +15,7 @@ import numpy as np
 from forestcoll import collectives
 from forestcoll.errors import ForestCollError, UsageError
 from forestcoll.progress import Progress
+from forestcoll.rational import format_rational
 from forestcoll.schedule import Schedule
 from forestcoll.simulate import baselines
 from forestcoll.simulate.engine import Program, ProgramBuilder, run
@@ -125,7 +126,12 @@ def simulate(net: Network, algorithm: str | Schedule | AlltoallSchedule, collect
         collective = sched.collective
         prog = tree_program(sched, net, float(size), *slicing)
         label = name or ("forestcoll" if sched.optimal else f"forestcoll-k{sched.k}")
-        return simulate_program(prog, net, label, collective, size, {"k": sched.k}, sharing, fairness, progress=progress)
+        extra: dict[str, Any] = {"k": sched.k}
+        if sched.shard_weights is not None:  # say which contract the rate is for (docs/simulate.md)
+            extra["notes"] = [f"weighted shards (rank i owns k x w_i of the k x {sum(sched.weights)} chunks, "
+                              f"w from the schedule): its bound for these shards is {format_rational(sched.bound_algbw)} "
+                              f"GB/s (~{float(sched.bound_algbw):.2f}), not the equal-shard bound"]
+        return simulate_program(prog, net, label, collective, size, extra, sharing, fairness, progress=progress)
     if not isinstance(algorithm, str) or (collective is not None and not collectives.get(collective).tree_based):
         return _simulate_alltoall(net, algorithm, size, slice_bytes, max_slices, name, sharing, fairness)
     if collective is None:

@@ -200,9 +200,11 @@ def height_candidate(topo: Topology, collective: str, others: Sequence[Schedule]
 
 def usable(sched: Schedule, size: int, element_bytes: int = 4, nchunks: int | None = None) -> bool:
     """Whether the runtimes would use ``sched``'s MSCCL file for a call of ``size`` bytes: the element count
-    must split into nchunksperloop chunks (N*k for allgather / reduce-scatter / allreduce, k otherwise; ``nchunks``:
-    the file's own, when it splits its chunks)."""
-    nchunks = nchunks or collectives.get(sched.collective).chunks_per_loop(len(sched.ranks), sched.k)
+    must split into nchunksperloop chunks (N*k for allgather / reduce-scatter / allreduce, k*sum(w) with shard
+    weights, k otherwise; ``nchunks``: the file's own, when it splits its chunks)."""
+    from forestcoll.pieces import schedule_shards
+
+    nchunks = nchunks or collectives.get(sched.collective).chunks_per_loop(schedule_shards(sched), sched.k)
     return size % element_bytes == 0 and (size // element_bytes) % nchunks == 0
 
 

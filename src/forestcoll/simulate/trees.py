@@ -1,7 +1,9 @@
 """forestcoll schedules as simulator programs: pieces of chunks pipelined in slices along the trees.
 
 Every root's shard (M/N bytes of an M-byte allgather, reduce-scatter or
-allreduce; the whole M for broadcast and reduce) is k chunks; the pieces of
+allreduce; the whole M for broadcast and reduce) is k chunks (with shard weights
+w, rank i's shard is k*w_i chunks of M/(k*sum(w)) bytes:
+:func:`forestcoll.schedule.shard_layout`); the pieces of
 :func:`forestcoll.pieces.cut_pieces` are cut into slices by NCCL's tree rule for
 the height of the piece's trees (``slices_for(..., rule="tree")``: one step,
 halved while the piece has fewer than 8 x height chunks), or NCCL's ring rule when
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 from forestcoll import collectives
 from forestcoll.errors import ScheduleError
-from forestcoll.pieces import cut_pieces, piece_rule, shape_trees, slices_for
+from forestcoll.pieces import cut_pieces, piece_rule, schedule_shards, shape_trees, slices_for
 from forestcoll.schedule import Schedule
 from forestcoll.simulate.engine import DELIVERED, SENT, ProgramBuilder, refuse_transfers
 from forestcoll.simulate.network import Network
@@ -38,7 +40,7 @@ def tree_program(sched: Schedule, net: Network, size: float, slice_bytes: float,
         for e in tree.edges:
             routes[(id(shape), idx[e.src], idx[e.dst])] = net.path_links(e.path)
     coll = collectives.get(sched.collective)
-    chunk = coll.shard_bytes(size, len(sched.ranks)) / k
+    chunk = size / schedule_shards(sched) / k  # as shard_bytes / k: the same float for equal shards
     rules: dict[tuple[int, ...], tuple[str, int]] = {}
     prog = ProgramBuilder()
     add = prog.add

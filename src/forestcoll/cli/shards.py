@@ -1,0 +1,103 @@
+"""``generate --shards``: equal allreduce shards or shards weighted 1/(ranks in box), and how reports name them.
+
+Where boxes hold different numbers of ranks, reduce-scatter + allgather with
+rank i's shard weighted by 1/(ranks in i's box) can beat the equal-shard bound
+(:mod:`forestcoll.bound.shards`; docs/examples/uneven-boxes.yaml: 75/8 vs 25/2
+GB/s).  ``auto`` (the default) compares the two exact rates and takes the
+weighted shards only where they are strictly faster, so every fabric whose
+boxes are equal (or that has no boxes) gets the equal-shard schedule it got
+before, byte for byte, without computing anything more.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from forestcoll.errors import TopologyError, UsageError
+from forestcoll.rational import format_rational
+from forestcoll.topology.model import Topology
+
+if TYPE_CHECKING:
+    from forestcoll.schedule import Schedule
+
+__all__ = ["BOX_CONTRACT", "SHARDS", "choose_shard_weights", "describe_shards", "generate_with_shards", "rank_weights"]
+
+SHARDS = ("auto", "equal", "box")
+BOX_CONTRACT = "shards weighted 1/(ranks in box)"
+EQUAL_ONLY = ("mscclpp", "sizes")  # outputs that write equal shards (MSCCL++ plans, --sizes' files)
+
+
+def rank_weights(topo: Topology, node_weights: tuple[int, ...]) -> tuple[int, ...]:
+    """Per-node root weights (0 on switches) as per-rank shard weights, in rank order."""
+    return tuple(w for w, c in zip(node_weights, topo.is_compute) if c)
+
+
+def choose_shard_weights(topo: Topology, collective: str, mode: str | None, output: str) -> tuple[int, ...] | None:
+    """The per-rank shard weights ``generate --shards MODE`` uses (None: equal shards); ``output`` is ``json``,
+    ``msccl``, ``mscclpp`` or ``sizes``.  UsageError (one line) for a flag that cannot apply."""
+    from forestcoll import collectives
+    from forestcoll.bound.optimal import optimal_bound
+    from forestcoll.bound.shards import box_shard_weights, weighted_allreduce
+
+    if mode is not None and mode not in SHARDS:
+        raise UsageError(f"--shards must be one of {', '.join(SHARDS)}, got {mode!r}")
+    coll = collectives.canonical(collective)
+    if coll != "allreduce":
+        if mode is not None:
+            raise UsageError(f"--shards applies to allreduce (how the buffer is split among ranks); {coll} has equal shards")
+        return None
+    if mode == "equal":
+        return None
+    if mode == "box" and output in EQUAL_ONLY:
+        what = "--sizes writes" if output == "sizes" else "--format mscclpp writes"
+        raise UsageError(f"--shards box: {what} equal shards; use --format json or --format msccl")
+    node = box_shard_weights(topo)
+    if node is None:
+        if mode == "box":
+            loose = next((n.name for n in topo.nodes if n.kind == "compute" and n.box is None), None)
+            if loose is not None:
+                raise UsageError(f"--shards box: rank {loose} is in no box, so there is no box to weight its shard by")
+        return None  # boxes equal in ranks: box weights are the equal shards
+    if mode == "box":
+        return rank_weights(topo, node)
+    if output in EQUAL_ONLY:
+        return None  # auto: these outputs write equal shards
+    weighted = weighted_allreduce(topo, node).algbw
+    equal = optimal_bound(topo, "allreduce").algbw
+    return rank_weights(topo, node) if weighted > equal else None
+
+
+def generate_with_shards(topo: Topology, collective: str, weights: tuple[int, ...] | None, mode: str | None,
+                         **kwargs: Any) -> Schedule:
+    """``generate(topo, collective, shard_weights=weights, **kwargs)``; under ``auto`` (``mode`` None or "auto"),
+    the equal-shard schedule where the weighted optimum has no tree schedule (a switch that can send more than it
+    receives, sweep seed 4), as before ``--shards`` existed."""
+    from forestcoll.generate import generate
+
+    if weights is None:
+        return generate(topo, collective, **kwargs)
+    try:
+        return generate(topo, collective, shard_weights=weights, **kwargs)
+    except TopologyError:
+        if mode == "box":
+            raise
+    return generate(topo, collective, **kwargs)
+
+
+def describe_shards(weights: tuple[int, ...] | None, topo: Topology | None) -> str:
+    """One line on a schedule's shards: which contract its rates are measured against, and the equal-shard bound
+    on ``topo`` for allreduce ('' for equal shards)."""
+    if weights is None:
+        return ""
+    from forestcoll.bound.optimal import optimal_bound
+    from forestcoll.bound.shards import box_shard_weights
+
+    node = box_shard_weights(topo) if topo is not None else None
+    box = node is not None and rank_weights(topo, node) == tuple(weights)  # type: ignore[arg-type]
+    parts = sorted(set(weights))
+    text = (f"{'weighted 1/(ranks in box)' if box else 'weighted'} (rank i owns k x w_i of the k x {sum(weights)} "
+            f"chunks, w {parts[0]}..{parts[-1]}): algbw and bound are for these shards")
+    if topo is not None and len(weights) == topo.num_compute:
+        equal = optimal_bound(topo, "allreduce").algbw
+        text += f"; equal shards' bound {format_rational(equal)} GB/s (~{float(equal):.4g})"
+    return text
