@@ -185,7 +185,7 @@ def lower_ll(low: Lowering, name: str, inplace: bool, lo: int, hi: int) -> Plan:
             gpu_ports[g].append(peer)
             gpu_ports[peer].append(g)
     gpus = []
-    in_chunks, out_chunks = plan_chunks(low.entry, n, k)
+    in_chunks, out_chunks = plan_chunks(low.entry, low.shares, k)
     # every GPU's scratch as large as the largest: a sender puts packets into a peer's scratch at its *own* double-
     # buffer offset (scratchOffset_, half its own scratch), so the halves must agree (GPUs that own shards of
     # different weights, or asymmetric fabrics, use different numbers of slots)
