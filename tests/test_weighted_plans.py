@@ -123,3 +123,31 @@ def test_executor_plans_reduce_weighted_shards_right(uneven, tiny, numel):
             assert np.array_equal(got & ~sent, mine)
             acc += w
 
+
+
+def test_the_fallback_keeps_the_weights(tmp_path):
+    """generate --format mscclpp's fallback (the optimal k does not fit the thread blocks) generates the smaller k
+    with the same shard weights."""
+    from forestcoll.mscclpp.export import write_generated_plan
+
+    topo = load_topology("torus:dims=2x2")
+    s, r = write_generated_plan(topo, "allreduce", str(tmp_path / "plan.json"), shard_weights=(3, 1, 1, 1),
+                                options=ExportOptions(max_threadblocks=4))
+    assert s.k == 1 and s.shard_weights == (3, 1, 1, 1) and "the optimal k=2 does not fit" in r.notes[0]
+    assert r.plan.gpus[0].input_chunks == 6 and r.checks
+
+
+@pytest.mark.slow  # ~20 s: candidates' plans simulated at two sizes
+def test_plans_per_size_range_keep_the_weights(tmp_path):
+    """generate --sizes --format mscclpp with shard weights: every forestcoll candidate has them, so each range's
+    plan has k*D chunks."""
+    from forestcoll.simulate.select import export_by_size
+
+    topo = load_topology(UNEVEN)
+    out = export_by_size(topo, "allreduce", [16 << 20, 1 << 30], str(tmp_path), format="mscclpp",
+                         shard_weights=rank_weights(topo), workers=1)
+    assert out.ranges and all(r.range.schedule.shard_weights == rank_weights(topo) for r in out.ranges
+                              if r.range.name.startswith("forestcoll"))
+    assert all(r.result.plan.gpus[0].input_chunks % 16 == 0 for r in out.ranges if r.range.name.startswith("forestcoll"))
+    with pytest.raises(UsageError, match="MSCCL\\+\\+"):
+        export_by_size(topo, "allreduce", [1 << 30], str(tmp_path / "x"), shard_weights=rank_weights(topo))
