@@ -5,12 +5,14 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
+from conftest import ROOT
 
 from forestcoll.generate import generate
 from forestcoll.mscclpp.export import ExportOptions, export_mscclpp
 from forestcoll.mscclpp.interpreter import run_plan
 from forestcoll.mscclpp.lint import lint_plan
 from forestcoll.mscclpp.semantics import MAX_BUFFERS_PER_OPERATION
+from forestcoll.topology import load_topology
 from forestcoll.topology.model import Link, Node, Topology, make_topology
 
 
@@ -81,3 +83,12 @@ def test_split_keeps_a_pieces_operations_together():
     assert [len(b) for b in blocks] == [32]
     blocks = _split(members + [_Op(0, (0, 1), "upkt", [], [], order=(30, 0))])
     assert [len(b) for b in blocks] == [32, 1]
+
+
+def test_ll_scratch_is_as_large_on_every_gpu():
+    """An LL sender puts packets at its own double-buffer offset in a peer's scratch (the executor's scratchOffset_):
+    where boxes differ in size the GPUs use different numbers of slots, and the plan failed its self-check (a put
+    past a smaller peer's scratch) until every GPU got the largest scratch."""
+    topo = load_topology(str(ROOT / "docs" / "examples" / "uneven-boxes.yaml"))
+    r = export_mscclpp(generate(topo, "allreduce"), topo, ExportOptions(protocol="LL"))
+    assert len({g.scratch_chunks for g in r.plan.gpus}) == 1 and r.checks

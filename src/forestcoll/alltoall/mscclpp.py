@@ -145,7 +145,7 @@ def export_alltoall_mscclpp(sched: AlltoallSchedule, topology: Topology | str | 
     design = opts.design_size or min(hi, 1 << 30)
     units = _units("alltoall", n, k, sorted({a.cnt for a in acts}), design, hi, opts)
     name = re.sub(r"[^A-Za-z0-9_.:-]", "_", opts.name or f"forestcoll_alltoall_n{n}_k{k}")[:200]
-    low = SimpleNamespace(n=n, entry=coll, k=k, scratch=scratch)
+    low = SimpleNamespace(n=n, entry=coll, k=k, scratch=scratch, shares=n)  # shares: as Lowering.shares
     plan = _layout_and_emit(low, acts, units, name, opts, hi)  # type: ignore[arg-type]
     stats = plan_stats(plan)
     if stats.threadblocks_per_gpu > opts.max_threadblocks:

@@ -221,11 +221,12 @@ class Emitter:
         ``there``."""
         return self.index_of[(here, there, ctype)]
 
-    def emit(self, coll: Collective, name: str, inplace: bool, k: int, scratch: list[int], lo: int, hi: int) -> Plan:
-        """The Simple-protocol plan."""
+    def emit(self, coll: Collective, name: str, inplace: bool, k: int, scratch: list[int], lo: int, hi: int,
+             shares: int | None = None) -> Plan:
+        """The Simple-protocol plan (``shares``: units of shard weight, :attr:`Lowering.shares`; default the GPUs)."""
         self.wire()
         n = self.n
-        in_chunks, out_chunks = plan_chunks(coll, n, k)
+        in_chunks, out_chunks = plan_chunks(coll, n if shares is None else shares, k)
         gpus = []
         for g in range(n):
             remote: dict[tuple[int, str], set[str]] = {}

@@ -6,7 +6,11 @@ Chunks.  Every root's shard is ``k`` chunks; root r's chunk j is plan chunk
 input, allreduce) and chunk ``j`` of one that holds only the rank's own
 (allgather input, reduce-scatter output); broadcast and reduce use chunks
 ``0..k-1`` of the whole buffer.  :func:`forestcoll.pieces.cut_pieces` cuts each
-root's chunks into pieces that lie in one tree of every phase.
+root's chunks into pieces that lie in one tree of every phase.  An allreduce
+with shard weights (:attr:`forestcoll.schedule.Schedule.shard_weights`) has
+k*D plan chunks (D the sum of the weights), root r's k*w_r from
+k*(w_0 + ... + w_{r-1}) (:mod:`forestcoll.shard_pieces`); other collectives with
+weights are refused (an executor call gives every rank size/N).
 
 Pipelines.  At ``design_size`` every piece moves in the slices the trees
 simulator cuts it in (:func:`forestcoll.pieces.piece_rule`: NCCL's tree rule for
@@ -195,7 +199,7 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
     hi = opts.resolved_max()
     design = opts.design_size or min(hi, 1 << 30)
     k = low.k
-    units = _tree_units(sched.collective, n, k, lanes, low.pieces, design, hi, opts)
+    units = _tree_units(sched.collective, low.shares, k, lanes, low.pieces, design, hi, opts)
     name = opts.name or f"forestcoll_{coll.mscclpp}_n{n}_k{sched.k}" + ("_ll" if opts.protocol == "LL" else "")
     name = re.sub(r"[^A-Za-z0-9_.:-]", "_", name)[:200]
     if opts.protocol == "LL":
@@ -254,7 +258,7 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
         result.notes.append(f"{result.inbox_port_edges} tree edge(s) join two GPUs of one box through the network: "
                             "they take port channels, which the executor (1f5f065) carries over CUDA IPC inside a "
                             "host, not the NIC (docs/mscclpp.md)")
-    step = coll.chunks_per_loop(n, k)
+    step = coll.chunks_per_loop(low.shares, k)
     if step & (step - 1):
         result.notes.append(f"the executor takes calls whose size is a multiple of {step * ALIGN} bytes ({step} chunks "
                             f"of whole {ALIGN}-byte units); power-of-two sizes are not: a power-of-two k avoids this")
@@ -315,7 +319,12 @@ def write_generated_plan(topology: Topology, collective: str, path: Output, **kw
 
     ports = executor_ports(topology)
     sched, result = _generated_plan(ports.topology, collective, path, **kwargs)
-    if ports.dropped:
+    if ports.dropped and sched.shard_weights is not None:  # the whole fabric's rate with the same shards
+        from forestcoll.shard_pieces import weighted_bound
+
+        result.notes.append(ports.note(collective, weighted_bound(topology, sched.shard_weights), sched.bound_algbw)
+                            + " (both with the schedule's shard weights)")
+    elif ports.dropped:
         full = optimal_bound(topology, collective, kwargs.get("root"), kwargs.get("symmetry", True)).algbw
         result.notes.append(ports.note(collective, full, sched.bound_algbw))
     return sched, result
@@ -325,14 +334,15 @@ def _generated_plan(topology: Topology, collective: str, path: Output, *, k: int
                     root: str | None = None, symmetry: bool = True, max_k: int | None = None,
                     options: ExportOptions | None = None,
                     rate: Callable[[Schedule, int], float] | None = None,
-                    progress: Progress | None = None,
-                    plan_rate: Callable[[Plan, int], float] | None = None) -> tuple[Schedule, ExportResult]:
+                    progress: Progress | None = None, plan_rate: Callable[[Plan, int], float] | None = None,
+                    shard_weights: tuple[int, ...] | None = None) -> tuple[Schedule, ExportResult]:
     """Generate the schedule and write its plan.  Without ``k`` the optimal schedule is used when its plan fits the
     executor's thread blocks, else :func:`fitting_schedule`'s, with a note saying so: ranked by
     ``plan_rate(plan, size)`` when given (each fitting k's plan as exported, since a plan's layout, not only its
     trees, decides its rate), else by ``rate``; either raced against the same trees packed without the CPUs
     (:mod:`forestcoll.mscclpp.offcpu`), then in its other layouts and half units (:mod:`forestcoll.mscclpp.layouts`,
-    with ``plan_rate`` and the ``auto`` layout).  A given ``k`` is used as it is (or refused), its layout not raced."""
+    with ``plan_rate`` and the ``auto`` layout).  A given ``k`` is used as it is (or refused), its layout not raced.
+    ``shard_weights``: every schedule generated (the optimum, the fallback's k) has those shards (allreduce)."""
     from dataclasses import replace
 
     from forestcoll.generate import generate
@@ -342,6 +352,8 @@ def _generated_plan(topology: Topology, collective: str, path: Output, *, k: int
     kwargs: dict[str, Any] = {"root": root, "symmetry": symmetry}
     if max_k is not None:
         kwargs["max_k"] = max_k
+    if shard_weights is not None:
+        kwargs["shard_weights"] = shard_weights
     sched = generate(topology, collective, k=k, progress=progress, **kwargs)
     rival = None if k is not None or plan_rate is None else off_cpu_rival(topology, sched, True, **kwargs)
     opts = options or ExportOptions()
@@ -419,7 +431,7 @@ def _input_ref(low: Lowering, a: Act) -> Ref:
         return Ref("i", p.index, a.cnt)
     # reduce-scatter / reduce: the piece's full-buffer index (order key holds root and start)
     _order, root, start = a.order
-    return Ref("i", root * low.k + start if low.per_root else start, a.cnt)
+    return Ref("i", low.starts[root] + start if low.per_root else start, a.cnt)
 
 
 def _units(coll: str, n: int, k: int, cnts: list[int], design: int, hi: int, opts: ExportOptions) -> dict[int, int]:
@@ -577,7 +589,7 @@ def _layout_and_emit(low: Lowering, acts: list[Act], units: dict[int, int], name
     for _attempt in range(8):
         per_gpu = group(acts, low.n, budget, partners)
         em = Emitter(per_gpu, units)
-        plan = em.emit(low.entry, name, opts.inplace, low.k, low.scratch, opts.min_message_size, hi)
+        plan = em.emit(low.entry, name, opts.inplace, low.k, low.scratch, opts.min_message_size, hi, low.shares)
         if share is not None:
             plan = share_blocks(plan, [[block_info(tb) for tb in tbs] for tbs in per_gpu], share)
         worst = _worst(plan)

@@ -185,7 +185,11 @@ def lower_ll(low: Lowering, name: str, inplace: bool, lo: int, hi: int) -> Plan:
             gpu_ports[g].append(peer)
             gpu_ports[peer].append(g)
     gpus = []
-    in_chunks, out_chunks = plan_chunks(low.entry, n, k)
+    in_chunks, out_chunks = plan_chunks(low.entry, low.shares, k)
+    # every GPU's scratch as large as the largest: a sender puts packets into a peer's scratch at its *own* double-
+    # buffer offset (scratchOffset_, half its own scratch), so the halves must agree (GPUs that own shards of
+    # different weights, or asymmetric fabrics, use different numbers of slots)
+    sc = max(2 * scratch[g] + data[g] if data[g] else scratch[g] for g in range(n))
     for g, tbs in enumerate(per_gpu):
         remote: dict[tuple[int, str], set[str]] = {}
         built = []
@@ -249,8 +253,7 @@ def lower_ll(low: Lowering, name: str, inplace: bool, lo: int, hi: int) -> Plan:
             tbs_json.append(ThreadBlock(t, tuple(out_ops), (TbChannel("port", tuple(chans)),) if chans else (), rrefs))
         channels = (Channel("port", tuple(gpu_ports[g])),) if gpu_ports[g] else ()
         rbs = tuple(RemoteBuffer(r, ty, tuple(sorted(remote[(r, ty)], key=("memory", "port").index))) for r, ty in order)
-        gpus.append(GpuPlan(g, in_chunks, out_chunks, 2 * scratch[g] + data[g] if data[g] else scratch[g],
-                            tuple(tbs_json), channels, rbs, ()))
+        gpus.append(GpuPlan(g, in_chunks, out_chunks, sc, tuple(tbs_json), channels, rbs, ()))
     return Plan(name, low.entry.mscclpp, "LL", inplace, tuple(gpus), reuse_resources=False,
                 num_threads_per_block=1024, use_double_scratch_buffer=True, buffer_alignment=16,
                 min_message_size=lo, max_message_size=hi)

@@ -35,6 +35,7 @@ from forestcoll import collectives
 from forestcoll.errors import UsageError
 from forestcoll.pieces import Piece, TreeShape, cut_pieces, shape_trees
 from forestcoll.schedule import Schedule
+from forestcoll.shard_pieces import refuse_weighted, weighted_pieces
 from forestcoll.topology import Topology
 
 __all__ = ["SINK_LEVEL", "Act", "Lowering", "Ref", "box_numbers", "plan_chunks", "port_edges"]
@@ -76,7 +77,8 @@ def port_edges(sched: Schedule, topology: Topology) -> list[set[tuple[int, int]]
 
 def plan_chunks(coll: collectives.Collective, n: int, k: int) -> tuple[int, int]:
     """(input_chunks, output_chunks) of every GPU of a plan of ``coll`` on ``n`` GPUs with ``k`` chunks per shard:
-    a buffer holding only the rank's own shard has ``k``, one holding every shard ``shards(n) x k``."""
+    a buffer holding only the rank's own shard has ``k``, one holding every shard ``shards(n) x k`` (weighted
+    shards: ``n`` is the sum of the weights, :attr:`Lowering.shares`)."""
     full = coll.chunks_per_loop(n, k)
     return (k if coll.input == "own" else full), (k if coll.output == "own" else full)
 
@@ -133,9 +135,18 @@ class Lowering:
         self.n = len(sched.ranks)
         self.trees = shape_trees(sched)
         self.ports = {id(t): edges for t, edges in zip(self.trees, port_edges(sched, topology))}
-        k, pieces = cut_pieces(sched, self.trees, 10**9)
+        if sched.shard_weights is None:
+            k, pieces = cut_pieces(sched, self.trees, 10**9)
+            starts = tuple(r * k for r in range(self.n))
+        else:  # weighted shards: root r's k*w_r chunks from starts[r] (forestcoll.shard_pieces)
+            if why := refuse_weighted(sched, "an MSCCL++ plan"):
+                raise UsageError(why)
+            k, starts, pieces = weighted_pieces(sched, self.trees, 10**9)
         # lanes: every piece becomes ``lanes`` pieces (chunks ``lanes`` times finer) moved by blocks of their own
         self.k = k * lanes
+        self.starts = tuple(s * lanes for s in starts)  # first buffer chunk of each rank's shard
+        # units of shard weight (n with equal shards): the plan's chunk counts are those of this many equal shards
+        self.shares = sum(sched.weights)
         self.pieces = [Piece(pc.root, pc.start * lanes + j * pc.cnt, pc.cnt, pc.trees)
                        for pc in pieces for j in range(lanes)]
         self.per_root = not self.entry.rooted
@@ -154,7 +165,7 @@ class Lowering:
         return s
 
     def base(self, pc: Piece) -> int:
-        return pc.root * self.k + pc.start if self.per_root else pc.start
+        return self.starts[pc.root] + pc.start if self.per_root else pc.start
 
     def build(self) -> list[Act]:
         """The schedule's actions, built on the first call; later calls return the same list (as an export left it)."""

@@ -5,7 +5,11 @@ roots' shards (:func:`work_layout`).  Each shard is cut into the schedule's k
 chunks (chunk c of a shard of n elements is ``[c n / k, (c + 1) n / k)``, so any
 n works, also n < k), the chunks into the pieces of
 :func:`forestcoll.pieces.cut_pieces`, and each piece into pipeline slices
-(:func:`forestcoll.pieces.slices_for`).  Slices move in synchronous *rounds*:
+(:func:`forestcoll.pieces.slices_for`).  A schedule with shard weights (an
+allreduce) cuts the buffer into k*D chunks instead, ``[c n / (k D), (c + 1) n /
+(k D))``, rank r's shard the k*w_r from k*(w_0 + ... + w_{r-1})
+(:func:`forestcoll.schedule.shard_layout`, :mod:`forestcoll.shard_pieces`).
+Slices move in synchronous *rounds*:
 
 * out-tree edge into a node at depth d carries slice s in round ``s + d - 1``;
 * in-tree edge out of a node whose subtree has height h carries slice s in
@@ -48,6 +52,7 @@ from forestcoll.collectives import COLLECTIVES
 from forestcoll.errors import ScheduleError, UsageError
 from forestcoll.pieces import cut_pieces, piece_rule, shape_trees, slices_for
 from forestcoll.schedule import Schedule
+from forestcoll.shard_pieces import refuse_weighted, weighted_pieces
 
 __all__ = ["Message", "Op", "Plan", "Round", "Segment", "async_ops", "build_plans", "phase_schedule", "shard_bounds",
            "work_layout"]
@@ -198,16 +203,26 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
         raise ScheduleError(f"the executor cannot run a {coll!r} schedule")
     n_ranks = len(sched.ranks)
     shapes = shape_trees(sched)
-    k, pieces = cut_pieces(sched, shapes, 1 << 62)
-    root = sched.ranks.index(sched.root) if sched.root in sched.ranks else 0
-    work, shards = work_layout(coll, n_ranks, numel, root)
+    if sched.shard_weights is not None:  # root r's k*w_r chunks from starts[r] of the buffer's k*D
+        if why := refuse_weighted(sched, "the executor"):
+            raise UsageError(why)
+        k, starts, pieces = weighted_pieces(sched, shapes, 1 << 62)
+        total, work, shards = k * sum(sched.weights), numel, []
+    else:
+        k, pieces = cut_pieces(sched, shapes, 1 << 62)
+        root = sched.ranks.index(sched.root) if sched.root in sched.ranks else 0
+        work, shards = work_layout(coll, n_ranks, numel, root)
     # (round, sender, receiver) -> segments, in the order both sides build them
     traffic: dict[tuple[int, int, int], list[Segment]] = defaultdict(list)
     for pc in pieces:
-        lo, hi = shards[pc.root]
-        size = hi - lo
-        a = lo + size * pc.start // k
-        b = lo + size * (pc.start + pc.cnt) // k
+        if not shards:
+            first = starts[pc.root] + pc.start
+            a, b = numel * first // total, numel * (first + pc.cnt) // total
+        else:
+            lo, hi = shards[pc.root]
+            size = hi - lo
+            a = lo + size * pc.start // k
+            b = lo + size * (pc.start + pc.cnt) // k
         if a == b:
             continue
         rule, depth = piece_rule(pc.trees, collectives.get(coll).rooted)  # as simulate.trees.tree_program

@@ -140,7 +140,7 @@ def ll_reach(rng, sizes: Sequence[int], proto: dict[int, str], ll_rate, simple_r
     crossover up, and the Simple plans there are cut for those sizes as for listed ones)."""
     from forestcoll.mscclpp.export import DEFAULT_LL_MAX_MESSAGE
 
-    unit = 16 * collectives.get(rng.schedule.collective).chunks_per_loop(len(rng.schedule.ranks), rng.schedule.k)
+    unit = 16 * collectives.get(rng.schedule.collective).chunks_per_loop(sum(rng.schedule.weights), rng.schedule.k)
     out: dict[int, str] = {}
     for i, s in enumerate(sizes):
         if proto[s] != "LL" or (i + 1 < len(sizes) and proto[sizes[i + 1]] == "LL"):

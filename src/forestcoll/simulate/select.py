@@ -88,29 +88,32 @@ class Selection:
 def candidate_schedules(topo: Topology, net: Network, collective: str, root: str | None = None,
                         ks: Sequence[int] | None = None, ring: bool = True, height: bool = True,
                         ring_name: str = "ring", sizes: Sequence[int] = (), element_bytes: int = 4,
-                        candidates: str = "default", off_cpus: bool = True) -> dict[str, Schedule]:
+                        candidates: str = "default", off_cpus: bool = True,
+                        shard_weights: Sequence[int] | None = None) -> dict[str, Schedule]:
     """forestcoll at the optimal k (``"forestcoll"``) and at each of ``ks`` below it (``"forestcoll-k<k>"``;
     default :func:`default_ks` for ``sizes`` in ``element_bytes``-byte elements, and with ``candidates="all"`` also
     every power of two up to 64); with ``height`` one height-limited schedule (``"forestcoll-h<H>"``,
     :func:`height_candidate`); with ``off_cpus`` each of those packed without the CPUs where it joins GPUs of one box
     through a CPU (``name + "-offcpu"``, :func:`off_cpu_candidates`); with ``ring`` the ring as a schedule
-    (``ring_name``, when it verifies)."""
+    (``ring_name``, when it verifies).  ``shard_weights``: every forestcoll candidate has those shards (allreduce;
+    the ring keeps equal shards)."""
     from forestcoll.generate import generate
     from forestcoll.verify import verify
 
-    best = generate(topo, collective, root=root)
+    weighted = {} if shard_weights is None else {"shard_weights": tuple(shard_weights)}
+    best = generate(topo, collective, root=root, **weighted)
     cands: dict[str, Schedule] = {"forestcoll": best}
     if ks is None:
         ks = default_ks(best.k, len(best.ranks), collective, sizes, element_bytes)
         ks = sorted(set(ks) | set(ALL_KS)) if candidates == "all" else ks
     for k in ks:
         if k < best.k:
-            cands[f"forestcoll-k{k}"] = generate(topo, collective, k=k, root=root)
+            cands[f"forestcoll-k{k}"] = generate(topo, collective, k=k, root=root, **weighted)
     if height:
-        found = height_candidate(topo, collective, list(cands.values()), root)
+        found = height_candidate(topo, collective, list(cands.values()), root, **weighted)
         if found is not None:
             cands[f"forestcoll-h{found.max_height()}"] = found
-    if off_cpus:
+    if off_cpus and not weighted:  # (detours.optimum_on compares with the equal-shard bound)
         cands.update(off_cpu_candidates(topo, cands, root))
     if ring:
         try:
@@ -183,7 +186,7 @@ def default_ks(k_opt: int, ranks: int, collective: str, sizes: Sequence[int] = (
 
 
 def height_candidate(topo: Topology, collective: str, others: Sequence[Schedule],
-                     root: str | None = None) -> Schedule | None:
+                     root: str | None = None, shard_weights: Sequence[int] | None = None) -> Schedule | None:
     """One schedule shallower than every one of ``others``: ``generate --max-height H`` at H = their lowest
     height - 1 (one search, a few seconds to half a minute on 32 ranks; shallower trees pay fewer hop latencies
     per piece, which wins at small sizes).  None when no such tree exists or the search finds none."""
@@ -193,7 +196,7 @@ def height_candidate(topo: Topology, collective: str, others: Sequence[Schedule]
     if target < 1:
         return None
     try:
-        return generate(topo, collective, root=root, max_height=target)
+        return generate(topo, collective, root=root, max_height=target, shard_weights=shard_weights)
     except ForestCollError:
         return None
 
@@ -313,7 +316,7 @@ def size_ranges(table: Sequence[SimResult], sizes: Sequence[int], candidates: Ma
 
 
 def _next_fitting_powers(cands: dict[str, Schedule], fitted: dict[str, Schedule], notes: list[str], topo: Topology,
-                         collective: str, root: str | None, options) -> dict[str, Schedule]:
+                         collective: str, root: str | None, options, **weighted: Any) -> dict[str, Schedule]:
     """``fitted`` (the MSCCL++-fitting ``cands``) where each power-of-two k > 2 left out gives way to the next power
     of two down that fits the executor (the default candidates offer one large k; ``--candidates all`` offers all)."""
     from forestcoll.generate import generate
@@ -327,7 +330,8 @@ def _next_fitting_powers(cands: dict[str, Schedule], fitted: dict[str, Schedule]
         k = sched.k // 2 if name.startswith("forestcoll-k") and not name.endswith(OFF_CPUS) else 0
         while k > 2 and f"forestcoll-k{k}" not in cands:
             try:
-                more, why = fitting_candidates({f"forestcoll-k{k}": generate(topo, collective, k=k, root=root)},
+                more, why = fitting_candidates({f"forestcoll-k{k}": generate(topo, collective, k=k, root=root,
+                                                                             **weighted)},
                                                topo, options)
             except UsageError as exc:  # it does not fit either
                 notes.append(str(exc).split(": ", 1)[-1])
@@ -481,13 +485,15 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
                    extra: Mapping[str, str] | None = None, root: str | None = None, options=None,
                    fairness: str = "max-min", check: bool = True, latency_us: Mapping[str, float] | None = None,
                    workers: int | None = None, progress: Progress | None = None,
-                   format: str = "msccl", candidates: str = "default") -> SizeExport:
+                   format: str = "msccl", candidates: str = "default",
+                   shard_weights: Sequence[int] | None = None) -> SizeExport:
     """Select the best schedule per size range on ``topology`` and write one MSCCL file per range into
     ``outdir`` (``options``: :class:`~forestcoll.msccl.export.ExportOptions`, whose size range and name each
     file replaces), self-checked unless ``check`` is False.  ``format="mscclpp"`` writes MSCCL++ plans instead
     (:func:`forestcoll.simulate.plan_sizes.export_plans_by_size`: candidates that fit the executor, ranked by their
     plans (:func:`~forestcoll.simulate.plan_sizes.select_plans`), LL where it wins, each plan cut for its sizes; ``options`` a :class:`forestcoll.mscclpp.export.ExportOptions`).
-    ``candidates``: ``"default"`` (:func:`default_ks` for ``sizes``) or ``"all"`` (also every power of two up to 64)."""
+    ``candidates``: ``"default"`` (:func:`default_ks` for ``sizes``) or ``"all"`` (also every power of two up to 64).
+    ``shard_weights`` (allreduce, ``format="mscclpp"``): the forestcoll candidates have those shards."""
     from forestcoll.fileio import ensure_directory
     from forestcoll.msccl.export import ExportOptions, write_checked
     from forestcoll.simulate.network import load_network
@@ -505,15 +511,18 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     if format == "mscclpp":  # the candidates are packed, and compete, on the network ports the executor drives
         net, notes = _on_driven_ports(net, collective, root, latency_us)
         topo = net.topology
+    if shard_weights is not None and format != "mscclpp":
+        raise UsageError("shard weights per size range are for MSCCL++ plans (format mscclpp)")
     cands = candidate_schedules(topo, net, collective, root, sizes=sizes, element_bytes=element_bytes,
-                                candidates=candidates)
+                                candidates=candidates, shard_weights=shard_weights)
     if format == "mscclpp":
         from forestcoll.simulate.plan_sizes import export_plans_by_size, fitting_candidates, select_plans
 
         fitted, left_out = fitting_candidates(cands, topo, options)
         notes += left_out
         if candidates == "default":
-            fitted = _next_fitting_powers(cands, fitted, notes, topo, collective, root, options)
+            fitted = _next_fitting_powers(cands, fitted, notes, topo, collective, root, options,
+                                          **({} if shard_weights is None else {"shard_weights": tuple(shard_weights)}))
         cands = fitted
         sel, rates, how = select_plans(net, collective, sizes, cands, options, fairness=fairness,
                                        workers=workers or default_workers(), progress=progress)

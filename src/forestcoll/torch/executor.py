@@ -239,8 +239,8 @@ class Communicator:
 
     def _fingerprint(self) -> object:
         """What the ranks must share about the schedule (compared on a call's first use)."""
-        return (self.schedule.collective, self.schedule.ranks, [(t.root, t.chunks, t.phase, t.edges)
-                for t in self.schedule.trees])
+        return (self.schedule.collective, self.schedule.ranks, self.schedule.shard_weights,
+                [(t.root, t.chunks, t.phase, t.edges) for t in self.schedule.trees])
 
     def _agree(self, key: tuple) -> None:
         text = repr((self._fingerprint(), self.rank_map, key, self.slice_bytes, self.max_slices))
