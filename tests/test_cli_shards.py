@@ -53,8 +53,6 @@ def test_auto_is_byte_identical_to_equal_where_boxes_are_equal(spec, tmp_path):
     (("generate", UNEVEN, "-c", "allgather", "--shards", "box"), "--shards applies to allreduce"),
     (("generate", UNEVEN, "-c", "allgather", "--shards", "equal"), "--shards applies to allreduce"),
     (("generate", "ring:n=4", "-c", "allreduce", "--shards", "box"), "is in no box"),
-    (("generate", UNEVEN, "-c", "allreduce", "--shards", "box", "--format", "mscclpp", "-o", "X.json"),
-     "--format mscclpp writes equal shards"),
     (("generate", UNEVEN, "-c", "allreduce", "--shards", "box", "--sizes", "1MiB", "-o", "D"), "--sizes writes equal"),
     (("generate", UNEVEN, "-c", "alltoall", "--shards", "box"), "--shards does not apply to alltoall"),
     (("generate", UNEVEN, "-c", "allreduce", "--shards", "boxes"), "--shards"),
@@ -106,3 +104,16 @@ def test_auto_falls_back_to_equal_where_the_weighted_optimum_has_no_trees(tmp_pa
     assert "algbw      75/8 GB/s" in text and "shard_weights" not in out.read_text()
     code, text, err = cli("generate", UNEVEN, "-c", "allreduce", "--shards", "box", "-o", tmp_path / "b.json")
     assert code == 2 and "cannot copy" in err and not (tmp_path / "b.json").exists()
+
+
+@pytest.mark.slow
+def test_auto_shards_reach_the_mscclpp_plan(tmp_path):
+    """`generate --format mscclpp` on uneven boxes writes a plan of the weighted schedule (auto) and says so."""
+    out = tmp_path / "plan.json"
+    code, text, err = cli("generate", UNEVEN, "-c", "allreduce", "--format", "mscclpp", "-o", str(out))
+    assert code == 0, err
+    assert "shards     weighted 1/(ranks in box)" in text and "25/2" in text
+    code, eq, err = cli("generate", UNEVEN, "-c", "allreduce", "--shards", "equal", "--format", "mscclpp",
+                        "-o", str(tmp_path / "eq.json"))
+    assert code == 0, err
+    assert "shards " not in eq and out.read_bytes() != (tmp_path / "eq.json").read_bytes()

@@ -292,7 +292,7 @@ def with_source(sched, args: argparse.Namespace):
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from forestcoll.cli.generate_flags import check_generate_flags
-    from forestcoll.cli.shards import choose_shard_weights, generate_with_shards
+    from forestcoll.cli.shards import choose_shard_weights, generate_with_shards, with_shards
 
     check_generate_flags(args)
     if args.k is not None and args.k < 1:
@@ -321,9 +321,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
         from forestcoll.simulate.mscclpp import plan_rate
 
         with progress_for(args) as progress:
-            sched, result = write_generated_plan(topo, args.collective, args.output, k=args.k, root=args.root,
-                                                 symmetry=not args.no_symmetry, max_k=args.max_k, options=options,
-                                                 plan_rate=plan_rate(topo), progress=progress)
+            sched, result = with_shards(
+                lambda **shards: write_generated_plan(topo, args.collective, args.output, k=args.k, root=args.root,
+                                                      symmetry=not args.no_symmetry, max_k=args.max_k, options=options,
+                                                      plan_rate=plan_rate(topo), progress=progress, **shards),
+                weights, args.shards)
         if args.json:
             render.print_json(result)
             return 0

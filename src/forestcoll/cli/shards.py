@@ -11,7 +11,8 @@ before, byte for byte, without computing anything more.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from forestcoll.errors import TopologyError, UsageError
 from forestcoll.rational import format_rational
@@ -20,11 +21,15 @@ from forestcoll.topology.model import Topology
 if TYPE_CHECKING:
     from forestcoll.schedule import Schedule
 
-__all__ = ["BOX_CONTRACT", "SHARDS", "choose_shard_weights", "describe_shards", "generate_with_shards", "rank_weights"]
+__all__ = [
+    "BOX_CONTRACT", "SHARDS", "choose_shard_weights", "describe_shards", "generate_with_shards", "rank_weights", "with_shards",
+]
+
+T = TypeVar("T")
 
 SHARDS = ("auto", "equal", "box")
 BOX_CONTRACT = "shards weighted 1/(ranks in box)"
-EQUAL_ONLY = ("mscclpp", "sizes")  # outputs that write equal shards (MSCCL++ plans, --sizes' files)
+EQUAL_ONLY = ("sizes",)  # outputs that write equal shards (--sizes' files)
 
 
 def rank_weights(topo: Topology, node_weights: tuple[int, ...]) -> tuple[int, ...]:
@@ -49,8 +54,7 @@ def choose_shard_weights(topo: Topology, collective: str, mode: str | None, outp
     if mode == "equal":
         return None
     if mode == "box" and output in EQUAL_ONLY:
-        what = "--sizes writes" if output == "sizes" else "--format mscclpp writes"
-        raise UsageError(f"--shards box: {what} equal shards; use --format json or --format msccl")
+        raise UsageError("--shards box: --sizes writes equal shards; use --format json, msccl or mscclpp")
     node = box_shard_weights(topo)
     if node is None:
         if mode == "box":
@@ -74,14 +78,20 @@ def generate_with_shards(topo: Topology, collective: str, weights: tuple[int, ..
     receives, sweep seed 4), as before ``--shards`` existed."""
     from forestcoll.generate import generate
 
+    return with_shards(lambda **more: generate(topo, collective, **kwargs, **more), weights, mode)
+
+
+def with_shards(make: Callable[..., T], weights: tuple[int, ...] | None, mode: str | None) -> T:
+    """``make(shard_weights=weights)``, or ``make()`` for equal shards; under ``auto`` also ``make()`` where the
+    weighted optimum has no tree schedule (TopologyError), as :func:`generate_with_shards` says."""
     if weights is None:
-        return generate(topo, collective, **kwargs)
+        return make()
     try:
-        return generate(topo, collective, shard_weights=weights, **kwargs)
+        return make(shard_weights=weights)
     except TopologyError:
         if mode == "box":
             raise
-    return generate(topo, collective, **kwargs)
+    return make()
 
 
 def describe_shards(weights: tuple[int, ...] | None, topo: Topology | None) -> str:
