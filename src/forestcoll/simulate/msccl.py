@@ -18,9 +18,11 @@ that differ from it only in switches), grouped by the links where they leave
 a's box and enter b's (the NIC ports): the connection takes port group
 c mod P, as the runtime picks a NIC (port) per channel, and spreads its bytes
 evenly over that group's routes, as a fabric's ECMP hashing spreads
-connections over its spines (the model takes the average, as the baselines
-do).  A pair with one route, or a file whose pairs use one channel on a NIC
-with one port, behaves as before: one route per connection.
+connections over its spines (the model takes the average, as the all-to-all
+model does; :func:`forestcoll.simulate.network.channel_routes`, the one rule
+the MSCCL++ model's port channels use too).  A pair with one route, or a file
+whose pairs use one channel on a NIC with one port, behaves as before: one
+route per connection.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from forestcoll.msccl.ir import RECVS, SENDS, Algo, MscclError
 from forestcoll.msccl.semantics import by_rank, compile_tb, size_notes
 from forestcoll.pieces import slices_for
 from forestcoll.simulate.engine import ProgramBuilder, refuse_transfers
-from forestcoll.simulate.network import Network
+from forestcoll.simulate.network import Network, channel_routes
 
 __all__ = ["FileRate", "channel_routes", "file_rate", "link_seconds", "msccl_collective", "msccl_lowering", "msccl_program", "serialisation_notes",
            "simulate_msccl", "size_notes"]
@@ -301,18 +303,3 @@ def msccl_program(algo: Algo, net: Network, size: float, slice_bytes: float, max
         if not progress:
             raise MscclError(f"{source}: the steps wait on each other in a cycle; run `forestcoll msccl run` to see where")
     return prog
-
-
-def channel_routes(net: Network, cache: dict, src: int, dst: int, chan: int) -> list[tuple[tuple[int, ...], float]]:
-    """The routes the connection from rank ``src`` to rank ``dst`` on channel ``chan`` spreads over
-    (see the module docstring): port group ``chan`` mod P of the pair's equal-cost routes."""
-    key = (src, dst)
-    if key not in cache:
-        box = net.box
-        groups: dict[tuple[int, ...], list[tuple[tuple[int, ...], float]]] = {}
-        for links, lat in net.equal_routes(src, dst):
-            ports = tuple(i for i in links if box[net.ends[i][0]] != box[net.ends[i][1]])
-            groups.setdefault(ports, []).append((links, lat))
-        cache[key] = list(groups.values())
-    found = cache[key]
-    return found[chan % len(found)]

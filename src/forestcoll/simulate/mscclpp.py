@@ -77,21 +77,37 @@ class _Builder(PlanReader):
         self.barrier: dict[tuple[int, int], list[int]] = defaultdict(list)
         self.packets: dict[int, list[tuple[float, float, int]]] = defaultdict(list)  # gpu -> (lo, hi, transfer)
         self.transfers = 0
+        self.sent_of: dict[int, int] = {}  # a transfer spread over several routes: its delivered marker -> sent marker
 
     def send(self, a: int, b: int, nbytes: float, sent: list, delivered: list, stream: Any,
              ctype: str | None = None) -> int:
-        links, lat = self.route(a, b, ctype)
-        self.transfers += 1
+        """A transfer of ``nbytes`` from rank a to rank b after the ``sent`` / ``delivered`` events; its id.  Bytes
+        over several routes (:meth:`PlanReader.spread`) go as one transfer per route, each its share, and the id is
+        a marker of their delivery (:attr:`sent_of` maps it to the marker of their sending)."""
+        nbytes = float(max(nbytes, 0.0))
+        routes = self.spread(a, b, ctype) if nbytes > 0 else [self.route(a, b, ctype)]
         # ProgramBuilder.transfer's events, without its checks: every id here is one the builder returned before
-        deps = [d << 1 for d in sent if d is not None] + [(d << 1) | 1 for d in delivered if d is not None]
-        return self.prog.add(links, float(max(nbytes, 0.0)), float(lat), deps, stream)
+        sent_of = self.sent_of
+        deps = [sent_of.get(d, d) << 1 for d in sent if d is not None] + [(d << 1) | 1 for d in delivered if d is not None]
+        self.transfers += len(routes)
+        if len(routes) == 1:
+            links, lat = routes[0]
+            return self.prog.add(links, nbytes, float(lat), deps, stream)
+        share = nbytes / len(routes)
+        ids = [self.prog.add(links, share, float(lat), list(deps), None if stream is None else (stream, j))
+               for j, (links, lat) in enumerate(routes)]
+        left = self.prog.add((), 0.0, 0.0, [x << 1 for x in ids], None)
+        landed = self.prog.add((), 0.0, 0.0, [(x << 1) | 1 for x in ids], None)
+        sent_of[landed] = left
+        return landed
 
     def marker(self, sent: list = (), delivered: list = ()) -> int:
         """An event after the given ones (the one event itself when there is a single delivered one)."""
         delivered = list(dict.fromkeys(delivered))
         if not sent and len(delivered) == 1:
             return delivered[0]
-        return self.prog.add((), 0.0, 0.0, [d << 1 for d in sent if d is not None]
+        sent_of = self.sent_of
+        return self.prog.add((), 0.0, 0.0, [sent_of.get(d, d) << 1 for d in sent if d is not None]
                              + [(d << 1) | 1 for d in delivered if d is not None], None)
 
     # -- building -------------------------------------------------------------------------------------

@@ -8,6 +8,15 @@ MSCCL files) are shortest paths through switches, widest first; where no path
 through switches alone exists (meshes without a switch, or a NIC on another
 rail) the route may pass through other ranks' links, as NVLink-to-NIC
 forwarding and peer-to-peer routing do.
+
+Equal-cost routes (ECMP).  A rank pair's equal-cost routes (:meth:`Network.equal_routes`) are
+:meth:`Network.route`'s and those as short and as wide that differ from it only in switches.
+:func:`channel_routes` groups them by the links where they leave the sender's box and enter the
+receiver's (the NIC ports): a connection on channel c takes port group c mod P (group 0 holds
+:meth:`Network.route`'s own ports) and spreads its bytes evenly over that group's routes, the
+average of a fabric's ECMP hashing over its spines.  The MSCCL model spreads every connection so;
+the MSCCL++ model spreads every port-channel transfer between boxes over group 0 (the executor
+drives one NIC port per GPU, the one :meth:`Network.route` leaves by).
 """
 
 from __future__ import annotations
@@ -23,7 +32,9 @@ from forestcoll.errors import UsageError
 from forestcoll.limits import MAX_SIM_BANDWIDTH_RATIO
 from forestcoll.topology import Topology
 
-__all__ = ["CLASS_LATENCY_US", "GB", "Network", "build_network", "load_network"]
+__all__ = ["CLASS_LATENCY_US", "GB", "Network", "Route", "build_network", "channel_routes", "load_network"]
+
+Route = tuple[tuple[int, ...], float]  # link ids and latency (s)
 
 GB = 1e9  # bandwidths are GB/s (10^9 bytes per second), as in nccl-tests
 
@@ -56,6 +67,7 @@ class Network:
     _routes: dict[tuple[int, int], tuple[int, ...]] = field(default_factory=dict, repr=False)
     _out: dict[int, list[int]] = field(default_factory=dict, repr=False)
     _box: list[str | None] = field(default_factory=list, repr=False)
+    port_groups: dict = field(default_factory=dict, repr=False)  # a :func:`channel_routes` cache kept with the network
 
     @property
     def box(self) -> list[str | None]:
@@ -221,6 +233,22 @@ def load_network(topology, extra: Mapping[str, str] | None = None,
     from forestcoll.topology import load_topology
 
     return build_network(load_topology(topology, extra), latency_us)
+
+
+def channel_routes(net: Network, cache: dict, src: int, dst: int, chan: int) -> list[Route]:
+    """The routes a transfer from rank ``src`` to rank ``dst`` on channel ``chan`` spreads its bytes over, evenly:
+    port group ``chan`` mod P of the pair's equal-cost routes (see the module docstring; group 0 starts with
+    :meth:`Network.route`'s).  ``cache``: the pairs' groups, kept between calls on the same ``net``."""
+    key = (src, dst)
+    if key not in cache:
+        box = net.box
+        groups: dict[tuple[int, ...], list[Route]] = {}
+        for links, lat in net.equal_routes(src, dst):
+            ports = tuple(i for i in links if box[net.ends[i][0]] != box[net.ends[i][1]])
+            groups.setdefault(ports, []).append((links, lat))
+        cache[key] = list(groups.values())
+    found = cache[key]
+    return found[chan % len(found)]
 
 
 def _widest_shortest(net: Network, a: int, b: int, allowed) -> list[int] | None:

@@ -57,12 +57,17 @@ def _walk(net: Network, plan: Plan, size: int) -> tuple[float, list[float], dict
     worst = 0.0
 
     def move(a: int, c: int, nbytes: float, ctype: str | None = None) -> tuple[float, float]:
-        """Put ``nbytes`` on the route from ``a`` to ``c``; (the fastest it can take, the route's latency)."""
-        links, lat = bld.route(a, c, ctype)
-        for i in links:
-            load[i] += nbytes
-        slow = min((cap[i] for i in links), default=0.0)
-        return (nbytes / slow if slow > 0 and links else 0.0), lat
+        """Put ``nbytes`` on the routes from ``a`` to ``c``, evenly (:meth:`PlanReader.spread`, as the program
+        builder spreads them); (the fastest it can take, the first route's latency)."""
+        routes = bld.spread(a, c, ctype) if nbytes > 0 else [bld.route(a, c, ctype)]
+        share = nbytes / len(routes)
+        fastest = 0.0
+        for links, _ in routes:
+            for i in links:
+                load[i] += share
+            slow = min((cap[i] for i in links), default=0.0)
+            fastest = max(fastest, share / slow if slow > 0 and links else 0.0)
+        return fastest, routes[0][1]
 
     for b in bld.blocks:
         chain = 0.0

@@ -5,6 +5,11 @@ One reader serves both the simulator's program builder (:mod:`forestcoll.simulat
 the operations into transfers) and the bound that skips plans that cannot win
 (:mod:`forestcoll.simulate.plan_bound`, which sums the same bytes over the same routes without building a program),
 so the two count the same bytes by construction (tests/test_mscclpp_prune.py holds their link loads equal).
+
+Routes: a port channel between boxes spreads each transfer's bytes evenly over the pair's equal-cost routes through
+its GPU's NIC port (another spine of a leaf-spine fabric), the rule the MSCCL model applies to its connections
+(:func:`forestcoll.simulate.network.channel_routes`): the model's average of a fabric's ECMP.  A pair with one such
+route, and every other transfer, takes one route.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import math
 from forestcoll.errors import UsageError
 from forestcoll.mscclpp.plan import BufRef, Op, Plan, PlanError
 from forestcoll.mscclpp.semantics import PIPELINED, buffer_sizes, wire
-from forestcoll.simulate.network import Network
+from forestcoll.simulate.network import Network, Route, channel_routes
 
 __all__ = ["PORT_TRANSPORTS", "PlanBlock", "PlanReader", "leaving_route"]
 
@@ -40,7 +45,7 @@ class PlanBlock:
 class PlanReader:
     """``plan`` read for one call of ``size`` bytes on ``net`` (``source`` names it in errors; ``port_transport`` as
     :func:`forestcoll.simulate.mscclpp.simulate_plan`'s): ``blocks`` (:class:`PlanBlock`, GPU by GPU), ``chunk``
-    (bytes per chunk), and per operation :meth:`route`, :meth:`nbytes`, :meth:`remote_gpu`, :meth:`channel_end`,
+    (bytes per chunk), and per operation :meth:`route` / :meth:`spread`, :meth:`nbytes`, :meth:`remote_gpu`, :meth:`channel_end`,
     :meth:`span`."""
 
     def __init__(self, plan: Plan, net: Network, size: float, source: str, port_transport: str = "executor") -> None:
@@ -65,7 +70,7 @@ class PlanReader:
         for g, gp in enumerate(plan.gpus):
             for t, tb in enumerate(gp.threadblocks):
                 self.blocks.append(PlanBlock(g, t, self.compile(tb.ops)))
-        self.routes: dict[tuple[int, int, bool], tuple[tuple[int, ...], float]] = {}
+        self.routes: dict[tuple[int, int, bool, bool], list[Route]] = {}
 
     def compile(self, ops: tuple[Op, ...]) -> list:
         """A block's operations as instructions: ("op", op, inside a pipeline), and around a pipeline's operations
@@ -83,12 +88,27 @@ class PlanReader:
                 out.append(("op", op, False))
         return out
 
-    def route(self, a: int, b: int, ctype: str | None = None) -> tuple[tuple[int, ...], float]:
-        """Links and latency between ranks a and b for a transfer on a ``ctype`` channel (see the module docstring)."""
+    def route(self, a: int, b: int, ctype: str | None = None) -> Route:
+        """Links and latency between ranks a and b for a transfer on a ``ctype`` channel (see the module docstring):
+        the first of :meth:`spread`'s routes, what a transfer without bytes (a signal) takes."""
+        return self.spread(a, b, ctype)[0]
+
+    def spread(self, a: int, b: int, ctype: str | None = None) -> list[Route]:
+        """The routes a transfer from rank a to rank b on a ``ctype`` channel spreads its bytes over, evenly: for a
+        port channel between boxes the pair's equal-cost routes through :meth:`Network.route`'s NIC ports
+        (:func:`~forestcoll.simulate.network.channel_routes`' group 0, the rule of the MSCCL model), else one route."""
         nic = ctype == "port" and self.port_nic
-        key = (a, b, nic)
+        key = (a, b, ctype == "port", nic)
         if key not in self.routes:
-            self.routes[key] = leaving_route(self.net, a, b) if nic else self.net.route(a, b)
+            net = self.net
+            one = leaving_route(net, a, b) if nic else net.route(a, b)
+            box = net.box
+            found = [one]
+            if ctype == "port" and box[net.index[net.ranks[a]]] != box[net.index[net.ranks[b]]]:
+                group = channel_routes(net, net.port_groups, a, b, 0)
+                if group[0] == one:
+                    found = group
+            self.routes[key] = found
         return self.routes[key]
 
     # -- references -----------------------------------------------------------------------------------
@@ -124,7 +144,7 @@ class PlanReader:
         return lo, hi
 
 
-def leaving_route(net: Network, src: int, dst: int) -> tuple[tuple[int, ...], float]:
+def leaving_route(net: Network, src: int, dst: int) -> Route:
     """The route from rank ``src`` to rank ``dst`` through switches only that leaves ``src``'s box (fewest hops,
     then widest, then smallest node ids): a port channel over the NICs; the box route when there is none."""
     a, b = net.index[net.ranks[src]], net.index[net.ranks[dst]]
