@@ -106,8 +106,8 @@ def test_the_fallback_races_the_off_cpu_packings():
 
 def test_generate_falls_back_to_the_off_cpu_optimum_that_fits(tmp_path):
     """Two MI300 boxes in 29 thread blocks: the optimal k=8's plan needs 30, the same optimum packed without the CPUs
-    29; among the fitting powers of two k=1 is fastest at 16 MiB (137.9 GB/s), the off-CPU k=8 plan is faster
-    (148.5, the exact optimum), and it is written."""
+    29; among the fitting powers of two k=1 is fastest at 16 MiB (165.0 GB/s), the off-CPU k=8 plan is faster
+    (176.7, the exact optimum), and it is written."""
     from forestcoll.simulate.mscclpp import plan_rate
 
     topo = _mi300(2)
@@ -117,8 +117,8 @@ def test_generate_falls_back_to_the_off_cpu_optimum_that_fits(tmp_path):
     assert sched.k == 8 and cpu_detours(topo, sched) == 0 and result.stats.threadblocks_per_gpu == 29
     assert result.notes[0].startswith("the optimal k=8 does not fit: allgather k=8 needs 30 thread blocks per GPU")
     assert ("; exported k=8, packed without the CPUs, faster than k=1, the fastest of the powers of two below it whose "
-            "plans fit, plans simulated at 16MiB (137.9 GB/s; k=4 132.8, k=2 132.8); the trees packed again without the "
-            "CPUs where they join GPUs of one box through one (the same exact rate), plans at 16MiB: k=8 148.5, k=8 "
+            "plans fit, plans simulated at 16MiB (165.0 GB/s; k=4 157.8, k=2 157.8); the trees packed again without the "
+            "CPUs where they join GPUs of one box through one (the same exact rate), plans at 16MiB: k=8 176.7, k=8 "
             "taken; ") in result.notes[0]
     assert result.notes[0].endswith("its trees reach 100.0% of the bound")
     assert path.read_text() == write_plan(export_mscclpp(sched, topo, opts).plan)
