@@ -5,7 +5,7 @@ An allreduce plan is a reduce-scatter (in-tree blocks: role ``up``) then an allg
 and the ``sink`` blocks that only wait for arrivals).  A *shared* block runs one in-tree block's pipeline, then
 one out-tree block's: first the start handshakes of both parts (every signal, then every wait: these wait only for
 other blocks' start signals, which come first in their blocks), then the in-tree pipeline, a ``nop``, the out-tree
-pipeline, then the end handshakes of both parts (signals, then waits).  Each part keeps its own channels and
+pipeline, then the end handshakes of both parts (signals, then waits, then the parts' port flushes).  Each part keeps its own channels and
 semaphores (a channel pair joins two parts, not two shared blocks), so every channel sees as many signals as
 waits, in the same order, and the executor pairs channels exactly as before (the GPU's channel lists do not
 change; only a block's list of them grows).
