@@ -128,16 +128,16 @@ def test_generate_falls_back_to_the_off_cpu_optimum_that_fits(tmp_path):
 @pytest.mark.slow
 def test_generate_writes_the_off_cpu_plan_on_four_mi300_boxes(tmp_path):
     """The whole command on the MI300 dump x4 rail (allgather, bound 396.4 GB/s, 304 resident blocks): the optimum's
-    plan 359.0 GB/s at 1 GiB (0.906; not simulated: its bound, 361.4, shows it loses), the off-CPU plan 377.0
-    (0.951), whose level layout with half units (381.1, 0.961) is written."""
+    plan 359.0 GB/s at 1 GiB (0.906, before the port flush and port-channel model; not simulated: its bound, 361.4,
+    shows it loses), the off-CPU plan 380.8 (0.961), whose level layout with half units (383.9, 0.968) is written."""
     dump = shared_file("data", "nccl-topo", "topo_8p_940.xml")
     path = tmp_path / "p.json"
     code, out, err = cli("generate", str(dump), "--nodes", "4", "--fabric", "rail", "-c", "allgather", "--format",
                          "mscclpp", "--no-check", "-o", str(path))
     assert code == 0, err
     assert ("note       the optimal k=8's trees join GPUs of one box through a CPU (96 edges), which the executor sends "
-            "over their direct link; packed again without the CPUs (k=8, the same exact rate), its plan simulates 377.0 "
+            "over their direct link; packed again without the CPUs (k=8, the same exact rate), its plan simulates 380.8 "
             "GB/s at 1GiB against at most 361.4 (edge layout, 178 thread blocks per GPU against 160): taken") in out
-    assert ("note       layouts raced, plans at 1GiB: edge 377.0 (178 thread blocks per GPU), source 377.0 (115), level "
-            "380.6 (79); level taken; then half units for pieces of several chunks, 1GiB: 381.1 GB/s (taken)") in out
+    assert ("note       layouts raced, plans at 1GiB: edge 380.8 (178 thread blocks per GPU), source 380.8 (115), level "
+            "383.2 (79); level taken; then half units for pieces of several chunks, 1GiB: 383.9 GB/s (taken)") in out
     assert read_plan(path).gpus
