@@ -29,19 +29,20 @@ def _rates(*values: float):
 
 @pytest.mark.parametrize("collective", ["allgather", pytest.param("allreduce", marks=pytest.mark.slow)])
 def test_the_off_cpu_plan_is_written_when_it_simulates_faster(tmp_path, collective):
-    """Two MI300 boxes, plans ranked at 16 MiB by the simulator: the optimal k=8's trees go through the CPUs, its
-    packing without them simulates faster (allgather 145.5 against 142.7 GB/s; allreduce 93.4 against 92.2), and that
-    plan is the one written, self-checked."""
+    """Two MI300 boxes, plans ranked at 1 GiB by the simulator: the optimal k=8's trees go through the CPUs, its
+    packing without them simulates faster (allgather 401.3 against 383.2 GB/s; allreduce 199.3 against 194.4; at 16 MiB
+    the optimum's plans are the faster since port signals ride right behind their puts: 179.4 against 176.7, 111.9
+    against 110.9), and that plan is the one written, self-checked."""
     from forestcoll.simulate.mscclpp import plan_rate
 
     topo = _mi300(2)
-    opts = ExportOptions(max_threadblocks=304, design_size=16 << 20, layout="edge")  # auto's; no layout race
+    opts = ExportOptions(max_threadblocks=304, design_size=1 << 30, layout="edge")  # auto's; no layout race
     path = tmp_path / "p.json"
     sched, result = write_generated_plan(topo, collective, str(path), options=opts, plan_rate=plan_rate(topo))
     assert sched.k == 8 and cpu_detours(topo, sched) == 0 and sched.algbw == sched.bound_algbw
     assert cpu_detours(topo, generate(topo, collective)) > 0
     assert result.checks and result.notes[0].startswith("the optimal k=8's trees join GPUs of one box through a CPU")
-    assert result.notes[0].endswith(": taken") and "at 16MiB against" in result.notes[0]
+    assert result.notes[0].endswith(": taken") and "at 1GiB against" in result.notes[0]
     assert path.read_text() == write_plan(export_mscclpp(sched, topo, replace(opts, check=False)).plan)
 
 
@@ -106,8 +107,8 @@ def test_the_fallback_races_the_off_cpu_packings():
 
 def test_generate_falls_back_to_the_off_cpu_optimum_that_fits(tmp_path):
     """Two MI300 boxes in 29 thread blocks: the optimal k=8's plan needs 30, the same optimum packed without the CPUs
-    29; among the fitting powers of two k=1 is fastest at 16 MiB (137.9 GB/s), the off-CPU k=8 plan is faster
-    (148.5, the exact optimum), and it is written."""
+    29; among the fitting powers of two k=4, 2 and 1 tie at 16 MiB (165.0 GB/s; the larger k is taken), the off-CPU
+    k=8 plan is faster (176.7, the exact optimum), and it is written."""
     from forestcoll.simulate.mscclpp import plan_rate
 
     topo = _mi300(2)
@@ -116,9 +117,9 @@ def test_generate_falls_back_to_the_off_cpu_optimum_that_fits(tmp_path):
     sched, result = write_generated_plan(topo, "allgather", str(path), options=opts, plan_rate=plan_rate(topo))
     assert sched.k == 8 and cpu_detours(topo, sched) == 0 and result.stats.threadblocks_per_gpu == 29
     assert result.notes[0].startswith("the optimal k=8 does not fit: allgather k=8 needs 30 thread blocks per GPU")
-    assert ("; exported k=8, packed without the CPUs, faster than k=1, the fastest of the powers of two below it whose "
-            "plans fit, plans simulated at 16MiB (137.9 GB/s; k=4 132.8, k=2 132.8); the trees packed again without the "
-            "CPUs where they join GPUs of one box through one (the same exact rate), plans at 16MiB: k=8 148.5, k=8 "
+    assert ("; exported k=8, packed without the CPUs, faster than k=4, the fastest of the powers of two below it whose "
+            "plans fit, plans simulated at 16MiB (165.0 GB/s; k=2 165.0, k=1 165.0); the trees packed again without the "
+            "CPUs where they join GPUs of one box through one (the same exact rate), plans at 16MiB: k=8 176.7, k=8 "
             "taken; ") in result.notes[0]
     assert result.notes[0].endswith("its trees reach 100.0% of the bound")
     assert path.read_text() == write_plan(export_mscclpp(sched, topo, opts).plan)
@@ -127,16 +128,16 @@ def test_generate_falls_back_to_the_off_cpu_optimum_that_fits(tmp_path):
 @pytest.mark.slow
 def test_generate_writes_the_off_cpu_plan_on_four_mi300_boxes(tmp_path):
     """The whole command on the MI300 dump x4 rail (allgather, bound 396.4 GB/s, 304 resident blocks): the optimum's
-    plan 359.0 GB/s at 1 GiB (0.906; not simulated: its bound, 361.4, shows it loses), the off-CPU plan 377.0
-    (0.951), whose level layout with half units (381.1, 0.961) is written."""
+    plan 359.0 GB/s at 1 GiB (0.906, before the port flush and port-channel model; not simulated: its bound, 361.4,
+    shows it loses), the off-CPU plan 380.8 (0.961), whose level layout with half units (383.9, 0.968) is written."""
     dump = shared_file("data", "nccl-topo", "topo_8p_940.xml")
     path = tmp_path / "p.json"
     code, out, err = cli("generate", str(dump), "--nodes", "4", "--fabric", "rail", "-c", "allgather", "--format",
                          "mscclpp", "--no-check", "-o", str(path))
     assert code == 0, err
     assert ("note       the optimal k=8's trees join GPUs of one box through a CPU (96 edges), which the executor sends "
-            "over their direct link; packed again without the CPUs (k=8, the same exact rate), its plan simulates 377.0 "
+            "over their direct link; packed again without the CPUs (k=8, the same exact rate), its plan simulates 380.8 "
             "GB/s at 1GiB against at most 361.4 (edge layout, 178 thread blocks per GPU against 160): taken") in out
-    assert ("note       layouts raced, plans at 1GiB: edge 377.0 (178 thread blocks per GPU), source 377.0 (115), level "
-            "380.6 (79); level taken; then half units for pieces of several chunks, 1GiB: 381.1 GB/s (taken)") in out
+    assert ("note       layouts raced, plans at 1GiB: edge 380.8 (178 thread blocks per GPU), source 380.8 (115), level "
+            "383.2 (79); level taken; then half units for pieces of several chunks, 1GiB: 383.9 GB/s (taken)") in out
     assert read_plan(path).gpus

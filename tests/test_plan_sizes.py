@@ -109,7 +109,8 @@ def test_no_size_is_served_by_ll_where_simple_runs_faster(tmp_path, sizes):
 
 
 def test_ll_keeps_listed_sizes_above_the_cap_where_it_wins(tmp_path):
-    """dgx-a100:nodes=2 allgather k=1: LL runs 2 MiB at 45 GB/s, the Simple plan cut for it 37 (LL loses from 4 MiB).
+    """dgx-a100:nodes=2 allgather k=1: LL runs 1.5 MiB at 41.3 GB/s, the Simple plan cut for it 34.8 (LL loses from
+    2 MiB: 45.2 against 45.7; from 4 MiB before port senders ended with a flush instead of the end handshake).
     A listed size above the LL cap right after LL sizes gets the LL plan while LL wins (it was given to Simple): every
     listed size is served by a plan within CUT_MARGIN of the faster of LL and the Simple plan cut for it."""
     from forestcoll.generate import generate
@@ -118,7 +119,7 @@ def test_ll_keeps_listed_sizes_above_the_cap_where_it_wins(tmp_path):
 
     net = load_network("dgx-a100:nodes=2")
     sched = generate(net.topology, "allgather", k=1)
-    sizes = [1 << 20, 2 << 20]
+    sizes = [1 << 20, 3 << 19]
     sel = Selection([SizeRange(0, 0, "k1", sched, dict.fromkeys(sizes, 0.0))], [])
     out = export_plans_by_size(net, sel, str(tmp_path), "allgather", check=False)
     base = ExportOptions(check=False)
@@ -128,4 +129,4 @@ def test_ll_keeps_listed_sizes_above_the_cap_where_it_wins(tmp_path):
         own = export_mscclpp(sched, net.topology, replace(base, design_size=size)).plan
         best = max(simulate_plan(net, p, size).algbw_gbps for p in (ll, own))
         assert simulate_plan(net, plan, size).algbw_gbps >= (1 - CUT_MARGIN) * best, size
-    assert [r.result.plan.protocol for r in out][:1] == ["LL"] and out[0].range.max_bytes >= 2 << 20
+    assert [r.result.plan.protocol for r in out][:1] == ["LL"] and out[0].range.max_bytes >= 3 << 19

@@ -309,6 +309,7 @@ class Emitter:
             body.append(Op("sem_acquire", semaphore_ids=tuple(part)))
         head = body
         pipelines: list[Op] = []
+        port_dst: dict[tuple[int, int], BufRef] = {}
         for nchunks, acts, per_chunk in tb.pipes:
             body = list(head) if not pipelines else []
             stage0: list[Op] = []
@@ -326,6 +327,8 @@ class Emitter:
                     stage1.append(Op("put", "memory", src=tuple(s for s, _d in part), dst=tuple(d for _s, d in part)))
             port = [(x, self.port_target[id(a)]) for a in acts if a.push and a.push[2] == "port"
                     for x in _split(a, per_chunk)]
+            for x, target in port:
+                port_dst.setdefault(target, rref(x.push[1], "port"))
             for part in _chunks(port, MAX_CHANNEL_PER_OPERATION):
                 cids = tuple(ch(me, target, "port")[1] for _x, target in part)
                 stage1.append(Op("put", "port", cids, src=tuple(lref(x.push[0]) for x, _t in part),
@@ -348,16 +351,21 @@ class Emitter:
                     body.append(Op("sem_release", semaphore_ids=tuple(part)))
             pipelines.append(Op("pipeline", iter_context=(self.units[nchunks], nchunks), ops=tuple(body)))
         ops.extend(pipelines)
-        # end: blocks whose memory this one read, or whose port puts it received, may end once it is done
+        # end: blocks whose memory this one read may end once it is done; a block whose port puts another
+        # received ends once its proxy has carried them out (flush: the input they read may then change)
         tail: list[Op] = []
-        done = [ch(me, x, kind) for x, kind in deps if kind in ("pull", "port")]
+        done = [ch(me, x, kind) for x, kind in deps if kind == "pull"]
         for ctype, ids in _by_type(done):
             for part in _chunks(ids, MAX_CHANNEL_PER_OPERATION):
                 tail.append(Op("signal", ctype, tuple(part)))
-        wait_done = [ch(me, y, kind) for y, kind in outs if kind in ("pull", "port")]
+        wait_done = [ch(me, y, kind) for y, kind in outs if kind == "pull"]
         for ctype, ids in _by_type(wait_done):
             for part in _chunks(ids, MAX_CHANNEL_PER_OPERATION):
                 tail.append(Op("wait", ctype, tuple(part)))
+        flushed = [(ch(me, y, "port")[1], port_dst[y]) for y, kind in outs if kind == "port" and y in port_dst]
+        for part in _chunks(flushed, MAX_CHANNEL_PER_OPERATION):
+            # the executor flushes as many channels as the operation has dst_buff entries (handleFlush)
+            tail.append(Op("flush", "port", tuple(c for c, _d in part), dst=tuple(d for _c, d in part)))
         if tail:
             ops.append(Op("nop"))
             ops.extend(tail)

@@ -5,7 +5,7 @@ An allreduce plan is a reduce-scatter (in-tree blocks: role ``up``) then an allg
 and the ``sink`` blocks that only wait for arrivals).  A *shared* block runs one in-tree block's pipeline, then
 one out-tree block's: first the start handshakes of both parts (every signal, then every wait: these wait only for
 other blocks' start signals, which come first in their blocks), then the in-tree pipeline, a ``nop``, the out-tree
-pipeline, then the end handshakes of both parts (signals, then waits).  Each part keeps its own channels and
+pipeline, then the end handshakes of both parts (signals, then waits, then the parts' port flushes).  Each part keeps its own channels and
 semaphores (a channel pair joins two parts, not two shared blocks), so every channel sees as many signals as
 waits, in the same order, and the executor pairs channels exactly as before (the GPU's channel lists do not
 change; only a block's list of them grows).
@@ -99,7 +99,7 @@ def _remap_op(op: Op, cmap: dict[str, list[int]], rmap: dict[str, list[int]]) ->
 
 def _merge_sync(ops: list[Op]) -> list[Op]:
     """Signals of one name and channel type in as few operations as the executor allows (8 channels each), then
-    waits likewise: every signal before any wait."""
+    waits likewise: every signal before any wait; flushes last, as they were."""
     out: list[Op] = []
     for names in (("signal", "rlxsignal"), ("wait", "rlxwait")):
         groups: dict[tuple[str, str | None], list[int]] = {}
@@ -109,7 +109,7 @@ def _merge_sync(ops: list[Op]) -> list[Op]:
         for (name, ctype), ids in groups.items():
             for i in range(0, len(ids), MAX_CHANNEL_PER_OPERATION):
                 out.append(Op(name, ctype, tuple(ids[i:i + MAX_CHANNEL_PER_OPERATION])))
-    return out
+    return out + [op for op in ops if op.name == "flush"]
 
 
 def shared_block(tbs: list[ThreadBlock], new_id: int) -> ThreadBlock:
@@ -156,6 +156,7 @@ class Counts:
     pipes: bool
     channels: tuple[tuple[str, frozenset[int]], ...]
     remote: tuple[tuple[str, frozenset[int]], ...]
+    tail_flushes: int = 0  # flushes of its end (kept as they are, after the end's signals and waits)
 
 
 def _sync_counts(ops: list[Op]) -> tuple[tuple[tuple[str, str | None], int], ...]:
@@ -181,7 +182,7 @@ def counts(tb: ThreadBlock) -> Counts:
     return Counts(bool(start), bool(tail), _sync_counts(start), _sync_counts(tail),
                   sum(1 + len(op.ops or ()) for op in mid), bool(mid),
                   tuple((t, frozenset(ids)) for t, ids in chans.items()),
-                  tuple((t, frozenset(ids)) for t, ids in remote.items()))
+                  tuple((t, frozenset(ids)) for t, ids in remote.items()), sum(op.name == "flush" for op in tail))
 
 
 def _packed(parts: list[tuple[tuple[tuple[str, str | None], int], ...]]) -> int:
@@ -201,7 +202,7 @@ def fits_shared(parts: list[Counts]) -> bool:
     if any(c.start for c in parts):
         nops += _packed([c.start_sync for c in parts]) + 1
     if any(c.tail for c in parts):
-        nops += _packed([c.tail_sync for c in parts]) + 1
+        nops += _packed([c.tail_sync for c in parts]) + 1 + sum(c.tail_flushes for c in parts)
     if nops > MAX_OPERATION:
         return False
     for attr in ("channels", "remote"):

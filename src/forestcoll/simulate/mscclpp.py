@@ -8,12 +8,17 @@ each moving its share of the iteration's bytes).  What an operation costs:
   puts): the block's threads push each destination in turn over the route
   between the two GPUs; the block goes on when the last byte has left;
 * port-channel ``put``: handed to the proxy; transfers of one channel go one
-  after the other, the block goes on at once (``pwsf`` / ``flush`` wait for them);
+  after the other, the block goes on at once (``pwsf`` / ``flush`` wait for them:
+  through the NICs until the peer's acknowledgement is back, a zero-byte message on
+  the reverse route after the channel's last put and signal landed; over CUDA IPC
+  until they landed);
 * ``get``, ``rre`` / ``rres`` (remote reads): transfers from each peer at once;
   the block waits for the data;
 * ``signal``: a latency-only message; a memory-channel signal leaves after the
-  block's earlier puts have landed (release order), a port-channel signal after
-  the channel's earlier puts; ``wait`` completes when its signal (the k-th wait
+  block's earlier puts have landed (release order), a port-channel signal behind
+  the channel's earlier puts: through the NICs right after their last byte has left
+  (the proxy posts it on the same queue pair without waiting), over CUDA IPC after they
+  landed (one stream); ``wait`` completes when its signal (the k-th wait
   on a channel meets the k-th signal) has arrived; semaphores and barriers order
   blocks of one GPU the same way;
 * packet reads (``upkt``, ``rppkt``, ``respkt``, ...) wait for the packets they
@@ -71,6 +76,7 @@ class _Builder(PlanReader):
         self.tokens: dict[tuple[int, str, int], list[int]] = defaultdict(list)
         self.consumed: dict[tuple[int, str, int], int] = defaultdict(int)
         self.port_last: dict[tuple[int, int], int] = {}
+        self.port_signal_last: dict[tuple[int, int], int] = {}  # (gpu, channel) -> its last signal's transfer
         self.sem_rel: dict[tuple[int, int], list[int]] = defaultdict(list)
         self.sem_acq: dict[tuple[int, int], int] = defaultdict(int)
         self.sem_init = {(g, s): v for g, gp in enumerate(plan.gpus) for s, v in enumerate(gp.semaphores or ())}
@@ -100,6 +106,34 @@ class _Builder(PlanReader):
         landed = self.prog.add((), 0.0, 0.0, [(x << 1) | 1 for x in ids], None)
         sent_of[landed] = left
         return landed
+
+    def over_nic(self, a: int, b: int) -> bool:
+        """Whether a port channel from rank ``a`` to rank ``b`` runs through the NICs (an IB connection), not CUDA
+        IPC: between boxes, or every port channel with ``port_transport="nic"``."""
+        net = self.net
+        return self.port_nic or net.box[net.index[net.ranks[a]]] != net.box[net.index[net.ranks[b]]]
+
+    def port_signal(self, g: int, peer: int, key: tuple[int, int], after: list[int]) -> int:
+        """A port-channel signal from ``g`` to ``peer`` on channel ``key`` once ``after`` happened, behind the
+        channel's last put: through the NICs when that put's last byte has left (the proxy posts the signal on the
+        same queue pair at once; RC delivers in order), over CUDA IPC when it has landed (one stream)."""
+        q = self.port_last.get(key)
+        nic = q is not None and self.over_nic(g, peer)
+        tok = self.send(g, peer, 0.0, [q] if nic else [], after + ([q] if q is not None and not nic else []), None,
+                        "port")
+        self.port_signal_last[key] = tok
+        return tok
+
+    def port_flushed(self, g: int, peer: int, key: tuple[int, int]) -> int | None:
+        """When a flush of channel ``key`` (``g`` to ``peer``) returns: its last put and signal have completed;
+        through the NICs that is their acknowledgement back (a zero-byte message from ``peer`` after they landed),
+        over CUDA IPC their landing; None when the channel carried nothing."""
+        done = [x for x in (self.port_last.get(key), self.port_signal_last.get(key)) if x is not None]
+        if not done:
+            return None
+        if self.over_nic(g, peer):
+            return self.send(peer, g, 0.0, [], done, None, "port")
+        return self.marker(delivered=done)
 
     def marker(self, sent: list = (), delivered: list = ()) -> int:
         """An event after the given ones (the one event itself when there is a single delivered one)."""
@@ -201,12 +235,10 @@ class _Builder(PlanReader):
                 fence = self.marker(delivered=prev)
             for cid in op.channel_ids or ():
                 end = self.channel_end(b, ctype, cid)
-                after = [fence]
-                if ctype == "port":
-                    q = self.port_last.get((g, end.index))
-                    if q is not None:
-                        after.append(q)  # behind the channel's puts (one queue per channel)
-                tok = self.send(g, end.peer, 0.0, [], after, None, ctype)
+                if ctype == "port":  # behind the channel's puts (one queue per channel)
+                    tok = self.port_signal(g, end.peer, (g, end.index), [fence])
+                else:
+                    tok = self.send(g, end.peer, 0.0, [], [fence], None, ctype)
                 if end.partner is not None:
                     self.tokens[(end.peer, ctype, end.partner)].append(tok)
             return fence
@@ -231,10 +263,8 @@ class _Builder(PlanReader):
             lasts = []
             for cid in (op.channel_ids or ())[:len(op.dst or ())]:
                 end = self.channel_end(b, "port", cid)
-                q = self.port_last.get((g, end.index))
-                if q is not None:
-                    lasts.append(q)
-            return self.marker(delivered=prev + lasts)
+                lasts.append(self.port_flushed(g, end.peer, (g, end.index)))
+            return self.marker(delivered=prev + [x for x in lasts if x is not None])
         if name == "sem_release":
             m = self.marker(delivered=prev)
             for s in op.semaphore_ids or ():
@@ -326,7 +356,7 @@ class _Builder(PlanReader):
                             self.packets[peer].append((*self.span(d, op), t))
                     last_sent, after = [t], []
                 return self.marker(sent=last_sent, delivered=start)
-            issued = []
+            issued: list[int | None] = []
             for i, d in enumerate(dst):
                 cids = op.channel_ids or ()
                 end = self.channel_end(b, "port", cids[i]) if i < len(cids) else None
@@ -337,12 +367,14 @@ class _Builder(PlanReader):
                 if end is not None:
                     self.port_last[(g, end.index)] = t
                     if name in ("pws", "pwsf") and end.partner is not None:
-                        self.tokens[(end.peer, "port", end.partner)].append(self.send(g, peer, 0.0, [], [t], None, "port"))
+                        self.tokens[(end.peer, "port", end.partner)].append(
+                            self.port_signal(g, end.peer, (g, end.index), []))
                 if factor == 2.0:
                     self.packets[peer].append((*self.span(d, op), t))
-                issued.append(t)
+                issued.append(self.port_flushed(g, end.peer, (g, end.index)) if name == "pwsf" and end is not None
+                              else t)
             if name == "pwsf":
-                return self.marker(delivered=start + issued)
+                return self.marker(delivered=start + [x for x in issued if x is not None])
             return self.marker(delivered=start)
         if name in ("get", "rre", "rres"):
             reads = src if name == "get" else src[1:]
