@@ -3,21 +3,18 @@
 A schedule with ``shard_weights`` (:attr:`forestcoll.schedule.Schedule.shard_weights`) gives rank r's shard k*w_r
 of the k*D equal chunks of the buffer (D = sum of the weights), the contiguous chunks from k*(w_0 + ... + w_{r-1})
 on (:func:`forestcoll.schedule.shard_layout`); the chunks of root r's trees sum to k*w_r in every phase.
-:func:`weighted_pieces` cuts every root's k*w_r chunks as :func:`forestcoll.pieces.cut_pieces` cuts a root's k
-(a piece lies in one tree of each phase), and says where each root's shard starts in the buffer, so a back end
+:func:`weighted_pieces` cuts every root's k*w_r chunks with :func:`forestcoll.pieces.cut_pieces` (a piece lies
+in one tree of each phase), and says where each root's shard starts in the buffer, so a back end
 places piece (root, start) at buffer chunk ``starts[root] + start``.  With every weight 1 that is ``root * k +
 start``, the equal-shard layout the back ends use without weights (they keep calling ``cut_pieces`` then).
 """
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from fractions import Fraction
 
 from forestcoll import collectives
-from forestcoll.errors import ScheduleError
-from forestcoll.pieces import Piece, TreeShape
+from forestcoll.pieces import Piece, TreeShape, cut_pieces
 from forestcoll.schedule import Schedule
 from forestcoll.topology import Topology
 
@@ -34,42 +31,11 @@ def weighted_pieces(sched: Schedule, trees: list[TreeShape],
     """(k: chunks per unit of weight, the first buffer chunk of each rank's shard, the pieces) of ``sched``, whose
     root r carries k*w_r chunks in every phase; each piece lies in one tree per phase and moves at most ``max_cnt``
     chunks; ScheduleError when a root's trees carry another number.  k is the lcm of the phases' k."""
-    weights = sched.weights
-    phases = sorted({t.phase for t in trees})
-    ks = {p.name: p.k for p in sched.phases}
-    names = [next(t.name for t in trees if t.phase == ph) for ph in phases]
-    k = math.lcm(*(ks.get(nm, sched.k) for nm in names))
-    spans: dict[tuple[int, int], list[tuple[int, int, TreeShape]]] = defaultdict(list)
-    for ph, nm in zip(phases, names):
-        scale = k // ks.get(nm, sched.k)
-        cursor: dict[int, int] = defaultdict(int)
-        for t, st in zip(trees, sched.trees):
-            if t.phase == ph:
-                c = st.chunks * scale
-                spans[(ph, t.root)].append((cursor[t.root], cursor[t.root] + c, t))
-                cursor[t.root] += c
-        for r, total in cursor.items():
-            if total != k * weights[r]:
-                raise ScheduleError(f"the {nm} trees of rank {r} carry {total // scale} chunks, not k*w = "
-                                    f"{k // scale}*{weights[r]} (shard_weights)")
+    k, pieces = cut_pieces(sched, trees, max_cnt)
     starts, at = [], 0
-    for w in weights:
+    for w in sched.weights:
         starts.append(at)
         at += k * w
-    pieces: list[Piece] = []
-    for r in sorted({t.root for t in trees}):
-        cuts = {0, k * weights[r]}
-        for ph in phases:
-            for a, b, _t in spans[(ph, r)]:
-                cuts.update((a, b))
-        bounds = sorted(cuts)
-        for a, b in zip(bounds, bounds[1:]):
-            owners = tuple(next(t for lo, hi, t in spans[(ph, r)] if lo <= a < hi) for ph in phases)
-            x = a
-            while x < b:
-                c = min(max_cnt, b - x)
-                pieces.append(Piece(r, x, c, owners))
-                x += c
     return k, tuple(starts), pieces
 
 
