@@ -20,6 +20,7 @@ Frozen clocks (what a signal, a semaphore release, a barrier or a kernel start c
 
 from __future__ import annotations
 
+import hashlib
 import weakref
 
 import numpy as np
@@ -69,17 +70,20 @@ class DenseClock:
 class SharedClock:
     """The vector in parts shared between clocks, copied on write (:mod:`forestcoll.mscclpp.clocks`)."""
 
-    __slots__ = ("parts", "ids", "mine", "shift", "size", "frozen", "__weakref__")
+    __slots__ = ("parts", "ids", "mine", "shift", "size", "frozen", "pool", "__weakref__")
 
     def __init__(self, parts: list[np.ndarray], ids: np.ndarray, mine: np.ndarray, shift: int, size: int,
-                 frozen: bool) -> None:
+                 frozen: bool, pool: Parts) -> None:
         self.parts, self.ids, self.mine, self.shift, self.size, self.frozen = parts, ids, mine, shift, size, frozen
+        self.pool = pool
 
     @classmethod
-    def zeros(cls, n: int, zero: np.ndarray) -> SharedClock:
-        """A clock of ``n`` zero entries, every part the shared read-only ``zero``."""
+    def zeros(cls, n: int, zero: np.ndarray, pool: Parts | None = None) -> SharedClock:
+        """A clock of ``n`` zero entries, every part the shared read-only ``zero``; parts merged from two clocks are
+        held once per content in ``pool``."""
         k = -(-n // len(zero))
-        return cls([zero] * k, np.full(k, id(zero), np.int64), np.zeros(k, bool), len(zero).bit_length() - 1, n, False)
+        return cls([zero] * k, np.full(k, id(zero), np.int64), np.zeros(k, bool), len(zero).bit_length() - 1, n, False,
+                   pool if pool is not None else Parts())
 
     def _release(self) -> None:
         """Give up ownership of every part (they become shared, read-only)."""
@@ -93,7 +97,7 @@ class SharedClock:
         """A writable clock with the same values, sharing every part."""
         self._release()
         return SharedClock(list(self.parts), self.ids.copy(), np.zeros(len(self.ids), bool), self.shift, self.size,
-                           False)
+                           False, self.pool)
 
     def snapshot(self) -> SharedClock:
         """A frozen clock with the same values (itself when already frozen)."""
@@ -124,8 +128,8 @@ class SharedClock:
         parts, oparts, mine, ids = self.parts, other.parts, self.mine, self.ids  # type: ignore[union-attr]
         omine = other.mine  # type: ignore[union-attr]
         ks = diff.tolist()
-        a = np.stack([parts[k] for k in ks])
-        b = np.stack([oparts[k] for k in ks])
+        a = np.concatenate([parts[k] for k in ks]).reshape(len(ks), -1)
+        b = np.concatenate([oparts[k] for k in ks]).reshape(len(ks), -1)
         bdom = (b >= a).all(axis=1)  # b holds all that a knows: share b's part
         adom = (a >= b).all(axis=1)  # a holds all that b knows: keep a's
         if bdom.any():
@@ -140,11 +144,12 @@ class SharedClock:
         both = ~(bdom | adom)
         if both.any():
             merged = np.maximum(a[both], b[both])
+            intern = self.pool.intern
             for row, k in zip(merged, diff[both].tolist()):
-                p = row.copy()
+                p = intern(row.copy())
                 parts[k] = p
                 ids[k] = id(p)
-            mine[diff[both]] = True
+            mine[diff[both]] = False
 
     def joined(self, other: Clock) -> SharedClock:
         """A new clock: the element-wise maximum of the two."""
@@ -181,6 +186,23 @@ class SharedClock:
 Clock = DenseClock | SharedClock
 
 
+class Parts:
+    """Read-only parts held once per content (a weak table keyed by a 128-bit blake2b digest, confirmed equal)."""
+
+    def __init__(self) -> None:
+        self._held: weakref.WeakValueDictionary[bytes, np.ndarray] = weakref.WeakValueDictionary()
+
+    def intern(self, p: np.ndarray) -> np.ndarray:
+        """The held part equal to ``p`` (a contiguous array no one else holds), or ``p`` itself, made read-only."""
+        key = hashlib.blake2b(p.data, digest_size=16).digest()
+        held = self._held.get(key)
+        if held is not None and np.array_equal(held, p):
+            return held
+        p.flags.writeable = False
+        self._held[key] = p
+        return p
+
+
 def part_size(agents: int) -> int:
     """Entries per part of a :class:`SharedClock`: the power of two at or above the square root of the agents (at
     least 64), so that a clock has about as many parts as a part has entries."""
@@ -203,25 +225,45 @@ class Backend:
         zero = np.zeros(part_size(agents), np.int32)
         zero.flags.writeable = False
         self._zero = zero
+        self._parts = Parts()
+        self._frozen: weakref.WeakValueDictionary[bytes, SharedClock] = weakref.WeakValueDictionary()
 
     def zeros(self) -> Clock:
         """A writable clock of zeros."""
         if self.kind == "dense":
             return DenseClock(np.zeros(self.agents, np.int32))
-        return SharedClock.zeros(self.agents, self._zero)
+        return SharedClock.zeros(self.agents, self._zero, self._parts)
 
     def freeze(self, x: Clock | None) -> Clock | None:
         """A read-only clock with ``x``'s values (``x`` may be changed afterwards; the result never is)."""
         if x is None:
             return None
         if isinstance(x, SharedClock):
-            return x.snapshot()
+            return self._freeze_shared(x)
         v = self._interner.freeze(x.v)
         held = self._dense.get(id(v))
         if held is None or held.v is not v:
             held = DenseClock(v)
             self._dense[id(v)] = held
         return held
+
+    def _freeze_shared(self, x: SharedClock) -> SharedClock:
+        """``x``'s own parts interned by content, then one frozen clock per list of parts."""
+        if x.frozen:
+            return x
+        owned = np.flatnonzero(x.mine)
+        for k in owned.tolist():
+            q = self._parts.intern(x.parts[k])
+            x.parts[k] = q
+            x.ids[k] = id(q)
+        x.mine[:] = False
+        key = hashlib.blake2b(x.ids.data, digest_size=16).digest()
+        held = self._frozen.get(key)
+        if held is not None and np.array_equal(held.ids, x.ids):
+            return held
+        snap = x.snapshot()
+        self._frozen[key] = snap
+        return snap
 
     def freeze_all(self, xs: tuple) -> tuple:
         """:meth:`freeze` of each clock of ``xs``."""
