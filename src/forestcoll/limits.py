@@ -14,8 +14,9 @@ naming the quantity, the value and the limit, before anything large is built.
 * MSCCL files run or simulated: at most :data:`MAX_MSCCL_CHUNKS` chunks in one
   buffer or loop, :data:`MAX_MSCCL_CHANNELS` channels, :data:`MAX_MSCCL_GPUS`
   gpus, and the interpreter allocates at most :data:`MAX_MSCCL_ELEMENTS` elements; the MSCCL++ interpreter's
-  race detector holds at most :data:`MAX_RACE_CLOCK_BYTES` of vector clocks (thread blocks and proxies times
-  agents: it grows with the square of the GPUs; the export's self-check runs without it above that).
+  race detector holds at most :data:`MAX_RACE_CLOCK_BYTES` of vector clocks counted dense (thread blocks and proxies
+  times agents: it grows with the square of the GPUs; the export's self-check runs without it above that), dense up
+  to :data:`DENSE_RACE_CLOCK_BYTES` and shared (copy-on-write parts, :mod:`forestcoll.mscclpp.clocks`) above.
 * Files read (topologies, schedules, MSCCL files, MSCCL++ plans): at most :data:`MAX_FILE_BYTES` bytes unless
   the environment variable :data:`FILE_BYTES_ENV` says otherwise (:func:`forestcoll.fileio.max_file_bytes`).
 * Simulations: at most :data:`MAX_SIM_TRANSFERS` transfers in one (a 1 PiB call, or ``--slice 1``, would fill
@@ -27,7 +28,7 @@ from __future__ import annotations
 from forestcoll.errors import UsageError
 
 __all__ = [
-    "FILE_BYTES_ENV", "MAX_BOXES", "MAX_FILE_BYTES", "MAX_DIGITS", "MAX_EXPONENT", "MAX_ITERATIONS", "MAX_JOBS", "MAX_LATENCY_US", "MAX_MSCCL_CHANNELS", "MAX_MSCCL_CHUNKS", "MAX_MSCCL_ELEMENTS", "MAX_MSCCL_GPUS",
+    "DENSE_RACE_CLOCK_BYTES", "FILE_BYTES_ENV", "MAX_BOXES", "MAX_FILE_BYTES", "MAX_DIGITS", "MAX_EXPONENT", "MAX_ITERATIONS", "MAX_JOBS", "MAX_LATENCY_US", "MAX_MSCCL_CHANNELS", "MAX_MSCCL_CHUNKS", "MAX_MSCCL_ELEMENTS", "MAX_MSCCL_GPUS",
     "MAX_NODES", "MAX_RACE_CLOCK_BYTES", "MAX_RANKS", "MAX_SEED", "MAX_SIM_BANDWIDTH_RATIO", "MAX_SIM_TRANSFERS", "MAX_SIZE", "MAX_SIZES", "MAX_XML_ATTRIBUTE", "MAX_XML_DEPTH", "check_count",
 ]
 
@@ -40,7 +41,8 @@ MAX_MSCCL_CHUNKS = 1 << 20  # nchunksperloop and i_chunks / o_chunks / s_chunks 
 MAX_MSCCL_CHANNELS = 1 << 10  # nchannels of a file we run (runtimes allow 32 to 128)
 MAX_MSCCL_GPUS = 4_096  # gpus of a file we run
 MAX_MSCCL_ELEMENTS = 1 << 27  # elements an interpreter (MSCCL or MSCCL++) allocates over every buffer of every gpu (~1 GiB float64)
-MAX_RACE_CLOCK_BYTES = 1 << 31  # the MSCCL++ race detector's vector clocks (the process takes about twice this)
+MAX_RACE_CLOCK_BYTES = 1 << 33  # the MSCCL++ race detector's vector clocks counted dense (held shared above the next)
+DENSE_RACE_CLOCK_BYTES = 1 << 31  # up to this the detector holds them dense (fastest; the process takes ~2x this)
 MAX_SEED = 2**32 - 1  # --seed of msccl run: 0 .. 2^32-1
 MAX_SIM_BANDWIDTH_RATIO = 10**6  # largest / smallest link bandwidth the (floating-point) simulator takes
 MAX_SIM_TRANSFERS = 1 << 22  # transfers (slices over a path) one simulation builds: ~450 bytes each, ~2 GB in all

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from forestcoll.mscclpp.clocks import Clock
 from forestcoll.mscclpp.plan import BufRef
 from forestcoll.mscclpp.semantics import PIPELINED, U32, scratch_offset
 from forestcoll.mscclpp.state import Alloc, Fault, Instr, TbState
@@ -47,9 +48,9 @@ class DataOps:
                     for w in writers:
                         got = self.pkt_know.get(w)
                         if got is not None:
-                            np.maximum(f, got[0], out=f)
+                            f.join(got[0])
                             if self.two_level:
-                                np.maximum(c, got[1], out=c)
+                                c.join(got[1])
                     know = (f, c)
                     self._merge_into(self._lane_extend(b, -1), f, c)
             return alloc.data[lo:lo + n]
@@ -65,8 +66,8 @@ class DataOps:
                     f = kk[0].copy()
                     c = kk[1].copy() if self.two_level else f
                     if agent is None:
-                        f[b.agent] = max(int(f[b.agent]), b.seg)
-                        c[b.agent] = max(int(c[b.agent]), b.seg)
+                        f.set(b.agent, max(f.get(b.agent), b.seg))
+                        c.set(b.agent, max(c.get(b.agent), b.seg))
                     self.pkt_know[key] = (f, c)
             alloc.data[lo:lo + len(data)] = data
             self.moved += len(data)
@@ -170,7 +171,7 @@ class DataOps:
             raise self._fail(b, ins, f"unknown operation {name!r}")
         return True
 
-    def _port_issue(self, agent: int, b: TbState, lane: int) -> tuple[int, tuple[np.ndarray, np.ndarray] | None]:
+    def _port_issue(self, agent: int, b: TbState, lane: int) -> tuple[int, tuple[Clock, Clock] | None]:
         """A put pushed to a port channel's proxy by thread ``lane``: the proxy learns what that thread knows."""
         if not self.race:
             return 0, None
@@ -182,15 +183,15 @@ class DataOps:
             st["pre"] = self.knowledge.freeze_all((f, c if self.two_level else f))  # one object when single-level
         st["lanes"].add(lane)
         lf, lc = self._lane(b, lane)
-        np.maximum(f, lf, out=f)
-        f[b.agent] = max(f[b.agent], b.seg - 1)
+        f.join(lf)
+        f.set(b.agent, max(f.get(b.agent), b.seg - 1))
         if self.two_level:
-            np.maximum(c, lc, out=c)
-            c[b.agent] = max(c[b.agent], b.seg - 1)
-        f[agent] += 1
+            c.join(lc)
+            c.set(b.agent, max(c.get(b.agent), b.seg - 1))
+        f.set(agent, f.get(agent) + 1)
         if self.two_level:
-            c[agent] = f[agent]
-        return int(f[agent]), (f, c)
+            c.set(agent, f.get(agent))
+        return f.get(agent), (f, c)
 
     def _reduce(self, b, ins, src, dst, size_of, adj, rd, wr, local_ref) -> None:
         op = ins.op

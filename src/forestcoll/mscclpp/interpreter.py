@@ -48,7 +48,15 @@ from typing import Any
 import numpy as np
 
 from forestcoll.errors import UsageError
-from forestcoll.limits import MAX_ITERATIONS, MAX_MSCCL_ELEMENTS, MAX_RACE_CLOCK_BYTES, MAX_SEED, check_count
+from forestcoll.limits import (
+    DENSE_RACE_CLOCK_BYTES,
+    MAX_ITERATIONS,
+    MAX_MSCCL_ELEMENTS,
+    MAX_RACE_CLOCK_BYTES,
+    MAX_SEED,
+    check_count,
+)
+from forestcoll.mscclpp.clocks import BACKENDS
 from forestcoll.mscclpp.machine import Machine
 from forestcoll.mscclpp.plan import Plan, PlanError
 from forestcoll.mscclpp.run_result import RunResult, Stuck
@@ -93,8 +101,10 @@ def default_size(plan: Plan) -> int:
 def race_clocks(plan: Plan) -> tuple[int, str]:
     """(bytes, what they are) of the race detector's live vector clocks for ``plan``: an int32 per agent (thread
     blocks, port-channel proxies, hosts) in every thread block's and proxy's clock, two clocks each (release and
-    control order) when the plan has relaxed operations.  What the detector keeps besides (the knowledge each
-    signal, release and barrier carries, frozen and shared) is smaller; the process takes about twice this."""
+    control order) when the plan has relaxed operations, held dense (:class:`~forestcoll.mscclpp.clocks.DenseClock`).
+    What the detector keeps besides (the knowledge each signal, release and barrier carries, frozen and shared) is
+    smaller; the process takes about twice this.  Above :data:`DENSE_RACE_CLOCK_BYTES` the detector holds them
+    shared instead (:class:`~forestcoll.mscclpp.clocks.SharedClock`), in a fraction of this (docs/limits.md)."""
     tbs = sum(len(g.threadblocks) for g in plan.gpus)
     ports = sum(len(c.connected_to or ()) for g in plan.gpus for c in g.channels if c.channel_type == "port")
     agents = tbs + ports + len(plan.gpus)
@@ -106,26 +116,38 @@ def race_clocks(plan: Plan) -> tuple[int, str]:
                   "4 bytes")
 
 
+def race_clock_kind(plan: Plan) -> str:
+    """The clocks the race detector holds for ``plan``: "dense" (the fastest) when :func:`race_clocks` is at most
+    :data:`DENSE_RACE_CLOCK_BYTES`, else "shared" (a fraction of the memory, several times the CPU time)."""
+    return "dense" if race_clocks(plan)[0] <= DENSE_RACE_CLOCK_BYTES else "shared"
+
+
 def race_clocks_refused(plan: Plan) -> str | None:
-    """Why the race detector is not run on ``plan`` (its clocks above :data:`MAX_RACE_CLOCK_BYTES`), or None."""
+    """Why the race detector is not run on ``plan`` (its clocks, counted dense, above :data:`MAX_RACE_CLOCK_BYTES`),
+    or None."""
     need, what = race_clocks(plan)
     if need <= MAX_RACE_CLOCK_BYTES:
         return None
-    return (f"its data-race detector would hold {need / 2**30:.1f} GiB of vector clocks ({what}), above forestcoll's "
-            f"limit of {MAX_RACE_CLOCK_BYTES / 2**30:g} GiB")
+    return (f"its data-race detector would hold {need / 2**30:.1f} GiB of vector clocks ({what}; shared: a fraction of "
+            f"it), above forestcoll's limit of {MAX_RACE_CLOCK_BYTES / 2**30:g} GiB")
 
 
 def run_plan(plan: Plan, *, source: str = "plan", size: int | None = None, mode: str | None = None,
              dtype: str = "float32", launches: int = 1, race_check: bool = True, packet: str = "LL16",
-             seed: int = 0, root: int | None = None, progress: Progress | None = None) -> RunResult:
+             seed: int = 0, root: int | None = None, progress: Progress | None = None,
+             clocks: str = "auto") -> RunResult:
     """Execute ``plan`` for a call of ``size`` bytes (the executor's size: the input, or the output for allgather;
     default: a small legal size) in ``mode`` (default: the plan's own), ``launches`` calls back to back, and check
     every call's result and (``race_check``) that no two unordered accesses touch the same bytes.  ``progress``
-    (:mod:`forestcoll.progress`) hears the thread blocks done."""
+    (:mod:`forestcoll.progress`) hears the thread blocks done.  ``clocks`` picks the race detector's clock
+    representation (:mod:`forestcoll.mscclpp.clocks`: "dense", "shared", or "auto": :func:`race_clock_kind`); the
+    verdicts are the same."""
     if dtype not in DTYPES:
         raise UsageError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
     if packet not in PACKET_TYPES:
         raise UsageError(f"unknown packet type {packet!r}; choose LL16 or LL8")
+    if clocks not in (*BACKENDS, "auto"):
+        raise UsageError(f"unknown clock representation {clocks!r}; choose from auto, {', '.join(BACKENDS)}")
     check_count(launches, "launches", MAX_ITERATIONS, lo=1)
     if seed is not None:
         check_count(seed, "seed", MAX_SEED)
@@ -171,7 +193,9 @@ def run_plan(plan: Plan, *, source: str = "plan", size: int | None = None, mode:
         if why:
             result.notes.append(f"the executor would refuse this call: {why}")
             break
-    m = Machine(plan, size, mode, dtype, launches, race_check, packet, seed, source, result)
+    if clocks == "auto":
+        clocks = race_clock_kind(plan) if race_check else "dense"
+    m = Machine(plan, size, mode, dtype, launches, race_check, packet, seed, source, result, clocks)
     result.threadblocks = len(m.tbs)
     t0 = time.perf_counter()
     try:

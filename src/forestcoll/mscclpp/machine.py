@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from forestcoll.mscclpp.clocks import Clock, backend
 from forestcoll.mscclpp.dataops import DataOps
 from forestcoll.mscclpp.plan import BufRef, Op, Plan, PlanError
 from forestcoll.mscclpp.run_result import RunResult
@@ -26,7 +27,7 @@ from forestcoll.mscclpp.semantics import (
     packet_payload,
     wire,
 )
-from forestcoll.mscclpp.state import READERS, Alloc, Buffers, Fault, Instr, Interner, TbState
+from forestcoll.mscclpp.state import READERS, Alloc, Buffers, Fault, Instr, TbState
 from forestcoll.mscclpp.sync import SyncOps
 from forestcoll.progress import Progress, report
 
@@ -35,7 +36,7 @@ class Machine(SyncOps, DataOps):
     MAX_RACES = 10
 
     def __init__(self, plan: Plan, size: int, mode: str, dtype: str, launches: int, race: bool, packet: str,
-                 seed: int, source: str, result: RunResult) -> None:
+                 seed: int, source: str, result: RunResult, clocks: str = "shared") -> None:
         self.plan, self.size, self.mode, self.dtype = plan, size, mode, np.dtype(dtype)
         self.launches, self.race, self.packet, self.source, self.result = launches, race, packet, source, result
         self.rng = np.random.default_rng(seed)
@@ -95,13 +96,14 @@ class Machine(SyncOps, DataOps):
                 self.sem_tickets[(pos, s)] = 0
         self.barriers: dict[tuple[int, int], list] = {}  # (gpu, id) -> [arrivals, n, [knowledge per generation]]
         self.port_state: dict[int, dict[str, Any]] = {}  # agent -> put bookkeeping
-        self.knowledge = Interner()  # what signals, releases and barriers carry, frozen and shared
-        self.agent_vec: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self.host_vec: list[tuple[np.ndarray, np.ndarray] | None] = [None] * self.n
-        self.start_vec: list[np.ndarray | None] = [None] * self.n  # what a GPU's kernel knows when it starts
+        self.knowledge = backend(clocks, self.nagents)  # makes the clocks; freezes what signals, releases and
+        # barriers carry
+        self.agent_vec: dict[int, tuple[Clock, Clock]] = {}
+        self.host_vec: list[tuple[Clock, Clock] | None] = [None] * self.n
+        self.start_vec: list[Clock | None] = [None] * self.n  # what a GPU's kernel knows when it starts
         # (operation, tag, writing agent) -> what a packet's writer knew; the agent tells apart the proxies of one
         # port put to several peers (each channel's proxy writes its own peer's packets)
-        self.pkt_know: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self.pkt_know: dict[tuple[int, int, int], tuple[Clock, Clock]] = {}
         self.host_clk = [0] * self.n
         self.races: set[tuple] = set()
         self.inputs: list[list[np.ndarray]] = []  # per launch, per gpu: the input written by the host
@@ -110,12 +112,13 @@ class Machine(SyncOps, DataOps):
         self.ops_executed = 0
         self.moved = 0
         if race:
+            zeros = self.knowledge.zeros
             for x in self.tbs:
-                x.full = np.zeros(self.nagents, np.int32)
-                x.ctrl = np.zeros(self.nagents, np.int32) if self.two_level else x.full
+                x.full = zeros()
+                x.ctrl = zeros() if self.two_level else x.full
             for agent in self.port_agent.values():
-                f = np.zeros(self.nagents, np.int32)
-                self.agent_vec[agent] = (f, np.zeros(self.nagents, np.int32) if self.two_level else f)
+                f = zeros()
+                self.agent_vec[agent] = (f, zeros() if self.two_level else f)
                 self.port_state[agent] = {"mark": None, "lanes": set(), "pre": None}
 
     # -- setup ---------------------------------------------------------------------------------------------
@@ -251,13 +254,13 @@ class Machine(SyncOps, DataOps):
 
     # -- knowledge -----------------------------------------------------------------------------------------
 
-    def _lane(self, b: TbState, lane: int) -> tuple[np.ndarray, np.ndarray]:
+    def _lane(self, b: TbState, lane: int) -> tuple[Clock, Clock]:
         ext = b.lanes.get(lane)
         if ext is None:
             return b.full, b.ctrl
         return ext
 
-    def _lane_extend(self, b: TbState, lane: int) -> tuple[np.ndarray, np.ndarray]:
+    def _lane_extend(self, b: TbState, lane: int) -> tuple[Clock, Clock]:
         ext = b.lanes.get(lane)
         if ext is None:
             f = b.full.copy()
@@ -265,28 +268,28 @@ class Machine(SyncOps, DataOps):
             b.lanes[lane] = ext
         return ext
 
-    def _merge_into(self, dst: tuple[np.ndarray, np.ndarray], full: np.ndarray | None, ctrl: np.ndarray | None) -> None:
+    def _merge_into(self, dst: tuple[Clock, Clock], full: Clock | None, ctrl: Clock | None) -> None:
         if full is not None:
-            np.maximum(dst[0], full, out=dst[0])
+            dst[0].join(full)
         if ctrl is not None and self.two_level:
-            np.maximum(dst[1], ctrl, out=dst[1])
+            dst[1].join(ctrl)
 
     def _sync_threads(self, b: TbState) -> None:
         """``__syncthreads``: every thread learns what any thread knew; a new segment starts."""
         if self.race:
             for f, c in b.lanes.values():
-                np.maximum(b.full, f, out=b.full)
+                b.full.join(f)
                 if self.two_level:
-                    np.maximum(b.ctrl, c, out=b.ctrl)
+                    b.ctrl.join(c)
             b.lanes.clear()
-            b.full[b.agent] = b.seg
+            b.full.set(b.agent, b.seg)
             if self.two_level:
-                b.ctrl[b.agent] = b.seg
+                b.ctrl.set(b.agent, b.seg)
         b.seg += 1
 
     # -- race detection ------------------------------------------------------------------------------------
 
-    def _access(self, alloc: Alloc, lo: int, hi: int, write: bool, agent: int, clk: int, know: tuple[np.ndarray, np.ndarray],
+    def _access(self, alloc: Alloc, lo: int, hi: int, write: bool, agent: int, clk: int, know: tuple[Clock, Clock],
                 instr: int, tag: int, packet_read: bool = False) -> list[tuple[int, int]]:
         """Check one access against the last write and recent reads of its bytes, then record it.  Write after
         read needs only the relaxed (control) order; a read or write after a write needs release / acquire order,
@@ -306,10 +309,10 @@ class Machine(SyncOps, DataOps):
         elif seen.any():
             safe = np.where(seen, wa, 0)
             same = (wa == agent) & (alloc.w_instr[c0:c1] == instr) & (alloc.w_tag[c0:c1] == tag)
-            strong = (full[safe] >= alloc.w_clk[c0:c1]) | same
+            strong = (full.gather(safe) >= alloc.w_clk[c0:c1]) | same
             bad = seen & ~strong
             if bad.any():
-                weak = bad & (ctrl[safe] >= alloc.w_clk[c0:c1]) if self.two_level else np.zeros_like(bad)
+                weak = bad & (ctrl.gather(safe) >= alloc.w_clk[c0:c1]) if self.two_level else np.zeros_like(bad)
                 hard = bad & ~weak
                 j = int(np.argmax(hard if hard.any() else bad))
                 self._race(alloc, (c0 + j) * alloc.cell, write, instr, tag, True, int(alloc.w_instr[c0 + j]),
@@ -319,7 +322,7 @@ class Machine(SyncOps, DataOps):
             seen = ra >= 0
             if seen.any():
                 safe = np.where(seen, ra, 0)
-                ordered = (ctrl[safe] >= alloc.r_clk[c0:c1]) | ((ra == agent) & (alloc.r_instr[c0:c1] == instr)
+                ordered = (ctrl.gather(safe) >= alloc.r_clk[c0:c1]) | ((ra == agent) & (alloc.r_instr[c0:c1] == instr)
                                                                 & (alloc.r_tag[c0:c1] == tag))
                 bad = seen & ~ordered
                 if bad.any():
@@ -443,9 +446,9 @@ class Machine(SyncOps, DataOps):
                     x.launch += 1
                     if self.race:
                         hf, hc = self.host_vec[x.gpu]
-                        np.maximum(x.full, hf, out=x.full)
+                        x.full.join(hf)
                         if self.two_level:
-                            np.maximum(x.ctrl, hc, out=x.ctrl)
+                            x.ctrl.join(hc)
                     self._sync_threads(x)
                     ready.append(x)
 
@@ -468,17 +471,17 @@ class Machine(SyncOps, DataOps):
         if self.race:
             know = self.host_vec[pos]
             if know is None:
-                f = np.zeros(self.nagents, np.int32)
-                know = (f, np.zeros(self.nagents, np.int32) if self.two_level else f)
+                f = self.knowledge.zeros()
+                know = (f, self.knowledge.zeros() if self.two_level else f)
                 self.host_vec[pos] = know
             for x in self.by_gpu[pos]:
                 self._merge_into(know, x.full, x.ctrl)
                 for lf, lc in x.lanes.values():
                     self._merge_into(know, lf, lc)
             self.host_clk[pos] += 1
-            know[0][agent] = self.host_clk[pos]
+            know[0].set(agent, self.host_clk[pos])
             if self.two_level:
-                know[1][agent] = self.host_clk[pos]
+                know[1].set(agent, self.host_clk[pos])
         self._current_agent = agent
         tag = launch << 16
         if not first:
@@ -506,9 +509,9 @@ class Machine(SyncOps, DataOps):
             if first and self.race:
                 for x in self.by_gpu[pos]:
                     hf, hc = self.host_vec[pos]
-                    np.maximum(x.full, hf, out=x.full)
+                    x.full.join(hf)
                     if self.two_level:
-                        np.maximum(x.ctrl, hc, out=x.ctrl)
+                        x.ctrl.join(hc)
 
     # -- one operation -------------------------------------------------------------------------------------
 

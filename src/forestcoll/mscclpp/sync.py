@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-import numpy as np
-
+from forestcoll.mscclpp.clocks import Clock
 from forestcoll.mscclpp.state import Instr, TbState
 
 
@@ -31,20 +30,20 @@ class SyncOps:
         f, c = self._lane(b, lane)
         full = f.copy()
         ctrl = c.copy() if self.two_level else full
-        full[b.agent] = b.seg - 1
+        full.set(b.agent, b.seg - 1)
         if self.two_level:
-            ctrl[b.agent] = b.seg - 1
+            ctrl.set(b.agent, b.seg - 1)
         if port_agent is not None:
             af, ac = self._agent_published(port_agent, b, lane)
-            np.maximum(full, af, out=full)
+            full.join(af)
             if self.two_level:
-                np.maximum(ctrl, ac, out=ctrl)
+                ctrl.join(ac)
         start = self.start_vec[b.gpu]
         if relaxed:
             return start, ctrl, start
         return full, ctrl, start
 
-    def _agent_published(self, agent: int, b: TbState, lane: int) -> tuple[np.ndarray, np.ndarray]:
+    def _agent_published(self, agent: int, b: TbState, lane: int) -> tuple[Clock, Clock]:
         st = self.port_state[agent]
         if st["mark"] == (b.agent, b.seg) and (st["lanes"] - {lane}) and st["pre"] is not None:
             return st["pre"]
@@ -60,7 +59,7 @@ class SyncOps:
             # cumulative knowledge up to each signal
             last = self.last_cum.get(key)
             if last is not None:
-                token = tuple(np.maximum(x, y) if x is not y else x for x, y in zip(token, last))
+                token = tuple(x.joined(y) if x is not y else x for x, y in zip(token, last))
             token = self.knowledge.freeze_all(token)
             self.last_cum[key] = token
             q.append(token)
@@ -132,8 +131,8 @@ class SyncOps:
                 rel = self.sem_releases[key]
                 if rel:
                     pf, pc = rel[-1]
-                    full = np.maximum(full, pf)
-                    ctrl = np.maximum(ctrl, pc) if self.two_level else full
+                    full = full.joined(pf)
+                    ctrl = ctrl.joined(pc) if self.two_level else full
                 rel.append(self.knowledge.freeze_all((full, ctrl)))
             else:
                 self.sem_releases[key].append((None, None))
@@ -179,12 +178,12 @@ class SyncOps:
             if self.race:
                 f = b.full.copy()
                 c = b.ctrl.copy() if self.two_level else f
-                f[b.agent] = b.seg - 1
+                f.set(b.agent, b.seg - 1)
                 prev = st[2].get(gen)
                 if prev is not None:
-                    np.maximum(f, prev[0], out=f)
+                    f.join(prev[0])
                     if self.two_level:
-                        np.maximum(c, prev[1], out=c)
+                        c.join(prev[1])
                 st[2][gen] = self.knowledge.freeze_all((f, c))
             if st[0] % nblocks == 0:
                 self._wake(("barrier", key, gen), ready)
