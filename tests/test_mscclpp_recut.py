@@ -140,3 +140,24 @@ def test_generate_sizes_writes_what_exporting_every_plan_writes(tmp_path, capsys
         return re.sub(r"[\d.]+ s, [\d.]+ s CPU", "T", s.replace(str(tmp_path / "a"), "D").replace(str(tmp_path / "b"),
                                                                                                    "D"))
     assert got == want and masked(text) == masked(again)
+
+
+def test_a_plan_and_its_range_cut_run_the_same_program(scheds):
+    """export_plans_by_size reuses a plan's rates for its range cut when they differ only in the size fields
+    (plan_sizes._same_program): the simulator reads neither field; a range that caps the units is another program."""
+    from forestcoll.simulate.mscclpp import simulate_plan
+    from forestcoll.simulate.network import build_network
+    from forestcoll.simulate.plan_sizes import _same_program
+
+    topo, sched = scheds[("hypercube:dim=3", "allreduce", 2)]
+    cuts = Cuts(topo)
+    free = cuts.export(sched, ExportOptions(design_size=4 * MiB)).plan
+    ranged = cuts.export(sched, ExportOptions(design_size=4 * MiB, min_message_size=MiB, max_message_size=8 * MiB - 1,
+                                              name="r")).plan
+    capped = cuts.export(sched, ExportOptions(design_size=4 * MiB, max_message_size=(1 << 32) - 2)).plan
+    tiny = cuts.export(sched, ExportOptions(design_size=64 << 10)).plan
+    assert ranged != free and _same_program(ranged, free) and not _same_program(tiny, free)
+    net = build_network(topo)
+    for size in (MiB, 4 * MiB):
+        assert simulate_plan(net, ranged, size).algbw_gbps == simulate_plan(net, free, size).algbw_gbps
+    assert _same_program(capped, free) == (capped.gpus == free.gpus)

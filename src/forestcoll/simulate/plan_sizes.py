@@ -130,6 +130,12 @@ def select_plans(net: Network, collective: str, sizes: Sequence[int], candidates
     return Selection(size_ranges(table, sizes, candidates, margin), table), rates, note
 
 
+def _same_program(a: Plan, b: Plan) -> bool:
+    """Whether plans ``a`` and ``b`` differ at most in their name and size range (fields the simulator does not read:
+    one call of either is the same program)."""
+    return replace(a, name=b.name, min_message_size=b.min_message_size, max_message_size=b.max_message_size) == b
+
+
 BISECT = 3  # halvings of the gap between the last size where LL wins and the first where it loses
 
 
@@ -299,7 +305,10 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
                     result.notes.append(f"LL ends here: from {format_size(after)} the Simple plan cut for it runs as "
                                         f"fast or faster ({probed[after]:.1f} against {rates[(rng.name, 'LL', None, None, after)]:.1f} GB/s)")
                 design = None if q == "LL" else mid
-                measured = {s: rate(rng.name, result.plan, design, hi, s) for s in seg}
+                # the plan cut for ``design`` without a range runs alike (a range changes only the plan's size
+                # fields, unless it caps the units): its rates serve
+                top = None if design is not None and _same_program(result.plan, simple(rng.schedule, design)) else hi
+                measured = {s: rate(rng.name, result.plan, design, top, s) for s in seg}
                 out.append(ExportedRange(replace(part, measured=measured), at, result))
                 break
             else:
