@@ -73,19 +73,20 @@ def test_alltoall_port_notes():
 def test_an_ll_plan_that_cannot_be_written_gives_way_to_the_simple_plan(tmp_path, monkeypatch):
     """(The H100 dump's 1 MiB LL plans fail their self-check: that range got no plan.)"""
     import forestcoll.mscclpp.export as export
+    from forestcoll.mscclpp.recut import Cuts
 
-    real = export.write_mscclpp
+    real = Cuts.write  # what export_plans_by_size writes each plan with
 
-    def no_ll(sched, path, topology=None, options=None, **kw):
-        if options is not None and options.protocol == "LL":
+    def no_ll(self, sched, path, options):
+        if options.protocol == "LL":
             raise export.ExportError("the exported plan fails its self-check (stand-in)")
-        return real(sched, path, topology, options, **kw)
+        return real(self, sched, path, options)
 
     topo = dual_port(ports=1)
     kept = export_by_size(topo, "allgather", [64 << 10, 1 << 30], str(tmp_path / "a"), format="mscclpp",
                           options=ExportOptions(max_threadblocks=64, check=False), workers=1)
     assert kept.ranges[0].result.plan.protocol == "LL" and "-LL-" in kept.ranges[0].path
-    monkeypatch.setattr(export, "write_mscclpp", no_ll)
+    monkeypatch.setattr(Cuts, "write", no_ll)
     out = export_by_size(topo, "allgather", [64 << 10, 1 << 30], str(tmp_path / "b"), format="mscclpp",
                          options=ExportOptions(max_threadblocks=64, check=False), workers=1)
     first = out.ranges[0]

@@ -138,6 +138,7 @@ class ExportResult:
     notes: list[str] = field(default_factory=list)
     output: str | None = None  # the file written (write_mscclpp)
     inbox_port_edges: int = 0  # tree edges between GPUs of one box whose path leaves the box: port channels
+    pieces: list[Piece] = field(default_factory=list, repr=False)  # the lowering's, which the units are cut for
 
     @property
     def ok(self) -> bool:
@@ -200,8 +201,7 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
     design = opts.design_size or min(hi, 1 << 30)
     k = low.k
     units = _tree_units(sched.collective, low.shares, k, lanes, low.pieces, design, hi, opts)
-    name = opts.name or f"forestcoll_{coll.mscclpp}_n{n}_k{sched.k}" + ("_ll" if opts.protocol == "LL" else "")
-    name = re.sub(r"[^A-Za-z0-9_.:-]", "_", name)[:200]
+    name = plan_name(sched, opts)
     if opts.protocol == "LL":
         from forestcoll.mscclpp.export_ll import lower_ll
 
@@ -253,7 +253,7 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
     stats = plan_stats(plan)
     result = ExportResult(plan, stats, k, units, 0.0, layout=layout,
                           inbox_port_edges=sum(1 for edges in low.ports.values() for u, v in edges
-                                               if low.boxes[u] == low.boxes[v]))
+                                               if low.boxes[u] == low.boxes[v]), pieces=low.pieces)
     if result.inbox_port_edges:
         result.notes.append(f"{result.inbox_port_edges} tree edge(s) join two GPUs of one box through the network: "
                             "they take port channels, which the executor (1f5f065) carries over CUDA IPC inside a "
@@ -271,6 +271,13 @@ def export_mscclpp(sched: Schedule, topology: Topology | str | None = None, opti
         result.checks = self_check(plan, launches=max(opts.check_launches, 3 if plan.packet else 1), progress=progress)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def plan_name(sched: Schedule, opts: ExportOptions) -> str:
+    """The name :func:`export_mscclpp` gives the plan of ``sched`` with ``opts`` (``opts.name``, made safe)."""
+    coll = collectives.get(sched.collective)
+    name = opts.name or f"forestcoll_{coll.mscclpp}_n{len(sched.ranks)}_k{sched.k}" + ("_ll" if opts.protocol == "LL" else "")
+    return re.sub(r"[^A-Za-z0-9_.:-]", "_", name)[:200]
 
 
 def _taken(low: Lowering | None, sched: Schedule, topo: Topology, opts: ExportOptions) -> Lowering:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forestcoll import collectives
 from forestcoll.errors import UsageError
@@ -19,23 +19,31 @@ from forestcoll.simulate.mscclpp import mscclpp_collective, mscclpp_program, sim
 from forestcoll.simulate.network import Network
 from forestcoll.units import format_size
 
+if TYPE_CHECKING:
+    from forestcoll.mscclpp.recut import Cuts
+
 LL = "@LL"  # the contender name suffix of a candidate's LL plan (its Simple plan has the candidate's name)
 CUT_MARGIN = 0.02  # a size of a Simple range gets a plan cut for itself when that runs this much faster there
 # (candidate, protocol, design size, max_message_size: None for LL and unbounded plans, size) -> GB/s
 Rates = dict[tuple[str, str, int | None, int | None, int], float]
 
 
-def fitting_candidates(candidates: dict[str, Schedule], topo, options=None) -> tuple[dict[str, Schedule], list[str]]:
+def fitting_candidates(candidates: dict[str, Schedule], topo, options=None,
+                       cuts: Cuts | None = None) -> tuple[dict[str, Schedule], list[str]]:
     """The candidate schedules whose plans fit the executor's limits (``options``:
-    :class:`forestcoll.mscclpp.export.ExportOptions`), and a note for each one left out."""
-    from forestcoll.mscclpp.export import ExportError, ExportOptions, export_mscclpp
+    :class:`forestcoll.mscclpp.export.ExportOptions`), and a note for each one left out (``cuts``: the exports kept
+    for the later steps, :class:`forestcoll.mscclpp.recut.Cuts` on ``topo``)."""
+    from forestcoll.mscclpp.export import ExportError, ExportOptions
+    from forestcoll.mscclpp.recut import Cuts
+
+    cuts = cuts or Cuts(topo)
 
     base = replace(options or ExportOptions(), check=False, protocol="Simple", max_message_size=None, min_message_size=0)
     kept: dict[str, Schedule] = {}
     notes: list[str] = []
     for name, sched in candidates.items():
         try:
-            export_mscclpp(sched, topo, base)
+            cuts.export(sched, base)
         except ExportError as exc:
             notes.append(f"{name} (k={sched.k}) left out: " + str(exc).split(" (--max-threadblocks")[0])
             continue
@@ -55,7 +63,7 @@ def plan_lowering(plan: Plan, net: Network, size: float, slice_bytes: float, max
 
 def select_plans(net: Network, collective: str, sizes: Sequence[int], candidates: dict[str, Schedule], options=None,
                  *, fairness: str = "max-min", margin: float = 0.02, workers: int = 1,
-                 progress: Progress | None = None) -> tuple[Any, Rates, str]:
+                 progress: Progress | None = None, cuts: Cuts | None = None) -> tuple[Any, Rates, str]:
     """The candidate whose MSCCL++ plan simulates fastest at each size, merged into size ranges
     (:func:`forestcoll.simulate.select.size_ranges`): at a size each candidate whose plan takes it competes with its
     Simple plan cut for that size and, up to the LL cap (not rooted collectives), its LL plan; a contender that cannot
@@ -63,13 +71,17 @@ def select_plans(net: Network, collective: str, sizes: Sequence[int], candidates
     previous size's winner first).  The plans are exported here and simulated by ``workers`` processes
     (:class:`forestcoll.simulate.race_pool.RacePool`: the same results as one).  Returns the
     :class:`forestcoll.simulate.select.Selection` (``measured``: the best of a candidate's plans), the rates
-    simulated (for :func:`export_plans_by_size`) and a note on the cost (its CPU: this process's and the workers')."""
-    from forestcoll.mscclpp.export import DEFAULT_LL_MAX_MESSAGE, ExportError, ExportOptions, export_mscclpp
+    simulated (for :func:`export_plans_by_size`) and a note on the cost (its CPU: this process's and the workers').
+    ``cuts``: :class:`forestcoll.mscclpp.recut.Cuts` on ``net.topology``, the plans exported once per candidate and
+    protocol and recut for each size (the same plans)."""
+    from forestcoll.mscclpp.export import DEFAULT_LL_MAX_MESSAGE, ExportError, ExportOptions
+    from forestcoll.mscclpp.recut import Cuts
     from forestcoll.simulate.race_pool import RacePool, children_cpu
     from forestcoll.simulate.select import Selection, size_ranges, usable
 
     base = replace(options or ExportOptions(), check=False, min_message_size=0, max_message_size=None)
     rooted = collectives.get(collective).rooted
+    cuts = cuts or Cuts(net.topology)
     t0, cpu0, children0 = time.perf_counter(), time.process_time(), children_cpu()
     ll: dict[str, Plan | None] = {}
     table: list = []
@@ -85,8 +97,7 @@ def select_plans(net: Network, collective: str, sizes: Sequence[int], candidates
             if not usable(sched, size, 16):
                 continue
             try:
-                contenders[name] = export_mscclpp(sched, net.topology, replace(base, protocol="Simple",
-                                                                                design_size=size)).plan
+                contenders[name] = cuts.export(sched, replace(base, protocol="Simple", design_size=size)).plan
                 design[name] = size
                 exported += 1
             except ExportError:
@@ -94,7 +105,7 @@ def select_plans(net: Network, collective: str, sizes: Sequence[int], candidates
             if size <= DEFAULT_LL_MAX_MESSAGE and not rooted:
                 if name not in ll:
                     try:
-                        ll[name] = export_mscclpp(sched, net.topology, replace(base, protocol="LL")).plan
+                        ll[name] = cuts.export(sched, replace(base, protocol="LL")).plan
                         exported += 1
                     except ExportError:
                         ll[name] = None
@@ -117,6 +128,12 @@ def select_plans(net: Network, collective: str, sizes: Sequence[int], candidates
             f"exported, {len(rates)} of {runs} plan simulations run, the others skipped by their lower "
             f"bounds; {time.perf_counter() - t0:.1f} s, {cpu:.1f} s CPU)")
     return Selection(size_ranges(table, sizes, candidates, margin), table), rates, note
+
+
+def _same_program(a: Plan, b: Plan) -> bool:
+    """Whether plans ``a`` and ``b`` differ at most in their name and size range (fields the simulator does not read:
+    one call of either is the same program)."""
+    return replace(a, name=b.name, min_message_size=b.min_message_size, max_message_size=b.max_message_size) == b
 
 
 BISECT = 3  # halvings of the gap between the last size where LL wins and the first where it loses
@@ -169,7 +186,7 @@ def ll_reach(rng, sizes: Sequence[int], proto: dict[int, str], ll_rate, simple_r
 
 
 def export_plans_by_size(net: Network, selection, outdir: str, collective: str, options=None, check: bool = True,
-                         fairness: str = "max-min", rates: Rates | None = None) -> list:
+                         fairness: str = "max-min", rates: Rates | None = None, cuts: Cuts | None = None) -> list:
     """One MSCCL++ plan per size range of ``selection`` (:class:`forestcoll.simulate.select.Selection`) into
     ``outdir``: inside a range, sizes up to the LL cap (1 MiB), and above it the sizes after those while LL keeps
     winning, whose LL plan simulates faster than the Simple plan cut for that size get an LL plan, which serves up
@@ -178,11 +195,12 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
     itself); every plan covers its sizes with ``min_message_size`` / ``max_message_size``, from 0 without gaps.  ``rates``: the plan rates
     :func:`select_plans` simulated (the others are simulated here).  Returns
     :class:`forestcoll.simulate.select.ExportedRange` entries (a failed export carries its reason) whose ``measured``
-    are the written plan's own simulated rates at its sizes."""
+    are the written plan's own simulated rates at its sizes.  ``cuts``: as :func:`select_plans`'."""
     import os
     from dataclasses import replace
 
-    from forestcoll.mscclpp.export import DEFAULT_LL_MAX_MESSAGE, ExportError, ExportOptions, export_mscclpp, write_mscclpp
+    from forestcoll.mscclpp.export import DEFAULT_LL_MAX_MESSAGE, ExportError, ExportOptions
+    from forestcoll.mscclpp.recut import Cuts
     from forestcoll.simulate.select import ExportedRange
 
     base = options or ExportOptions()
@@ -191,16 +209,17 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
     out: list = []
     index = 0
     rates = {} if rates is None else rates
+    cuts = cuts or Cuts(topo)
 
-    cuts: dict[tuple[int, int], Plan] = {}
+    simple_cuts: dict[tuple[int, int], Plan] = {}
 
     def simple(sched: Schedule, design: int) -> Plan:
         """``sched``'s unchecked Simple plan cut for ``design``, without a size range (as :func:`select_plans`)."""
-        if (id(sched), design) not in cuts:
-            cuts[(id(sched), design)] = export_mscclpp(sched, topo, replace(
+        if (id(sched), design) not in simple_cuts:
+            simple_cuts[(id(sched), design)] = cuts.export(sched, replace(
                 base, protocol="Simple", check=False, min_message_size=0, max_message_size=None,
                 design_size=design)).plan
-        return cuts[(id(sched), design)]
+        return simple_cuts[(id(sched), design)]
 
     def rate(name: str, plan: Plan, design: int | None, hi: int | None, size: int) -> float:
         key = (name, plan.protocol, design, None if plan.protocol == "LL" else hi, size)
@@ -211,13 +230,13 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
     for rng in selection.ranges:
         sizes = sorted(rng.measured)
         probed: dict[int, float] = {}  # sizes between the listed ones where LL and Simple were compared
-        cuts.clear()
+        simple_cuts.clear()
         proto = {s: "Simple" for s in sizes}
         small = [s for s in sizes if s <= DEFAULT_LL_MAX_MESSAGE]
         if small and not coll.rooted:
             try:
-                ll = export_mscclpp(rng.schedule, topo, replace(base, protocol="LL", check=False, min_message_size=0,
-                                                                max_message_size=None)).plan
+                ll = cuts.export(rng.schedule, replace(base, protocol="LL", check=False, min_message_size=0,
+                                                       max_message_size=None)).plan
             except ExportError:
                 ll = None
             for i, s in enumerate(sizes if ll is not None else ()):
@@ -276,7 +295,7 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
                 at, mid = path.replace(f"-{p}-", f"-{q}-"), cut or seg[len(seg) // 2]
                 qopts = replace(opts, protocol=q, name=name[:-len(p)] + q.lower(), design_size=None if q == "LL" else mid)
                 try:
-                    result = write_mscclpp(rng.schedule, at, topo, qopts)
+                    result = cuts.write(rng.schedule, at, qopts)
                 except ExportError as exc:
                     failed.append(str(exc))
                     continue
@@ -286,7 +305,10 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
                     result.notes.append(f"LL ends here: from {format_size(after)} the Simple plan cut for it runs as "
                                         f"fast or faster ({probed[after]:.1f} against {rates[(rng.name, 'LL', None, None, after)]:.1f} GB/s)")
                 design = None if q == "LL" else mid
-                measured = {s: rate(rng.name, result.plan, design, hi, s) for s in seg}
+                # the plan cut for ``design`` without a range runs alike (a range changes only the plan's size
+                # fields, unless it caps the units): its rates serve
+                top = None if design is not None and _same_program(result.plan, simple(rng.schedule, design)) else hi
+                measured = {s: rate(rng.name, result.plan, design, top, s) for s in seg}
                 out.append(ExportedRange(replace(part, measured=measured), at, result))
                 break
             else:

@@ -316,7 +316,7 @@ def size_ranges(table: Sequence[SimResult], sizes: Sequence[int], candidates: Ma
 
 
 def _next_fitting_powers(cands: dict[str, Schedule], fitted: dict[str, Schedule], notes: list[str], topo: Topology,
-                         collective: str, root: str | None, options, **weighted: Any) -> dict[str, Schedule]:
+                         collective: str, root: str | None, options, cuts=None, **weighted: Any) -> dict[str, Schedule]:
     """``fitted`` (the MSCCL++-fitting ``cands``) where each power-of-two k > 2 left out gives way to the next power
     of two down that fits the executor (the default candidates offer one large k; ``--candidates all`` offers all)."""
     from forestcoll.generate import generate
@@ -332,7 +332,7 @@ def _next_fitting_powers(cands: dict[str, Schedule], fitted: dict[str, Schedule]
             try:
                 more, why = fitting_candidates({f"forestcoll-k{k}": generate(topo, collective, k=k, root=root,
                                                                              **weighted)},
-                                               topo, options)
+                                               topo, options, cuts)
             except UsageError as exc:  # it does not fit either
                 notes.append(str(exc).split(": ", 1)[-1])
                 k //= 2
@@ -516,18 +516,20 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     cands = candidate_schedules(topo, net, collective, root, sizes=sizes, element_bytes=element_bytes,
                                 candidates=candidates, shard_weights=shard_weights)
     if format == "mscclpp":
+        from forestcoll.mscclpp.recut import Cuts
         from forestcoll.simulate.plan_sizes import export_plans_by_size, fitting_candidates, select_plans
 
-        fitted, left_out = fitting_candidates(cands, topo, options)
+        cuts = Cuts(topo)  # each candidate's plan exported once per protocol, recut for every size
+        fitted, left_out = fitting_candidates(cands, topo, options, cuts)
         notes += left_out
         if candidates == "default":
-            fitted = _next_fitting_powers(cands, fitted, notes, topo, collective, root, options,
+            fitted = _next_fitting_powers(cands, fitted, notes, topo, collective, root, options, cuts,
                                           **({} if shard_weights is None else {"shard_weights": tuple(shard_weights)}))
         cands = fitted
         sel, rates, how = select_plans(net, collective, sizes, cands, options, fairness=fairness,
-                                       workers=workers or default_workers(), progress=progress)
+                                       workers=workers or default_workers(), progress=progress, cuts=cuts)
         out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel, notes=notes + [how])
-        out.ranges = export_plans_by_size(net, sel, outdir, collective, options, check, fairness, rates)
+        out.ranges = export_plans_by_size(net, sel, outdir, collective, options, check, fairness, rates, cuts)
         return out
     # every candidate's file once (in both step orders); the files, not the trees, compete (a file's layout decides
     # its rate too)
