@@ -113,7 +113,8 @@ def test_allreduce_bound_is_for_equal_shards():
     assert fabric_sweep.box_weighted_allreduce(fabric_sweep.load_fabric(fabric_sweep.random_fabric(2))) is None
 
 
-SLOW_CASES = [(1, "allgather"), (2, "allgather"), (3, "allreduce"), (3, "allgather")]
+# seed 3's fabric gained two CPU sockets per box (gen20) and its allgather file now misses 1 GiB (docs/sweep.md, kind 6)
+SLOW_CASES = [(1, "allgather"), (2, "allgather"), (14, "allgather"), (22, "allgather")]
 
 
 @pytest.mark.slow
