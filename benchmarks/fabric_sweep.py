@@ -2,8 +2,8 @@
 
 Each seed gives one declarative topology document (docs/topology-format.md), as a user would write it: 2-4 boxes
 of 2-8 GPUs, of one or two kinds; each kind NVSwitch-like (every GPU on one switch) or direct-link (an xGMI-like
-full mesh, or a ring); 1-4 NICs per box, each under a PCIe switch shared by its GPUs, sometimes with a CPU joining
-the PCIe switches; a rail, single-switch or leaf-spine fabric (oversubscribed, one or two spines); bandwidths as
+full mesh, or a ring); 1-4 NICs per box, each under a PCIe switch shared by its GPUs, the PCIe switches joined by one
+CPU or by two CPU sockets; a rail, single-switch or leaf-spine fabric (oversubscribed, one or two spines); bandwidths as
 exact rationals, some links faster one way than the other; node names random and listed in a random order.
 
 For each fabric and each of allreduce and allgather it prints the exact bound, then the simulated algbw (default
@@ -53,6 +53,9 @@ NVSWITCH_BW = ("300", "450", "150", "1040/3", "900")
 MESH_BW = ("48", "64", "36", "50", "128/3")
 RING_BW = ("100", "50", "75/2", "200")
 PCIE_BW = ("32", "64", "126/5", "24")
+# a link between two CPU sockets, GB/s: what forestcoll's NCCL XML reader gives them (topology/nccl_xml.py
+# _cpu_bandwidth, after NVIDIA/nccl src/graph/topo.h: Skylake, Sapphire Rapids, AMD, Power9 and newer Intel)
+SOCKET_BW = ("10", "22", "16", "32", "40")
 NIC_BW = ("100Gbps", "200Gbps", "400Gbps", "25", "175/8")
 NAME_STEMS = ("gpu", "g", "rank", "dev", "cuda", "acc")
 
@@ -81,6 +84,33 @@ def _pair(a: str, b: str, bw: str, back: str | None = None, cls: str = "") -> li
     if back is None or back == bw:
         return [{"between": [a, b], "bandwidth": bw, **extra}]
     return [{"from": a, "to": b, "bandwidth": bw, **extra}, {"from": b, "to": a, "bandwidth": back, **extra}]
+
+
+def _join_pcie(rng: random.Random, pcie: list[str], switches: list[str], links: list[dict],
+               taken: set[str]) -> tuple[random.Random, list[str], list[dict]] | None:
+    """Join a box's PCIe switches as a real box's host does (every NCCL topology dump in ../shared/data/nccl-topo has
+    its PCIe switches under a ``<cpu>``): half the time one CPU root complex, added to ``switches`` and ``links``;
+    else two CPU sockets each above half the switches, joined by their inter-socket link (class ``sys``, SOCKET_BW),
+    returned (their own generator, names, links) for :func:`_place` after the box's shuffles.  That generator is seeded by
+    ``rng``'s one draw, so ``rng`` draws what it drew when that case left the switches apart: the rest of every
+    fabric is unchanged."""
+    pick = rng.random()
+    if pick < 0.5:  # one CPU root complex (the draws of the generator before the two-socket case, unchanged)
+        cpu = _names(rng, "cpu", 1, taken)[0]
+        switches.append(cpu)
+        links += [link for p in pcie for link in _pair(p, cpu, rng.choice(PCIE_BW), cls="pcie")]
+        return None
+    sub = random.Random(int(pick * 2 ** 53))
+    cpus = _names(sub, "cpu", 2, taken)
+    half = len(pcie) // 2
+    joins = [link for i, p in enumerate(pcie) for link in _pair(p, cpus[i >= half], sub.choice(PCIE_BW), cls="pcie")]
+    return sub, cpus, joins + _pair(cpus[0], cpus[1], sub.choice(SOCKET_BW), cls="sys")
+
+
+def _place(rng: random.Random, items: list, into: list) -> None:
+    """Insert ``items`` into ``into`` at random places (``rng``), in order."""
+    for item in items:
+        into.insert(rng.randrange(len(into) + 1), item)
 
 
 def random_box(rng: random.Random, kind: str) -> dict:
@@ -120,16 +150,18 @@ def random_box(rng: random.Random, kind: str) -> dict:
         for g in phys[n * per:(n + 1) * per]:
             links += _pair(g, pcie[n], up, down, cls="pcie")
         links += _pair(pcie[n], nics[n], rng.choice(PCIE_BW), cls="pcie")
-    if nnics > 1 and rng.random() < 0.5:  # a CPU root complex joining the PCIe switches
-        cpu = _names(rng, "cpu", 1, taken)[0]
-        switches.append(cpu)
-        for p in pcie:
-            links += _pair(p, cpu, rng.choice(PCIE_BW), cls="pcie")
+    sockets = None
+    if nnics > 1:
+        sockets = _join_pcie(rng, pcie, switches, links, taken)
     nic_bw = rng.choice(NIC_BW)
     ports = [{"node": nic, "bandwidth": nic_bw} for nic in nics]
     rng.shuffle(switches)
     rng.shuffle(links)
-    cpu_tag = "+cpu" if any(s.startswith("cpu") for s in switches) else ""
+    if sockets is not None:
+        sub, cpus, joins = sockets
+        _place(sub, cpus, switches)
+        _place(sub, joins, links)
+    cpu_tag = {0: "", 1: "+cpu"}.get(sum(s.startswith("cpu") for s in switches), "+2cpu")
     kind = f"{kind}-{ngpus}{style}-{nnics}nic{cpu_tag}"
     return {"kind": kind, "compute": gpus, "switches": switches, "links": links, "ports": ports}
 
