@@ -18,12 +18,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from processes import run_timed
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = [
@@ -42,14 +41,9 @@ def timed(src: Path, args: list[str], out: Path, nice: bool) -> tuple[float, flo
     env = dict(os.environ, PYTHONPATH=str(src))
     cmd = ([*(["nice", "-n", "10"] if nice else [])] + [sys.executable, "-m", "forestcoll", "generate", *args,
                                                          "-o", str(out)])
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc, wall, cpu = run_timed(cmd, env, capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(f"{' '.join(args)}: exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     lines = [x for x in proc.stdout.splitlines() if not x.startswith(("checked", "wrote"))]
     return (wall, cpu, hashlib.sha256(out.read_bytes()).hexdigest()[:12],
             hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12])

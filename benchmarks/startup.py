@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shlex
 import statistics
 import subprocess
@@ -24,22 +23,16 @@ import tempfile
 import time
 from pathlib import Path
 
+from processes import run_timed
+
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("--help", "bound dgx-a100:nodes=2", "topo list")
 YARDSTICK = 'python -c "import numpy"'
 
 
-def children_cpu() -> float:
-    """CPU seconds (user + system) of the finished child processes so far."""
-    use = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return use.ru_utime + use.ru_stime
-
-
 def run_once(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(wall s, CPU s) of one whole process; a failure stops the benchmark with its stderr."""
-    c0, t0 = children_cpu(), time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, check=False, timeout=300)
-    wall, cpu = time.perf_counter() - t0, children_cpu() - c0
+    proc, wall, cpu = run_timed(cmd, env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)
     if proc.returncode != 0:
         sys.exit(f"failed: {shlex.join(cmd)}: {proc.stderr.decode(errors='replace').strip()[-300:]}")
     return wall, cpu
