@@ -27,7 +27,7 @@ miss is flagged ``!``: an artefact below 0.95 of the reference bound at 1 GiB, o
 which an allreduce that overlaps them, or that splits the buffer otherwise, can beat; docs/sweep.md).  The summary
 line counts them.
 
-    python benchmarks/fabric_sweep.py                       # seeds 0-23 (about 11 min CPU)
+    python benchmarks/fabric_sweep.py                       # seeds 0-23 (about 17 min CPU)
     python benchmarks/fabric_sweep.py --seeds 0-3 --markdown
     python benchmarks/fabric_sweep.py --seeds 7 --show      # the fabric of seed 7 as YAML, nothing simulated
     python benchmarks/fabric_sweep.py --seeds 7 --save DIR  # and write DIR/fabric-7.yaml (forestcoll bound DIR/...)
