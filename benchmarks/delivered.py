@@ -133,14 +133,17 @@ def fabric_runtime(topo):
 def written_by_generate(topo, sched):
     """(schedule, algo, why) of the file ``generate --format msccl`` writes, by its own code (msccl/generated.py:
     the k, then the variant, the optimal k's variants competing when its plain file lost the race), for the runtime
-    the fabric implies; algo None with why when no file fits; None on checkouts without ``generated_msccl``."""
+    the fabric implies, on ``sched``'s shards (weighted allreduce shards too, as ``generate`` passes them); algo None
+    with why when no file fits; None on checkouts without ``generated_msccl``."""
     try:
         from forestcoll.msccl.generated import generated_msccl
         from forestcoll.simulate.msccl import file_rate
     except ImportError:
         return None
     try:
-        chosen, result = generated_msccl(topo, sched, fabric_runtime(topo)[0], file_rate=file_rate(topo))
+        weights = getattr(sched, "shard_weights", None)
+        chosen, result = generated_msccl(topo, sched, fabric_runtime(topo)[0], file_rate=file_rate(topo),
+                                         **({"shard_weights": weights} if weights is not None else {}))
     except ExportError as exc:
         return sched, None, str(exc).split(":")[0]
     for note in result.notes:

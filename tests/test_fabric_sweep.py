@@ -107,6 +107,33 @@ def test_allreduce_bound_is_for_equal_shards():
     assert fabric_sweep.box_weighted_allreduce(fabric_sweep.load_fabric(fabric_sweep.random_fabric(2))) is None
 
 
+def test_allreduce_takes_the_shards_generate_takes():
+    """The sweep builds allreduce on the shards ``generate`` picks by default (cli/shards.py, ``--shards auto``): seed 6's
+    uneven boxes (8 and 4 GPUs) get each rank's shard weighted 1 / (ranks in its box), 1 on the 8-GPU box and 2 on the
+    4-GPU one; seed 7's three equal boxes, and allgather anywhere, keep equal shards.  The row names them."""
+    from forestcoll.cli.shards import choose_shard_weights
+
+    topo = fabric_sweep.load_fabric(fabric_sweep.random_fabric(6))
+    weights, weighted = fabric_sweep.sweep_shards(topo, "allreduce")
+    assert weights == choose_shard_weights(topo, "allreduce", "auto", "json")
+    assert sorted(weights) == [1] * 8 + [2] * 4 and weighted == 12.5
+    assert fabric_sweep.sweep_shards(topo, "allgather") == (None, None)
+    assert fabric_sweep.sweep_shards(fabric_sweep.load_fabric(fabric_sweep.random_fabric(7)), "allreduce") == (None, None)
+    assert fabric_sweep.shards_cell({"shards": "box", "equal_bound": 9.375, "mscclpp_shards": "box"}) == "box, equal 9.4"
+    assert fabric_sweep.shards_cell({"shards": "equal", "weighted": 49.6, "bound": 40.2}) == "equal, box 49.6 (1.23)"
+    assert fabric_sweep.shards_cell({"shards": "equal", "weighted": None, "bound": 40.2}) == ""
+
+
+@pytest.mark.slow
+def test_weighted_row_is_measured_against_its_own_bound():
+    """Seed 6 allreduce, end to end: trees, MSCCL file and MSCCL++ plan all on box-weighted shards, measured against the
+    weighted rate 25/2 (the equal-shard bound 75/8 kept beside it); each reaches 0.95 of it at 1 GiB."""
+    m = fabric_sweep.measure(fabric_sweep.load_fabric(fabric_sweep.random_fabric(6)), "allreduce")
+    assert m["shards"] == m["mscclpp_shards"] == "box"
+    assert m["bound"] == 12.5 and m["equal_bound"] == 9.375
+    assert not [miss for miss in fabric_sweep.misses(m) if "16MiB" not in miss], m
+
+
 # seed 3's fabric gained two CPU sockets per box (gen20) and its allgather file now misses 1 GiB (docs/sweep.md, kind 6)
 SLOW_CASES = [(1, "allgather"), (2, "allgather"), (14, "allgather"), (22, "allgather")]
 
