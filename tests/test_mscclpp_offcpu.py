@@ -141,3 +141,17 @@ def test_generate_writes_the_off_cpu_plan_on_four_mi300_boxes(tmp_path):
     assert ("note       layouts raced, plans at 1GiB: edge 380.8 (178 thread blocks per GPU), source 380.8 (115), level "
             "383.2 (79); level taken; then half units for pieces of several chunks, 1GiB: 383.9 GB/s (taken)") in out
     assert read_plan(path).gpus
+
+
+@pytest.mark.slow
+def test_the_off_cpu_ll_plan_on_four_mi300_boxes_passes_its_self_check():
+    """MI300 dump x4 rail, allreduce: the optimum packed without the CPUs (k=8, what ``generate --sizes`` ranks as
+    ``forestcoll-offcpu``) exported as LL.  Its GPUs use different numbers of packet slots (6 GPUs 4284 chunks, 26
+    GPUs 4288); a sender puts packets at its own double-buffer offset, so until every GPU got the largest scratch
+    (d1248f4) the plan failed its self-check ("gpu 0 tb 19 ops[1] (respkt) (call 2): waits for packets (flag 2)")
+    and ``--sizes`` wrote the Simple plan for the LL range instead."""
+    topo = _mi300(4)
+    rival = off_cpu_rival(topo, generate(topo, "allreduce"), True)
+    assert rival is not None and rival.k == 8
+    r = export_mscclpp(rival, topo, ExportOptions(protocol="LL", max_message_size=1 << 20))
+    assert r.checks and len({g.scratch_chunks for g in r.plan.gpus}) == 1
