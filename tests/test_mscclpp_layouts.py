@@ -50,6 +50,26 @@ def test_a_faster_layout_is_written(tmp_path, fine):
     assert len(asked) == len(set(asked)) == 4  # edge, source, level, then level with half units; mixed is edge's plan
 
 
+def test_half_units_above_the_transfer_limit_lose(tmp_path):
+    """The half-units plan's simulation is refused (above the transfer limit, as mi250:nodes=2 allreduce k=16's at
+    1 GiB): generate still writes the layout taken, says so in its note, and does not fail."""
+    from forestcoll.errors import UsageError
+
+    topo = load_topology(CUBE)
+    sched = generate(topo, "allgather")
+    level, level_fine = _text(topo, sched, layout="level"), _text(topo, sched, layout="level", fine_units=True)
+    rate, _asked = _by_text({level: 2.0})
+
+    def refusing(plan, size: int) -> float:
+        if write_plan(plan) == level_fine:
+            raise UsageError("the simulation needs more than 4,194,304 transfers")
+        return rate(plan, size)
+    path = tmp_path / "p.json"
+    _chosen, result = write_generated_plan(topo, "allgather", str(path), plan_rate=refusing)
+    assert path.read_text() == level and result.layout == "level"
+    assert "half units for pieces of several chunks not simulated" in result.notes[0]
+
+
 @pytest.mark.parametrize("level_rate", [1.0, 1.0 + 1e-12])
 def test_a_tie_keeps_what_auto_writes(tmp_path, level_rate):
     """Every layout as fast (or level faster by a rounding, as dgx-a100:nodes=2 allreduce's source plan at 1 GiB):

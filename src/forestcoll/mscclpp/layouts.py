@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from forestcoll.errors import UsageError
 from forestcoll.schedule import Schedule
 from forestcoll.topology.model import Topology
 
@@ -147,7 +148,10 @@ def finer_units(topology: Topology, sched: Schedule, exported: dict[int, ExportR
     top = cannot_beat(plan_rate, alt.plan, size, rate)
     if top is not None:
         return f"; half units for pieces of several chunks {BOUND} {top:.1f} GB/s, not taken"
-    fine = plan_rate(alt.plan, size)
+    try:
+        fine = plan_rate(alt.plan, size)
+    except UsageError:  # its simulation is above the transfer limit (twice the units): the plan there stays
+        return "; half units for pieces of several chunks not simulated (above the simulator's transfer limit), not taken"
     if fine <= rate:
         return f"; half units for pieces of several chunks {fine:.1f} GB/s, not taken"
     exported[sched.k] = alt
