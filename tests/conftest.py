@@ -62,6 +62,15 @@ def benchmark(name: str):
         sys.path.pop(0)
 
 
+def program_link_bytes(prog, links: int) -> list[float]:
+    """Bytes a built simulator program moves over each of ``links`` links (its transfers' bytes, summed per link)."""
+    moved = [0.0] * links
+    for on, nbytes in zip(prog._links, prog._bytes):
+        for i in on:
+            moved[i] += nbytes
+    return moved
+
+
 def shared_file(*parts: str) -> Path:
     """A file under ../shared, or skip the test when the folder is absent."""
     path = SHARED.joinpath(*parts)

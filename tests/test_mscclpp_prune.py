@@ -8,6 +8,7 @@ import re
 from functools import cache
 
 import pytest
+from conftest import program_link_bytes
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
@@ -210,10 +211,7 @@ def test_the_bound_and_the_builder_count_the_same_bytes(spec, collective, k, lay
     assert unmodelled == (collective == "allreduce" and ll)
     for size in (1 << 20, 3 << 20, 1 << 30):
         prog = mscclpp_program(plan, net, size)
-        moved = [0.0] * len(net.capacity)
-        for links, nbytes in zip(prog._links, prog._bytes):
-            for i in links:
-                moved[i] += nbytes
+        moved = program_link_bytes(prog, len(net.capacity))
         counted = plan_link_bytes(net, plan, size)
         assert sum(moved) > 0
         if unmodelled:

@@ -9,6 +9,7 @@ the trees and the MSCCL file, spread over both spines, reached 0.99.  One rule n
 from __future__ import annotations
 
 import pytest
+from conftest import program_link_bytes
 
 from forestcoll.generate import generate
 from forestcoll.msccl.export import export_msccl
@@ -92,10 +93,7 @@ def test_the_bound_and_the_builder_spread_the_same_bytes(fabric, collective, lay
     up = [i for i, (u, v) in enumerate(net.ends) if net.names[u].startswith("leaf") and net.names[v].startswith("spine")]
     for size in (1 << 20, 3 << 20, 64 << 20):
         prog = mscclpp_program(plan, net, size)
-        moved = [0.0] * len(net.capacity)
-        for links, nbytes in zip(prog._links, prog._bytes):
-            for i in links:
-                moved[i] += nbytes
+        moved = program_link_bytes(prog, len(net.capacity))
         counted = plan_link_bytes(net, plan, size)
         if layout == "LL" and collective == "allreduce":  # respkt's remote writes: not counted by the bound
             assert all(x <= y * (1 + 1e-9) for x, y in zip(counted, moved))

@@ -6,7 +6,8 @@ on (:func:`forestcoll.schedule.shard_layout`); the chunks of root r's trees sum 
 :func:`weighted_pieces` cuts every root's k*w_r chunks with :func:`forestcoll.pieces.cut_pieces` (a piece lies
 in one tree of each phase), and says where each root's shard starts in the buffer, so a back end
 places piece (root, start) at buffer chunk ``starts[root] + start``.  With every weight 1 that is ``root * k +
-start``, the equal-shard layout the back ends use without weights (they keep calling ``cut_pieces`` then).
+start``, the equal-shard layout: the MSCCL++ lowering takes its pieces from here for every schedule; the
+executor's equal-shard path keeps :func:`~forestcoll.pieces.cut_pieces` and its per-shard element rounding.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from forestcoll import collectives
 from forestcoll.errors import UsageError
-from forestcoll.pieces import Piece, TreeShape, cut_pieces, shape_trees
+from forestcoll.pieces import Piece, TreeShape, shape_trees
 from forestcoll.schedule import Schedule
 from forestcoll.shard_pieces import refuse_weighted, weighted_pieces
 from forestcoll.topology import Topology
@@ -135,13 +135,10 @@ class Lowering:
         self.n = len(sched.ranks)
         self.trees = shape_trees(sched)
         self.ports = {id(t): edges for t, edges in zip(self.trees, port_edges(sched, topology))}
-        if sched.shard_weights is None:
-            k, pieces = cut_pieces(sched, self.trees, 10**9)
-            starts = tuple(r * k for r in range(self.n))
-        else:  # weighted shards: root r's k*w_r chunks from starts[r] (forestcoll.shard_pieces)
-            if why := refuse_weighted(sched, "an MSCCL++ plan"):
-                raise UsageError(why)
-            k, starts, pieces = weighted_pieces(sched, self.trees, 10**9)
+        if why := refuse_weighted(sched, "an MSCCL++ plan"):
+            raise UsageError(why)
+        # root r's k*w_r chunks from starts[r] (forestcoll.shard_pieces; equal shards: r*k)
+        k, starts, pieces = weighted_pieces(sched, self.trees, 10**9)
         # lanes: every piece becomes ``lanes`` pieces (chunks ``lanes`` times finer) moved by blocks of their own
         self.k = k * lanes
         self.starts = tuple(s * lanes for s in starts)  # first buffer chunk of each rank's shard
