@@ -51,7 +51,8 @@ from forestcoll.mscclpp.export import ExportError, ExportOptions, export_mscclpp
 from forestcoll.mscclpp.interpreter import run_plan
 from forestcoll.mscclpp.plan import read_plan
 from forestcoll.simulate import build_network, simulate
-from forestcoll.simulate.mscclpp import on_runtime_routes, plan_rate, simulate_plan
+from forestcoll.simulate.mscclpp import plan_rate, simulate_plan
+from forestcoll.simulate.runtime_trees import runtime_trees
 from forestcoll.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,7 +104,6 @@ def export_table(console: Console, markdown: bool, quick: bool) -> list:
                 cells = [spec, coll, label, res.layout, str(s.threadblocks_per_gpu), str(s.ops_per_threadblock),
                          f"{s.memory_channels}+{s.port_channels}", f"{t_export:.2f}", f"{t_check:.1f}"]
                 t_sim = time.perf_counter()
-                rerouted = on_runtime_routes(sched, net)
                 for size in SIZES:
                     plan = export_mscclpp(sched, topo, check=False, design_size=size).plan
                     t = simulate(net, sched, size=size).algbw_gbps
@@ -111,7 +111,7 @@ def export_table(console: Console, markdown: bool, quick: bool) -> list:
                     nic = simulate_plan(net, plan, size, port_transport="nic").algbw_gbps if res.inbox_port_edges \
                         else p
                     if size == SIZES[0]:
-                        r = simulate(net, rerouted, size=size).algbw_gbps
+                        r = runtime_trees(net, sched, size).algbw_gbps
                         cells += [f"{t:.1f}", f"{r:.1f}"]
                     else:
                         cells += [f"{t:.1f}"]

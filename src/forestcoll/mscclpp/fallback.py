@@ -23,8 +23,9 @@ def fitting_schedule(topology: Topology, collective: str, sched: Schedule, optio
     """The schedule to export when ``sched``'s plan needs more thread blocks than ``options.max_threadblocks``:
     among the powers of two k below its k whose plans fit (:func:`fitting_powers`), the one with the highest
     ``rate(schedule, size)`` at the design size (``options.design_size``, default 1 GiB), ties to the larger k
-    (the CLI passes :func:`forestcoll.simulate.mscclpp.executor_rate`: the trees simulated on the routes the
-    executor takes; without ``rate`` the largest fitting k is taken); with a phrase saying how it was chosen
+    (:func:`forestcoll.simulate.mscclpp.executor_rate`: the trees simulated on the routes the executor takes; the
+    CLI ranks the fitting k's plans, ``write_generated_plan`` with ``plan_rate``; without ``rate`` the largest
+    fitting k is taken); with a phrase saying how it was chosen
     (``what`` the rate simulates).  None when no power of two fits.  ``exported`` (when given) receives each
     fitting k's unchecked export (:func:`fitting_powers`) before ``rate`` is asked, so ``rate`` can rank the plan
     exported there instead of exporting it again.  A ``rate`` with ``rate.ceiling(schedule, size)`` (a rate it never

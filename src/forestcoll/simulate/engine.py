@@ -38,7 +38,7 @@ import bisect
 import heapq
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,6 +110,26 @@ class ProgramBuilder:
     def marker(self, after_sent: Iterable[int | None] = (), after_delivered: Iterable[int | None] = ()) -> int:
         """An instant event that happens when all its dependencies have."""
         return self.transfer((), 0.0, 0.0, after_sent, after_delivered)
+
+    def spread(self, routes: Sequence[tuple[tuple[int, ...], float]], nbytes: float, deps: list[int],
+               stream: object) -> tuple[int, int]:
+        """``nbytes`` after the events ``deps`` (as :meth:`add`) split evenly over ``routes`` (links, latency): one
+        transfer per route, of stream ``(stream, j)`` (None stays None), then a marker of all sent and one of all
+        delivered; returns those two ids (the one transfer's id twice for one route)."""
+        if len(routes) == 1:
+            links, lat = routes[0]
+            tid = self.add(links, nbytes, float(lat), deps, stream)
+            return tid, tid
+        share = nbytes / len(routes)
+        ids = [self.add(links, share, float(lat), list(deps), None if stream is None else (stream, j))
+               for j, (links, lat) in enumerate(routes)]
+        left = self.add((), 0.0, 0.0, [x << 1 | SENT for x in ids], None)
+        return left, self.add((), 0.0, 0.0, [x << 1 | DELIVERED for x in ids], None)
+
+    def rows(self) -> Iterator[tuple[tuple[int, ...], float, float, list[int], object]]:
+        """Each transfer as built: its links, bytes, latency, encoded dependencies and stream (None: its own)."""
+        for t, stream in enumerate(self._stream):
+            yield self._links[t], self._bytes[t], self._lat[t], self._deps[t], None if stream == ("#", t) else stream
 
     def link_time(self, capacity: Sequence[float]) -> float:
         """Seconds the busiest link needs for the bytes the transfers put on it (``capacity`` in bytes/s), plus the

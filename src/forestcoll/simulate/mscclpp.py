@@ -96,15 +96,9 @@ class _Builder(PlanReader):
         sent_of = self.sent_of
         deps = [sent_of.get(d, d) << 1 for d in sent if d is not None] + [(d << 1) | 1 for d in delivered if d is not None]
         self.transfers += len(routes)
-        if len(routes) == 1:
-            links, lat = routes[0]
-            return self.prog.add(links, nbytes, float(lat), deps, stream)
-        share = nbytes / len(routes)
-        ids = [self.prog.add(links, share, float(lat), list(deps), None if stream is None else (stream, j))
-               for j, (links, lat) in enumerate(routes)]
-        left = self.prog.add((), 0.0, 0.0, [x << 1 for x in ids], None)
-        landed = self.prog.add((), 0.0, 0.0, [(x << 1) | 1 for x in ids], None)
-        sent_of[landed] = left
+        left, landed = self.prog.spread(routes, nbytes, deps, stream)
+        if left != landed:
+            sent_of[landed] = left
         return landed
 
     def over_nic(self, a: int, b: int) -> bool:
@@ -537,30 +531,16 @@ def plan_simulation(net: Network, plan: Plan, size: int = 1 << 30, schedule: Sch
 # ----- one plan per size range (generate --sizes --format mscclpp) --------------------------------------
 
 
-def on_runtime_routes(sched: Schedule, net: Network) -> Schedule:
-    """``sched`` with every tree edge's path replaced by the model's route between its two GPUs: the route a
-    GPU-to-GPU transfer of a plan takes (CUDA IPC inside a box), not the path the trees were packed on."""
-    from dataclasses import replace
-
-    idx = {r: i for i, r in enumerate(net.ranks)}
-
-    def path(e):
-        links, _lat = net.route(idx[e.src], idx[e.dst])
-        return (net.names[net.ends[links[0]][0]], *(net.names[net.ends[x][1]] for x in links))
-
-    trees = tuple(replace(t, edges=tuple(replace(e, path=path(e)) for e in t.edges)) for t in sched.trees)
-    return replace(sched, trees=trees)
-
-
 def executor_rate(topology) -> Any:
     """``rate(schedule, size)``: the algbw (GB/s) of ``schedule``'s trees simulated at ``size`` on the routes an
-    MSCCL++ plan's transfers take (:func:`on_runtime_routes`); what the fallback of ``generate --format mscclpp``
-    ranks fitting schedules by."""
-    from forestcoll.simulate.core import simulate
+    MSCCL++ plan's transfers take, spread between boxes as a port channel's puts are
+    (:func:`forestcoll.simulate.runtime_trees.runtime_trees`); a ranking of fitting schedules before any plan is
+    exported (``generate --format mscclpp`` ranks their plans, :func:`plan_rate`)."""
     from forestcoll.simulate.network import build_network
+    from forestcoll.simulate.runtime_trees import runtime_trees
 
     net = build_network(topology)
-    return lambda sched, size: simulate(net, on_runtime_routes(sched, net), sched.collective, size).algbw_gbps
+    return lambda sched, size: runtime_trees(net, sched, size).algbw_gbps
 
 
 def plan_rate(topology) -> Any:

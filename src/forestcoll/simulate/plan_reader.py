@@ -21,9 +21,21 @@ from forestcoll.mscclpp.plan import BufRef, Op, Plan, PlanError
 from forestcoll.mscclpp.semantics import PIPELINED, buffer_sizes, wire
 from forestcoll.simulate.network import Network, Route, channel_routes
 
-__all__ = ["PORT_TRANSPORTS", "PlanBlock", "PlanReader", "leaving_route"]
+__all__ = ["PORT_TRANSPORTS", "PlanBlock", "PlanReader", "leaving_route", "port_spread"]
 
 PORT_TRANSPORTS = ("executor", "nic")
+
+
+def port_spread(net: Network, a: int, b: int, one: Route) -> list[Route]:
+    """The routes a port-channel transfer from rank ``a`` to rank ``b`` that would take route ``one`` spreads its
+    bytes over, evenly: between boxes, :func:`~forestcoll.simulate.network.channel_routes`' group 0 when it starts
+    with ``one`` (the pair's equal-cost routes through ``one``'s NIC ports); else ``one`` alone."""
+    box = net.box
+    if box[net.index[net.ranks[a]]] != box[net.index[net.ranks[b]]]:
+        group = channel_routes(net, net.port_groups, a, b, 0)
+        if group[0] == one:
+            return group
+    return [one]
 
 
 class PlanBlock:
@@ -102,13 +114,7 @@ class PlanReader:
         if key not in self.routes:
             net = self.net
             one = leaving_route(net, a, b) if nic else net.route(a, b)
-            box = net.box
-            found = [one]
-            if ctype == "port" and box[net.index[net.ranks[a]]] != box[net.index[net.ranks[b]]]:
-                group = channel_routes(net, net.port_groups, a, b, 0)
-                if group[0] == one:
-                    found = group
-            self.routes[key] = found
+            self.routes[key] = port_spread(net, a, b, one) if ctype == "port" else [one]
         return self.routes[key]
 
     # -- references -----------------------------------------------------------------------------------
