@@ -12,6 +12,7 @@ failure repeats); ``-m slow`` sweeps about four thousand more (``SWEEP``).  Each
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import re
@@ -26,7 +27,9 @@ EXTREME_NUMBERS = ("0", "-1", "-0", "1e999999", "1e-300", "NaN", "inf", "-inf", 
                    "4000000000", "2147483648", "1" + "0" * 5000, "0.0000000000000000000000000000000001", "", "abc",
                    "0x3", "1_0", "3.14159265358979323846264338327950288419716939937510")
 WRONG_TYPES = ("[]", "{}", "null", "true", '"x"', "-7", "1e400", '[1, "a", null]', '{"a": {"b": []}}')
-CASE_SECONDS = 60  # one case running longer than this fails (a hang or an unguarded size)
+CASE_SECONDS = 60  # one case using more CPU seconds than this fails (a loop or an unguarded size) ...
+CASE_WAIT_SECONDS = 600  # ... and one still running after this many seconds (a hang that uses no CPU)
+# (CPU seconds, not wall: at load 13-16 on two cores an honest 7 s case took over 60 s of wall time; closing33)
 # (the extreme numbers are outside the limits or tiny: a mutation must not make a legal but huge fabric,
 # such as nodes: 1000 of an 8-GPU box, whose simulation is slow by nature; the hex literal is 0x3, since YAML
 # reads 0x10 as 16, and generate --format msccl of 16 such boxes (128 GPUs) takes 140 s of honest work)
@@ -36,8 +39,25 @@ class _Timeout(BaseException):  # not an Exception: main() must not catch it
     pass
 
 
-def _alarm(_signum, _frame):
-    raise _Timeout
+def _alarm(signum, _frame):
+    raise _Timeout(f"used more than {CASE_SECONDS} s of CPU" if signum == signal.SIGPROF
+                   else f"still running after {CASE_WAIT_SECONDS} s")
+
+
+@contextlib.contextmanager
+def deadline() -> Iterator[None]:
+    """Raise :class:`_Timeout` in the block once this process has used :data:`CASE_SECONDS` of CPU in it (its
+    profiling timer: user and system time, whatever the machine's load), or :data:`CASE_WAIT_SECONDS` have passed."""
+    old = {sig: signal.signal(sig, _alarm) for sig in (signal.SIGPROF, signal.SIGALRM)}
+    signal.setitimer(signal.ITIMER_PROF, CASE_SECONDS)
+    signal.setitimer(signal.ITIMER_REAL, CASE_WAIT_SECONDS)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 # ----- seeds -----------------------------------------------------------------------------------------
@@ -116,15 +136,11 @@ def check_case(args: list, output: Path | None = None) -> None:
         if output.name.startswith("keep"):
             output.write_bytes(sentinel)
     before = sorted(p.name for p in output.parent.iterdir()) if output is not None and output.parent.is_dir() else None
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(CASE_SECONDS)
     try:
-        code, out, err = cli(*args)
-    except _Timeout:
-        pytest.fail(f"forestcoll {' '.join(map(str, args))}: still running after {CASE_SECONDS} s")
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+        with deadline():
+            code, out, err = cli(*args)
+    except _Timeout as exc:
+        pytest.fail(f"forestcoll {' '.join(map(str, args))}: {exc}")
     where = f"forestcoll {' '.join(str(a)[:80] for a in args)}"
     assert "Traceback" not in err and "internal error" not in err, f"{where}\n{err}"
     assert code in (0, 2), f"{where}: exit {code}\n{err}"
@@ -299,6 +315,30 @@ def test_fuzz_files_sweep(seeds, tmp_path, capsys, seed):
     n = run_mutations(seeds, tmp_path, per_kind={kind: SWEEP[kind] for kind in seeds}, seed=seed)
     _report(capsys, f"fuzz files sweep (seed {seed})", n)
     assert n >= 1300
+
+
+def test_the_deadline_counts_cpu_not_a_loaded_machine(monkeypatch):
+    """tidy21: a case is stopped by the CPU it uses, not by the wall time a loaded machine stretches it to (four
+    helpers saw honest cases pass a 60 s wall alarm at load 13-16); a case that waits without using CPU is still
+    stopped, after CASE_WAIT_SECONDS."""
+    import os
+    import time
+
+    module = __import__(__name__)
+    monkeypatch.setattr(module, "CASE_SECONDS", 0.2)
+    monkeypatch.setattr(module, "CASE_WAIT_SECONDS", 5)
+    with deadline():
+        time.sleep(0.6)  # longer than the CPU allowance, using none of it: what a loaded machine does to a case
+    t0 = time.process_time()
+    with pytest.raises(_Timeout, match="more than 0.2 s of CPU"), deadline():
+        end = time.monotonic() + 60
+        while time.monotonic() < end:  # a loop: stopped by its CPU time
+            os.urandom(64)
+    assert 0.15 < time.process_time() - t0 < 5
+    monkeypatch.setattr(module, "CASE_WAIT_SECONDS", 0.3)
+    with pytest.raises(_Timeout, match="still running after 0.3 s"), deadline():
+        time.sleep(5)  # a hang without CPU
+    assert signal.getitimer(signal.ITIMER_PROF) == signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
 
 def test_mutations_really_damage(seeds):
