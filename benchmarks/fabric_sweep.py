@@ -25,7 +25,8 @@ best baseline at 16 MiB, the same trees' plan cut for 16 MiB (what ``generate --
 miss is flagged ``!``: an artefact below 0.95 of the reference bound at 1 GiB, or below the best baseline at 16 MiB;
 ``^`` marks a rate above the reference bound (allreduce: that bound is for reduce-scatter and allgather in sequence,
 which an allreduce that overlaps them, or that splits the buffer otherwise, can beat; docs/sweep.md).  The summary
-line counts them.
+line counts the rows that miss and the rows with a ``^``; the best baseline is also simulated at 1 GiB, where it has
+no target and no column, and the summary counts apart the rows where it runs above the bound there.
 
     python benchmarks/fabric_sweep.py                       # seeds 0-23 (about 17 min CPU)
     python benchmarks/fabric_sweep.py --seeds 0-3 --markdown
@@ -323,17 +324,28 @@ def low(m: dict, art: str, size: str) -> bool:
 
 
 def above(m: dict) -> bool:
-    """Whether an artefact or the best baseline runs faster than the reference bound (more than 0.1 %) at some size:
-    that bound is for phases in sequence (reduce-scatter, then allgather) on the row's shards, which an allreduce
-    that overlaps them, or splits the buffer otherwise, can beat."""
-    rates = [m[art][size] for art in ARTEFACTS for _, size in SIZES] + [m["baseline"][size][0] for _, size in SIZES]
-    return any(r is not None and r > 1.001 * m["bound"] for r in rates)
+    """Whether a rate the table shows runs faster than the reference bound (more than 0.1 %: a ``^`` in the row): an
+    artefact at some size, or the best baseline at 16 MiB.  That bound is for phases in sequence (reduce-scatter,
+    then allgather) on the row's shards, which an allreduce that overlaps them, or splits the buffer otherwise, can
+    beat."""
+    rates = [m[art][size] for art in ARTEFACTS for _, size in SIZES] + [m["baseline"]["16MiB"][0]]
+    return any(r is not None and _over(r, m["bound"]) for r in rates)
+
+
+def baseline_above(m: dict) -> bool:
+    """Whether the best baseline at 1 GiB, which the table does not show (it has no target there), runs faster than
+    the reference bound: counted apart in the summary."""
+    return _over(m["baseline"]["1GiB"][0], m["bound"])
+
+
+def _over(rate: float, bound: float) -> bool:
+    return rate > 1.001 * bound
 
 
 def _cell(rate: float | None, bound: float, flag: bool) -> str:
     if rate is None:
         return "- !"
-    return f"{rate:.1f} ({rate / bound:.2f})" + (" !" if flag else "") + (" ^" if rate > 1.001 * bound else "")
+    return f"{rate:.1f} ({rate / bound:.2f})" + (" !" if flag else "") + (" ^" if _over(rate, bound) else "")
 
 
 def row(seed: int, label: str, collective: str, m: dict) -> list[str]:
@@ -345,7 +357,7 @@ def row(seed: int, label: str, collective: str, m: dict) -> list[str]:
             cells.append(_cell(m[art][size], bound, low(m, art, size)))
     base, name = m["baseline"]["16MiB"]
     cut16 = m.get("mscclpp_cut16")
-    cells += [f"{base:.1f} {name}" + (" ^" if base > 1.001 * bound else ""), f"{cut16:.1f} ({cut16 / bound:.2f})" if cut16 is not None else "", f"{m['msccl_k'] if m['msccl_k'] is not None else '-'}/"
+    cells += [f"{base:.1f} {name}" + (" ^" if _over(base, bound) else ""), f"{cut16:.1f} ({cut16 / bound:.2f})" if cut16 is not None else "", f"{m['msccl_k'] if m['msccl_k'] is not None else '-'}/"
               f"{m['mscclpp_k'] if m['mscclpp_k'] is not None else '-'}",
               shards_cell(m), f"{m['cpu_s']:.0f}"]
     return cells
@@ -406,7 +418,7 @@ def main() -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, load average {load:.2f}", flush=True)
     rows: list[list[str]] = []
-    counted = missed = beaten = 0
+    counted = missed = beaten = base_beaten = 0
     t_start, cpu_start = time.perf_counter(), time.process_time()
     for seed in seeds:
         doc = random_fabric(seed)
@@ -418,13 +430,20 @@ def main() -> None:
             counted += 1
             missed += bool(found)
             beaten += above(m)
+            base_beaten += baseline_above(m)
             rows.append(row(seed, label, collective, m))
             print(" | ".join(rows[-1]) + (f"   MISS: {', '.join(found)}" if found else ""), flush=True)
     show(Console(), f"Fabric sweep: simulated algbw (default model) against the exact (reference) bound; ! = below {TARGET} "
          "of it at 1 GiB, or below the best baseline at 16 MiB; ^ = above it", COLUMNS, rows, args.markdown, 3)
-    print(f"\n{counted - missed} of {counted} (fabric, collective) meet every target; {missed} miss; in {beaten} "
-          "something runs above the bound "
-          f"({time.perf_counter() - t_start:.0f} s wall, {time.process_time() - cpu_start:.0f} s CPU)")
+    print("\n" + summary(counted, missed, beaten, base_beaten)
+          + f" ({time.perf_counter() - t_start:.0f} s wall, {time.process_time() - cpu_start:.0f} s CPU)")
+
+
+def summary(counted: int, missed: int, beaten: int, base_beaten: int) -> str:
+    """The closing line: rows meeting every target, rows with a ``^`` (:func:`above`), and rows whose best baseline
+    at 1 GiB, not in the table, runs above the bound (:func:`baseline_above`)."""
+    return (f"{counted - missed} of {counted} (fabric, collective) meet every target; {missed} miss; {beaten} show "
+            f"a rate above the bound (^); in {base_beaten} the best baseline at 1 GiB (no column) runs above it")
 
 
 if __name__ == "__main__":

@@ -147,3 +147,30 @@ def test_sweep_fabric_meets_the_targets(seed, collective):
     m = fabric_sweep.measure(fabric_sweep.load_fabric(fabric_sweep.random_fabric(seed)), collective)
     found = [miss for miss in fabric_sweep.misses(m) if miss != "mscclpp 16MiB < baseline"]
     assert not found, (found, m)
+
+
+def _measured(base16: float, base1g: float, art16: float = 9.0) -> dict:
+    """A row as :func:`measure` returns it, bound 10: every artefact at ``art16`` (16 MiB) and 9.8 (1 GiB)."""
+    m = {"bound": 10.0, "k": 1, "msccl_k": 1, "mscclpp_k": 1, "cpu_s": 1.0, "mscclpp_cut16": None,
+         "baseline": {"16MiB": (base16, "ring"), "1GiB": (base1g, "double-binary-tree")}}
+    for art in fabric_sweep.ARTEFACTS:
+        m[art] = {"16MiB": art16, "1GiB": 9.8}
+    return m
+
+
+@pytest.mark.parametrize("base16,base1g,art16,shown,apart", [
+    (8.0, 9.0, 9.0, False, False),
+    (8.0, 10.5, 9.0, False, True),  # only the 1 GiB baseline, which has no column: counted apart (swp20's "in 3")
+    (10.5, 9.0, 9.0, True, False),  # the 16 MiB baseline's cell shows ^
+    (8.0, 10.5, 10.5, True, True),  # an artefact's cell shows ^
+])
+def test_the_summary_counts_what_the_table_shows(base16, base1g, art16, shown, apart):
+    """A row counts among those "above the bound" exactly when one of its cells shows ``^``; the best baseline at
+    1 GiB, which has no column, is counted apart."""
+    m = _measured(base16, base1g, art16)
+    cells = fabric_sweep.row(0, "fabric", "allreduce", m)
+    assert fabric_sweep.above(m) is shown and any(c.endswith("^") for c in cells) is shown
+    assert fabric_sweep.baseline_above(m) is apart
+    line = fabric_sweep.summary(2, 1, int(shown), int(apart))
+    assert line == (f"1 of 2 (fabric, collective) meet every target; 1 miss; {int(shown)} show a rate above the bound "
+                    f"(^); in {int(apart)} the best baseline at 1 GiB (no column) runs above it")
