@@ -72,6 +72,46 @@ def test_a_built_in_cluster_bound_does_not_import_numpy():
     assert _loaded(["bound", "ring:n=4"], ("numpy",)) == ["numpy"]  # the max-flow stack still loads it
 
 
+def test_a_cluster_whose_declared_orbits_need_refinement_does_not_import_numpy():
+    """tidy21: mi250's declared generators leave four GCD positions, so ``bound`` asks bound/automorphisms.py for the
+    whole group's orbits; colour refinement answers (plain Python) and bliss is never run, yet the module imported
+    numpy and graph/symmetry.py (numpy, igraph) for its other functions."""
+    after = _modules_after([["bound", "mi250:nodes=2"]])
+    assert "forestcoll.bound.automorphisms" in after  # the path this guards is taken
+    assert not after & {"numpy", "igraph", "forestcoll.graph.symmetry"}
+
+
+def test_orbit_cycles_is_the_numpy_one():
+    """graph/orbits.py's plain-Python orbit_cycles gives the permutation graph/symmetry.py computed in numpy."""
+    import random
+
+    import numpy as np
+
+    from forestcoll.graph.orbits import orbit_cycles, orbits
+    from forestcoll.graph.symmetry import orbit_cycles as exported
+
+    def reference(orbit):  # graph/symmetry.py's numpy version at bdadcd0
+        label = np.asarray(orbit, dtype=np.int64)
+        order = np.lexsort((np.arange(len(label)), label))
+        perm = np.empty(len(label), dtype=np.int64)
+        nxt = np.roll(order, -1)
+        first = np.r_[True, label[order][1:] != label[order][:-1]]
+        nxt[np.r_[first[1:], True]] = order[first]
+        perm[order] = nxt
+        return tuple(perm.tolist())
+
+    assert exported is orbit_cycles
+    rng = random.Random(21)
+    for _ in range(300):
+        n = rng.randint(1, 50)
+        label = [rng.randrange(max(1, n // rng.randint(1, 5))) for _ in range(n)]
+        got = orbit_cycles(label)
+        assert got == reference(label) and all(type(x) is int for x in got)
+        assert got == orbit_cycles(np.asarray(label, dtype=np.int64))
+        smallest = orbits(n, [got])
+        assert len(set(smallest)) == len(set(label)) and all(smallest[i] == smallest[label.index(label[i])] for i in range(n))
+
+
 def test_help_does_not_import_the_topology_model():
     """polish20: --fabric's choices come from topology/fabrics.py, which imports nothing: --help loaded
     topology/cluster.py and with it the model, device, units, fractions and dataclasses (~10 ms)."""

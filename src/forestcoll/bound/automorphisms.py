@@ -27,20 +27,14 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from forestcoll.graph.symmetry import (
-    Perm,
-    automorphism_rows,
-    canonical_order,
-    colour_refinement,
-    detect_automorphisms,
-    free_subgroup,
-    orbits,
-)
+from forestcoll.graph.orbits import Perm, colour_refinement, orbits
 from forestcoll.progress import Progress, report
 from forestcoll.topology.model import Topology
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "DETECT_MIN_RANKS", "FabricSymmetry", "automorphism_orbits", "fabric_symmetry", "full_automorphisms",
@@ -122,6 +116,8 @@ def full_automorphisms(topo: Topology) -> tuple[Perm, ...]:
     key = _key(topo)
     hit = _FULL.get(key)
     if hit is None:
+        from forestcoll.graph.symmetry import detect_automorphisms
+
         hit = _remember(_FULL, key, tuple(detect_automorphisms(len(topo.nodes), topo.is_compute, topo.arcs)))
     return hit
 
@@ -133,6 +129,8 @@ def _canonical_group(topo: Topology) -> _Canonical:
     hit = _CANONICAL.get(key)
     if hit is not None:
         return hit
+    from forestcoll.graph.symmetry import automorphism_rows, canonical_order
+
     n = len(topo.nodes)
     new = canonical_order(n, topo.is_compute, topo.arcs)
     old = [0] * n
@@ -147,6 +145,8 @@ def _canonical_group(topo: Topology) -> _Canonical:
 
 def _to_fabric(old: Sequence[int], new: Sequence[int], rows: np.ndarray) -> np.ndarray:
     """Permutations (rows) in the canonical numbering mapped back to the fabric's: row p becomes i -> old[p[new[i]]]."""
+    import numpy as np
+
     return np.asarray(old, dtype=np.int64)[rows[:, np.asarray(new, dtype=np.int64)]]
 
 
@@ -189,6 +189,10 @@ def fabric_symmetry(topo: Topology, progress: Progress | None = None) -> FabricS
     if hit is not None:
         _CACHE.move_to_end(key)
         return hit
+    import numpy as np
+
+    from forestcoll.graph.symmetry import free_subgroup
+
     report(progress, "finding symmetries", 0, 2)
     t0 = time.perf_counter()
     n = len(topo.nodes)

@@ -389,9 +389,9 @@ def _targets(model: ClusterModel, fabric: Topology) -> tuple[int, ...]:
     compute = [i for i in range(n) if fabric.is_compute[i]]
     gens = list(fabric.symmetries)
     orbit = orbits(n, gens)
-    if len({orbit[c] for c in compute}) > 1:  # bliss (numpy, igraph) only then: a built-in's declared orbits suffice
+    if len({orbit[c] for c in compute}) > 1:  # only then; colour refinement may settle it without bliss or numpy (mi250)
         from forestcoll.bound.automorphisms import DETECT_MIN_RANKS, automorphism_orbits
-        from forestcoll.graph.symmetry import orbit_cycles
+        from forestcoll.graph.orbits import orbit_cycles
 
         if model.num_compute > DETECT_MIN_RANKS:
             orbit = orbits(n, gens + [orbit_cycles(automorphism_orbits(fabric))])

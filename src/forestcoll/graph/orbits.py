@@ -2,14 +2,20 @@
 
 :func:`orbits` is all ``forestcoll bound`` of a built-in cluster needs from the symmetries, and numpy's import
 (~0.08 s CPU) was most of that command's start-up: a fabric whose generators move few points in all is done in
-plain Python (union-find), a larger one in numpy (label propagation).  Both give the same labels.
+plain Python (union-find), a larger one in numpy (label propagation).  Both give the same labels.  Where the
+declared generators leave several rank orbits (mi250's GCD positions), ``bound`` also needs
+:func:`colour_refinement` and :func:`orbit_cycles` (plain Python too), and bliss only when refinement does not
+settle the orbits (:func:`forestcoll.bound.automorphisms.automorphism_orbits`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 
-__all__ = ["PYTHON_POINTS", "orbits"]
+__all__ = ["PYTHON_POINTS", "Perm", "colour_refinement", "orbit_cycles", "orbits"]
+
+Perm = tuple[int, ...]  # p[i] is the image of node i
 
 PYTHON_POINTS = 4096  # points x generators at most done in plain Python (<= ~0.5 ms there; numpy above)
 
@@ -70,3 +76,39 @@ def _orbits_numpy(n: int, generators: Sequence[Sequence[int]]) -> list[int]:
         if np.array_equal(new, label):
             return label.tolist()
         label = new
+
+
+def colour_refinement(n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[int, int, Fraction]]) -> list[int]:
+    """The coarsest equitable partition refining the node kinds (1-dimensional Weisfeiler-Leman): a class id per
+    node.  Nodes are split, until nothing splits, by their class and the multisets of (bandwidth, class) over
+    their out-arcs and over their in-arcs.  Every automorphism maps each node into its own class, so each orbit
+    lies inside one class; when the classes are exactly the orbits of known automorphisms, those orbits are the
+    whole group's (no search needed)."""
+    out: list[list[tuple[Fraction, int]]] = [[] for _ in range(n)]
+    into: list[list[tuple[Fraction, int]]] = [[] for _ in range(n)]
+    for u, v, bw in arcs:
+        out[u].append((bw, v))
+        into[v].append((bw, u))
+    colour = [0 if c else 1 for c in is_compute]
+    count = len(set(colour))
+    while True:
+        sigs = [(colour[i], tuple(sorted((bw, colour[v]) for bw, v in out[i])),
+                 tuple(sorted((bw, colour[u]) for bw, u in into[i]))) for i in range(n)]
+        ids: dict[tuple, int] = {}
+        new = [ids.setdefault(sig, len(ids)) for sig in sigs]
+        if len(ids) == count:
+            return new
+        colour, count = new, len(ids)
+
+
+def orbit_cycles(orbit: Sequence[int]) -> Perm:
+    """A permutation whose cycles are the given orbits (each orbit's members in increasing order, one cycle):
+    joined with other generators it spans the same orbits as the group the labelling came from."""
+    members: dict[int, list[int]] = {}
+    for i, label in enumerate(map(int, orbit)):  # ints: a labelling may be a numpy row
+        members.setdefault(label, []).append(i)  # increasing within each orbit
+    perm = list(range(len(orbit)))
+    for cycle in members.values():
+        for a, b in zip(cycle, cycle[1:] + cycle[:1]):
+            perm[a] = b
+    return tuple(perm)

@@ -14,7 +14,7 @@ from fractions import Fraction
 import numpy as np
 
 from forestcoll.graph.igraph_import import import_igraph
-from forestcoll.graph.orbits import orbits  # here too: the orbits of generators belong with the rest
+from forestcoll.graph.orbits import Perm, colour_refinement, orbit_cycles, orbits  # the numpy-free part, here too
 
 __all__ = [
     "Perm", "automorphism_rows", "canonical_order", "centralizer_automorphisms", "colour_refinement",
@@ -22,49 +22,9 @@ __all__ = [
     "orbits",
 ]
 
-Perm = tuple[int, ...]
-
 FIRST_ELEMENTS = 4  # first elements free_subgroup grows a group from (one above 5,000 nodes)
 STEP_CHOICES = 6  # groups compared at each step of free_subgroup (the largest is kept)
 RANDOM_ELEMENTS = 120  # random group elements tried per step of free_subgroup when the structured ones fail
-
-
-def colour_refinement(n: int, is_compute: Sequence[bool], arcs: Sequence[tuple[int, int, Fraction]]) -> list[int]:
-    """The coarsest equitable partition refining the node kinds (1-dimensional Weisfeiler-Leman): a class id per
-    node.  Nodes are split, until nothing splits, by their class and the multisets of (bandwidth, class) over
-    their out-arcs and over their in-arcs.  Every automorphism maps each node into its own class, so each orbit
-    lies inside one class; when the classes are exactly the orbits of known automorphisms, those orbits are the
-    whole group's (no search needed)."""
-    out: list[list[tuple[Fraction, int]]] = [[] for _ in range(n)]
-    into: list[list[tuple[Fraction, int]]] = [[] for _ in range(n)]
-    for u, v, bw in arcs:
-        out[u].append((bw, v))
-        into[v].append((bw, u))
-    colour = [0 if c else 1 for c in is_compute]
-    count = len(set(colour))
-    while True:
-        sigs = [(colour[i], tuple(sorted((bw, colour[v]) for bw, v in out[i])),
-                 tuple(sorted((bw, colour[u]) for bw, u in into[i]))) for i in range(n)]
-        ids: dict[tuple, int] = {}
-        new = [ids.setdefault(sig, len(ids)) for sig in sigs]
-        if len(ids) == count:
-            return new
-        colour, count = new, len(ids)
-
-
-def orbit_cycles(orbit: Sequence[int]) -> tuple[int, ...]:
-    """A permutation whose cycles are the given orbits (each orbit's members in increasing order, one cycle):
-    joined with other generators it spans the same orbits as the group the labelling came from."""
-    label = np.asarray(orbit, dtype=np.int64)
-    order = np.lexsort((np.arange(len(label)), label))  # members grouped by orbit, increasing within
-    perm = np.empty(len(label), dtype=np.int64)
-    nxt = np.roll(order, -1)
-    first = np.r_[True, label[order][1:] != label[order][:-1]]  # the first member of each orbit in ``order``
-    last = np.r_[first[1:], True]
-    starts = order[first]
-    nxt[last] = starts  # the last member of an orbit maps back to its first
-    perm[order] = nxt
-    return tuple(perm.tolist())
 
 
 def group_elements(generators: Sequence[Perm], n: int, limit: int) -> list[Perm] | None:
