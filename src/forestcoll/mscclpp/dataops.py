@@ -116,11 +116,7 @@ class DataOps:
                     wr(da, dlo, rd(sa, slo, n).copy())
             elif ctype == "port":
                 for tid, dref in enumerate(dst):
-                    cids = op.channel_ids or ()
-                    if tid >= len(cids) or tid >= len(src):
-                        raise self._fail(b, ins, f"destination {tid} has no channel or source")
-                    end = self._channel(b, ins, "port", cids[tid])
-                    agent = self.port_agent[(b.gpu, end.index)]
+                    end, agent = self._port_end(b, ins, op, tid, len(src))
                     t, s0, _n = local_ref(src[tid])
                     rank, rtype = self._remote_of(b, ins, dref, "port")
                     d0, dn = self._span(b.gpu, dref, rtype, op)
@@ -170,6 +166,15 @@ class DataOps:
         else:
             raise self._fail(b, ins, f"unknown operation {name!r}")
         return True
+
+    def _port_end(self, b: TbState, ins: Instr, op: Any, i: int, sources: int | None = None) -> tuple[Any, int]:
+        """The port channel ``op`` puts its destination ``i`` through (its ``i``-th channel id) and that channel's
+        proxy agent; a fault naming the destination when it has no channel (or no source: ``sources`` given)."""
+        cids = op.channel_ids or ()
+        if i >= len(cids) or (sources is not None and i >= sources):
+            raise self._fail(b, ins, f"destination {i} has no channel" + (" or source" if sources is not None else ""))
+        end = self._channel(b, ins, "port", cids[i])
+        return end, self.port_agent[(b.gpu, end.index)]
 
     def _port_issue(self, agent: int, b: TbState, lane: int) -> tuple[int, tuple[Clock, Clock] | None]:
         """A put pushed to a port channel's proxy by thread ``lane``: the proxy learns what that thread knows."""
@@ -343,11 +348,7 @@ class DataOps:
                     da, dlo = self._remote(b, ins, rank, rtype, 2 * (d0 + self._const(b.gpu, rtype)) + soff, 2 * n)
                     wr(da, dlo, self._to_packets(rd(sa, slo, n).copy(), flag), pkt=True)
                 else:
-                    cids = op.channel_ids or ()
-                    if i >= len(cids):
-                        raise self._fail(b, ins, f"destination {i} has no channel")
-                    end = self._channel(b, ins, "port", cids[i])
-                    agent = self.port_agent[(b.gpu, end.index)]
+                    _end, agent = self._port_end(b, ins, op, i)
                     t, s0, n = local_ref(sref)
                     sa, slo = self._local(b, ins, b.gpu, t, 2 * s0 + (soff if t == "s" else 0), 2 * n)
                     da, dlo = self._remote(b, ins, rank, rtype, 2 * (d0 + self._const(b.gpu, rtype)) + soff, 2 * n)
@@ -368,11 +369,7 @@ class DataOps:
                 if ctype == "memory":
                     wr(da, dlo, self._to_packets(data, flag), pkt=True)
                 else:
-                    cids = op.channel_ids or ()
-                    if i >= len(cids):
-                        raise self._fail(b, ins, f"destination {i} has no channel")
-                    end = self._channel(b, ins, "port", cids[i])
-                    agent = self.port_agent[(b.gpu, end.index)]
+                    _end, agent = self._port_end(b, ins, op, i)
                     clk, k = self._port_issue(agent, b, i)
                     raw = rd(alloc, lo, 2 * n, pkt=True, agent=agent, clk=clk, k=k).copy()
                     wr(da, dlo, raw, agent=agent, clk=clk, k=k, pkt=True)
