@@ -69,3 +69,12 @@ def test_generate_sizes_refuses_a_size_below_every_loop(tmp_path):
     code, out, err = cli("generate", "switch:n=5", "-c", "allgather", "--sizes", "16", "-o", tmp_path / "y")
     assert code == 2 and err.count("\n") == 1 and "less than one loop" in err, err
     assert not (tmp_path / "y").exists()
+
+
+def test_generate_sizes_mscclpp_chooses_at_the_nearest_runnable_size(tmp_path):
+    """MSCCL++ plans count whole 16-byte units: 1 MiB on five ranks moves to a multiple of 5 k units (before: exit 2)."""
+    code, out, err = cli("generate", "switch:n=5", "-c", "allreduce", "--sizes", "1MiB", "--format", "mscclpp",
+                         "-o", tmp_path / "p")
+    assert code == 0, err
+    assert "note       1MiB: no candidate's file runs a call of that size" in out and "chosen at 1048000 bytes" in out
+    assert len(list((tmp_path / "p").iterdir())) == 1
