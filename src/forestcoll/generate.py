@@ -461,8 +461,8 @@ def _lowest(topo: Topology, coll: collectives.Collective, weights: Sequence[int]
     radius or the first height it does not find (``--max-height lowest``)."""
     phases = _phases(topo, coll, weights, k, symmetry, max_k, progress=progress)
     first, goal = _height(phases), _algbw(phases)
-    floor = max(max(rank_eccentricities(topo, reverse)[i] for reverse in sorted({ph.reversed for ph in coll.phases}))
-                for i, w in enumerate(weights) if w > 0)
+    tables = [rank_eccentricities(topo, reverse) for reverse in sorted({ph.reversed for ph in coll.phases})]
+    floor = max(max(t[i] for t in tables) for i, w in enumerate(weights) if w > 0)  # no tree of root i is lower
     steps: list[tuple[int, int | None]] = []
     while _height(phases) > floor:
         target = _height(phases) - 1
