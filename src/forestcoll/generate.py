@@ -39,10 +39,12 @@ from forestcoll.trees.shallow import lower_trees, rank_eccentricities
 from forestcoll.trees.splitting import Path, split_switches, trim_switch_excess
 from forestcoll.trees.symmetric import pack_trees_symmetric
 
-__all__ = ["LOWERING_RANKS", "PhaseResult", "check_height", "fixed_k_reach", "generate", "lowering_budget", "solve_phase"]
+__all__ = ["LOWERING_RANKS", "LOWEST", "PhaseResult", "check_height", "fixed_k_reach", "generate", "lowering_budget", "solve_phase"]
 
 LOWERING_RANKS = 128  # packings with more ranks keep the packer's heights (each max-flow grows with the ranks)
 
+
+LOWEST = "lowest"  # generate(max_height=LOWEST): the same schedule with its trees as low as the search finds
 
 HEIGHT_WORK = 5.0  # deterministic seconds of CP-SAT per height-limited packing tried
 
@@ -288,7 +290,7 @@ def generate(
     root: str | None = None,
     symmetry: bool = True,
     max_k: int = DEFAULT_MAX_K,
-    max_height: int | None = None,
+    max_height: int | str | None = None,
     progress: Progress | None = None,
     shard_weights: Sequence[int] | None = None,
 ) -> Schedule:
@@ -297,6 +299,9 @@ def generate(
     With ``max_height`` every tree has at most that many hops: the optimal schedule when its trees can be
     lowered that far, else the fastest schedule with such trees that the search below finds (its algbw is
     exact, from its link loads, and below the bound; not proved the best possible for that height).
+    ``max_height=LOWEST`` ("lowest"): the same schedule (same k, exactly the same algbw) with its trees lowered
+    as far as the height search finds, one hop at a time (:func:`_lowest`; seconds where the default takes
+    milliseconds, so not the default).
     Raises UsageError for bad parameters; the result verifies with :func:`forestcoll.verify.verify`.
     ``progress`` (:mod:`forestcoll.progress`) hears each phase's steps.  ``shard_weights`` (one positive int per
     compute node, allreduce / reduce_scatter / allgather): rank i's shard is w_i / sum(w) of the buffer
@@ -306,7 +311,7 @@ def generate(
     weights = root_weights(topo, coll, root)
     if shard_weights is not None:
         weights = _node_weights(topo, coll, shard_weights)
-    if max_height is not None:
+    if max_height is not None and max_height != LOWEST:
         check_height(topo, coll, weights, max_height)
     t0 = time.perf_counter()
     # millions of small objects (tree edges) are made and none is garbage: pause the cycle collector
@@ -315,6 +320,8 @@ def generate(
     try:
         if max_height is None:
             made = _assemble(topo, coll, weights, _phases(topo, coll, weights, k, symmetry, max_k, progress=progress), t0)
+        elif max_height == LOWEST:
+            made = _lowest(topo, coll, weights, k, symmetry, max_k, t0, progress)
         else:
             made = _limited(topo, coll, weights, k, symmetry, max_k, max_height, t0, progress)
         return made if symmetry else replace(made, symmetry=None)
@@ -385,13 +392,28 @@ def _limited(topo: Topology, coll: collectives.Collective, weights: Sequence[int
        them; the fastest wins;
     3. else the greedy packer with more time per tree (a slower rate, more room on every link) until the trees
        fit, then bisection between the last miss and the first hit."""
+    found, tried = _height_search(topo, coll, weights, k, symmetry, max_k, max_height, progress)
+    if found is None:
+        raise TopologyError(f"no schedule with trees of at most {max_height} hops was found; allow more hops "
+                            "(forestcoll generate without --max-height shows the optimal trees' height)")
+    return _assemble(topo, coll, weights, found, t0, {"max_height": max_height, "height_search": tried})
+
+
+def _height_search(topo: Topology, coll: collectives.Collective, weights: Sequence[int], k: int | None,
+                   symmetry: bool, max_k: int, max_height: int, progress: Progress | None = None,
+                   exact: Fraction | None = None) -> tuple[list[PhaseResult] | None, list[tuple[str, str, int | str]]]:
+    """(the phases :func:`_limited` describes, or None when its search finds none; what it tried).  With ``exact``
+    (an algbw) only phases of exactly that algbw count, and no k below the first is tried (it cannot reach it)."""
+    def counts(cand: list[PhaseResult]) -> bool:
+        return _height(cand) <= max_height and (exact is None or _algbw(cand) == exact)
+
     phases = _phases(topo, coll, weights, k, symmetry, max_k, max_height=max_height, progress=progress)
     tried: list[tuple[str, str, int | str]] = [(str(phases[0].k), "lowered", _height(phases))]
-    if _height(phases) <= max_height:
-        return _assemble(topo, coll, weights, phases, t0, {"max_height": max_height, "height_search": tried})
+    if counts(phases):
+        return phases, tried
     top_k = math.lcm(*(p.k for p in phases))
     best: list[PhaseResult] | None = None
-    ks = [top_k] + [1 << i for i in range(top_k.bit_length()) if (1 << i) < top_k]
+    ks = [top_k] + ([] if exact is not None else [1 << i for i in range(top_k.bit_length()) if (1 << i) < top_k])
     for i, kk in enumerate(ks):
         try:
             cand = _phases(topo, coll, weights, kk, symmetry, max_k, max_height=max_height, exact_height=True,
@@ -402,12 +424,14 @@ def _limited(topo: Topology, coll: collectives.Collective, weights: Sequence[int
                 break  # a larger power of two would be harder still
             continue
         tried.append((str(kk), "program", _height(cand)))
+        if exact is not None and not counts(cand):
+            break
         if best is None or _algbw(cand) > _algbw(best):
             best = cand
         if i == 0:
             break  # the given (or optimal) k itself fits: nothing below it is faster
     if best is not None:
-        return _assemble(topo, coll, weights, best, t0, {"max_height": max_height, "height_search": tried})
+        return best, tried
     lo = Fraction(0)
     hi = None
     for s in _STRETCH:
@@ -418,8 +442,7 @@ def _limited(topo: Topology, coll: collectives.Collective, weights: Sequence[int
             break
         lo = s
     if best is None or hi is None:
-        raise TopologyError(f"no schedule with trees of at most {max_height} hops was found; allow more hops "
-                            "(forestcoll generate without --max-height shows the optimal trees' height)")
+        return None, tried
     for _ in range(_BISECT):
         mid = (lo + hi) / 2
         cand = _phases(topo, coll, weights, top_k, symmetry, max_k, 1 + mid, max_height, progress=progress)
@@ -428,7 +451,27 @@ def _limited(topo: Topology, coll: collectives.Collective, weights: Sequence[int
             best, hi = cand, mid
         else:
             lo = mid
-    return _assemble(topo, coll, weights, best, t0, {"max_height": max_height, "height_search": tried})
+    return (best if counts(best) else None), tried
+
+
+def _lowest(topo: Topology, coll: collectives.Collective, weights: Sequence[int], k: int | None, symmetry: bool,
+            max_k: int, t0: float, progress: Progress | None = None) -> Schedule:
+    """The schedule :func:`generate` makes (optimal, or the best with ``k``), then the height search of
+    :func:`_limited` at H - 1, H - 2, ... hops, keeping each result of exactly the same algbw and k, down to the
+    radius or the first height it does not find (``--max-height lowest``)."""
+    phases = _phases(topo, coll, weights, k, symmetry, max_k, progress=progress)
+    first, goal = _height(phases), _algbw(phases)
+    tables = [rank_eccentricities(topo, reverse) for reverse in sorted({ph.reversed for ph in coll.phases})]
+    floor = max(max(t[i] for t in tables) for i, w in enumerate(weights) if w > 0)  # no tree of root i is lower
+    steps: list[tuple[int, int | None]] = []
+    while _height(phases) > floor:
+        target = _height(phases) - 1
+        found, _tried = _height_search(topo, coll, weights, k, symmetry, max_k, target, progress, goal)
+        steps.append((target, None if found is None else _height(found)))
+        if found is None:
+            break
+        phases = found
+    return _assemble(topo, coll, weights, phases, t0, {"lowest_height": {"first": first, "tried": steps}})
 
 
 def _algbw(phases: Sequence[PhaseResult]) -> Fraction:

@@ -299,7 +299,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise UsageError(f"--k must be >= 1, got {args.k}")
     if args.max_k < 1:
         raise UsageError(f"--max-k must be >= 1, got {args.max_k}")
-    if args.max_height is not None and args.max_height < 1:
+    if isinstance(args.max_height, int) and args.max_height < 1:
         raise UsageError(f"--max-height must be >= 1, got {args.max_height}")
     if flow_collective(args):
         return generate_alltoall(args)

@@ -47,6 +47,16 @@ BASELINES_HELP = "ring, double-binary-tree, hierarchical, direct (alltoall: dire
 DEFAULT_COLLECTIVE = "allreduce"  # one default for every command that takes --collective
 
 
+def _height(text: str) -> int | str:
+    """--max-height: a number of hops, or ``lowest``."""
+    if text.strip().lower() == "lowest":
+        return "lowest"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of hops or 'lowest', got {text!r}") from None
+
+
 def _collective_flag(p: argparse.ArgumentParser, what: str = "") -> None:
     p.add_argument("--collective", "-c", default=DEFAULT_COLLECTIVE,
                    help=what + "allreduce (default), allgather, reduce_scatter, broadcast, reduce, alltoall")
@@ -188,9 +198,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                                          "(alltoall: K chunks per pair; default: the fewest that keep the optimum)")
     p.add_argument("--root", help="root rank name for broadcast / reduce (default: the first rank)")
     p.add_argument("--max-k", type=int, help="refuse optimal schedules needing more than this k (default 100000)")
-    p.add_argument("--max-height", type=int, metavar="H",
+    p.add_argument("--max-height", type=_height, metavar="H",
                    help="trees of at most H hops: the optimal schedule when its trees can be that low, else the "
-                        "fastest such schedule forestcoll finds (exact rate, below the bound)")
+                        "fastest such schedule forestcoll finds (exact rate, below the bound); lowest: the same "
+                        "schedule (same k, same rate) with its trees as low as the search finds (seconds, not ms)")
     p.add_argument("--shards", choices=("auto", "equal", "box"),
                    help="allreduce: how the buffer is split among ranks: equal, or box (rank i's shard weighted "
                         "1/(ranks in its box)); auto (default): box where its exact bound is higher, else equal "

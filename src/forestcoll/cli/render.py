@@ -98,6 +98,13 @@ def print_schedule(sched, topo, smallest_k: bool, output: str | None) -> None:
         how = ("an optimal schedule with such trees" if sched.optimal else
                "the fastest schedule found with such trees (not proved the fastest possible)")
         print(f"height     at most {limit} hops: {how}")
+    lowest = sched.stats.get("lowest_height")
+    if lowest is not None:
+        found = [h for _, h in lowest["tried"] if h is not None]
+        missed = [t for t, h in lowest["tried"] if h is None]
+        how = (f"{lowest['first']} -> {found[-1]} hops at the same k and rate" if found else
+               f"{lowest['first']} hops" + (" (the radius)" if not missed else ""))
+        print(f"height     {how}" + (f"; none found at {missed[0]}" if missed else ""))
     print(f"time       {sched.stats['seconds']:.3f} s")
     if output:
         print(f"wrote      {wrote(output)}")

@@ -493,9 +493,12 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     (:func:`forestcoll.simulate.plan_sizes.export_plans_by_size`: candidates that fit the executor, ranked by their
     plans (:func:`~forestcoll.simulate.plan_sizes.select_plans`), LL where it wins, each plan cut for its sizes; ``options`` a :class:`forestcoll.mscclpp.export.ExportOptions`).
     ``candidates``: ``"default"`` (:func:`default_ks` for ``sizes``) or ``"all"`` (also every power of two up to 64).
-    ``shard_weights`` (allreduce, ``format="mscclpp"``): the forestcoll candidates have those shards."""
+    ``shard_weights`` (allreduce, ``format="mscclpp"``): the forestcoll candidates have those shards.  A size that no
+    candidate's chunks divide is chosen for at the nearest size below that they divide, with a note
+    (:func:`forestcoll.simulate.fit_sizes.runnable_sizes`)."""
     from forestcoll.fileio import ensure_directory
     from forestcoll.msccl.export import ExportOptions, write_checked
+    from forestcoll.simulate.fit_sizes import runnable_sizes
     from forestcoll.simulate.network import load_network
 
     if format not in ("msccl", "mscclpp"):
@@ -526,6 +529,8 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
             fitted = _next_fitting_powers(cands, fitted, notes, topo, collective, root, options, cuts,
                                           **({} if shard_weights is None else {"shard_weights": tuple(shard_weights)}))
         cands = fitted
+        sizes, moved = runnable_sizes(sizes, cands, element_bytes)
+        notes += moved
         sel, rates, how = select_plans(net, collective, sizes, cands, options, fairness=fairness,
                                        workers=workers or default_workers(), progress=progress, cuts=cuts)
         out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel, notes=notes + [how])
@@ -533,6 +538,8 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
         return out
     # every candidate's file once (in both step orders); the files, not the trees, compete (a file's layout decides
     # its rate too)
+    sizes, moved = runnable_sizes(sizes, cands, element_bytes)  # before the files: a size too small is refused here
+    notes += moved
     base = options or ExportOptions()
     t0, cpu0 = time.perf_counter(), time.process_time()
     from forestcoll.msccl.ordering import AUTO_MIN_BYTES
