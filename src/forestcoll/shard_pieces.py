@@ -8,6 +8,12 @@ in one tree of each phase), and says where each root's shard starts in the buffe
 places piece (root, start) at buffer chunk ``starts[root] + start``.  With every weight 1 that is ``root * k +
 start``, the equal-shard layout: the MSCCL++ lowering takes its pieces from here for every schedule; the
 executor's equal-shard path keeps :func:`~forestcoll.pieces.cut_pieces` and its per-shard element rounding.
+
+:func:`root_waits` is the phase rule of a weighted allreduce's trees, which the trees simulation
+(:mod:`forestcoll.simulate.trees`) and the torch executor's plans (:func:`forestcoll.runtime.plan.build_plans`)
+both run: from :data:`ROOT_WAITS_BYTES` on, a root broadcasts its shard only once it has reduced all of it.
+Below that, and with equal shards at every size, a piece's allgather starts as soon as its own reduce-scatter
+has (docs/shards.md, "The two phases").
 """
 
 from __future__ import annotations
@@ -19,12 +25,26 @@ from forestcoll.pieces import Piece, TreeShape, cut_pieces
 from forestcoll.schedule import Schedule
 from forestcoll.topology import Topology
 
-__all__ = ["WEIGHTED_COLLECTIVES", "refuse_weighted", "weighted_bound", "weighted_pieces"]
+__all__ = ["ROOT_WAITS_BYTES", "WEIGHTED_COLLECTIVES", "refuse_weighted", "root_waits", "weighted_bound",
+           "weighted_pieces"]
 
 # the collectives a weighted schedule runs as, in the MSCCL++ plan and the torch executor: allreduce keeps the whole
 # buffer on every rank; allgather / reduce-scatter calls give every rank an equal share (size / N), which weighted
 # shards are not
 WEIGHTED_COLLECTIVES = ("allreduce",)
+
+# From this call size (bytes, the whole buffer) a weighted allreduce's roots broadcast their shards only once they
+# have reduced all of them.  Weighted shards load the links unevenly in the two phases, and a reduce-scatter that
+# shares links with allgathers already under way falls behind the fluid schedule of the bound (0.85-0.95 of it at
+# 1 GiB on sweep seeds 0, 5, 9, 16); in sequence each phase reaches ~0.998.  Below this size the overlap's shorter
+# pipeline is worth more (measured crossovers 2-32 MiB; docs/shards.md, "The two phases").
+ROOT_WAITS_BYTES = 32 << 20
+
+
+def root_waits(sched: Schedule, nbytes: float) -> bool:
+    """Whether a call of ``nbytes`` (the whole buffer) of ``sched`` runs each root's allgather only after the
+    root has reduced its whole shard: an allreduce with shard weights, from :data:`ROOT_WAITS_BYTES` on."""
+    return sched.shard_weights is not None and sched.collective == "allreduce" and nbytes >= ROOT_WAITS_BYTES
 
 
 def weighted_pieces(sched: Schedule, trees: list[TreeShape],

@@ -15,7 +15,11 @@ Slices move in synchronous *rounds*:
 * in-tree edge out of a node whose subtree has height h carries slice s in
   round ``s + h`` (every child, of smaller height, has delivered it before);
 * in allreduce the allgather tree of a piece starts after its reduce-scatter
-  tree: round ``s + H + d - 1`` with H the height of the reduce-scatter tree.
+  tree: round ``s + H + d - 1`` with H the height of the reduce-scatter tree;
+  with weighted shards, from 32 MiB on (:func:`forestcoll.shard_pieces.root_waits`),
+  after root r's whole shard is reduced: round ``G_r + s + d - 1`` with G_r the
+  largest ``s_p + H_p`` (slices plus reduce-scatter height) over r's pieces, and
+  :attr:`Plan.hold` makes the asynchronous run wait for the same.
 
 Within a round every rank sends one message to each peer it feeds (all the
 segments for that peer, in one agreed order) and receives one from each peer
@@ -50,9 +54,9 @@ from dataclasses import dataclass
 from forestcoll import collectives
 from forestcoll.collectives import COLLECTIVES
 from forestcoll.errors import ScheduleError, UsageError
-from forestcoll.pieces import cut_pieces, piece_rule, shape_trees, slices_for
+from forestcoll.pieces import Piece, cut_pieces, piece_rule, shape_trees, slices_for
 from forestcoll.schedule import Schedule
-from forestcoll.shard_pieces import refuse_weighted, weighted_pieces
+from forestcoll.shard_pieces import refuse_weighted, root_waits, weighted_pieces
 
 __all__ = ["Message", "Op", "Plan", "Round", "Segment", "async_ops", "build_plans", "phase_schedule", "shard_bounds",
            "work_layout"]
@@ -100,6 +104,7 @@ class Plan:
     ranks: int
     numel: int
     rounds: tuple[Round, ...]
+    hold: tuple[int, int] | None = None  # the rank's own shard, broadcast only once all of it is reduced
 
     @property
     def messages(self) -> int:
@@ -125,8 +130,9 @@ class Op:
 def async_ops(plan: Plan) -> tuple[Op, ...]:
     """The plan's messages as operations in round order (sends of a round before its receives; each message
     cut into its streams, in stream order) with the dependencies that make any execution respecting them equal
-    to the synchronous rounds (see the module docstring).  Conflicts are found on the elementary intervals
-    between all segment boundaries."""
+    to the synchronous rounds (see the module docstring); with :attr:`Plan.hold`, an out-tree send of the held
+    range also waits for every in-tree receive of it (the root has reduced its whole shard).  Conflicts are found
+    on the elementary intervals between all segment boundaries."""
     order: list[tuple[str, int, Message, int]] = []
     for rnd in plan.rounds:
         for kind, messages in (("send", rnd.sends), ("recv", rnd.recvs)):
@@ -139,8 +145,14 @@ def async_ops(plan: Plan) -> tuple[Op, ...]:
     last_write: dict[int, int] = {}
     reads: dict[int, list[int]] = {}
     ops = []
+    hold, reductions = plan.hold, []  # the in-tree receives of the held range so far
     for i, (kind, rnd_index, m, stream) in enumerate(order):
         after: set[int] = set()
+        if hold is not None and any(seg.start < hold[1] and hold[0] < seg.stop for seg in m.segments):
+            if kind == "recv" and stream == 0:
+                reductions.append(i)
+            elif kind == "send" and stream == 1:
+                after.update(reductions)
         for seg in m.segments:
             for piece in range(where[seg.start], where[seg.stop]):
                 w = last_write.get(piece)
@@ -214,6 +226,7 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
         work, shards = work_layout(coll, n_ranks, numel, root)
     # (round, sender, receiver) -> segments, in the order both sides build them
     traffic: dict[tuple[int, int, int], list[Segment]] = defaultdict(list)
+    cut: list[tuple[Piece, int, int, int]] = []  # (piece, first element, end, slices)
     for pc in pieces:
         if not shards:
             first = starts[pc.root] + pc.start
@@ -227,9 +240,17 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
             continue
         rule, depth = piece_rule(pc.trees, collectives.get(coll).rooted)  # as simulate.trees.tree_program
         s_count = slices_for((b - a) * element_size, slice_bytes, max_slices, rule=rule, depth=depth)
-        s_count = min(s_count, b - a)
+        cut.append((pc, a, b, min(s_count, b - a)))
+    gate: dict[int, int] = {}  # root_waits: root -> the round its allgather trees start from
+    if root_waits(sched, numel * element_size):
+        for pc, _a, _b, s_count in cut:
+            height = sum(t.level[t.root] for t in pc.trees if t.direction == "in")
+            gate[pc.root] = max(gate.get(pc.root, 0), s_count + height)
+    for pc, a, b, s_count in cut:
         offset = 0
         for t in pc.trees:
+            if t.direction == "out" and pc.root in gate:
+                offset = gate[pc.root]
             order = sorted(t.level, key=lambda x: (t.level[x], x))
             for j in range(s_count):
                 sa = a + (b - a) * j // s_count
@@ -254,7 +275,10 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
     for r in range(n_ranks):
         idx = sorted(set(sends[r]) | set(recvs[r]))
         rounds = tuple(Round(i, tuple(sends[r].get(i, ())), tuple(recvs[r].get(i, ()))) for i in idx)
-        plans.append(Plan(coll, r, n_ranks, work, rounds))
+        hold = None
+        if r in gate:
+            hold = (numel * starts[r] // total, numel * (starts[r] + k * sched.weights[r]) // total)
+        plans.append(Plan(coll, r, n_ranks, work, rounds, hold))
     return plans
 
 

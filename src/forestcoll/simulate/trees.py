@@ -12,7 +12,9 @@ its trees are chains (:func:`forestcoll.pieces.piece_rule`); at most
 another along the edge's physical path.  Out-tree edges forward a slice once it
 has arrived (store-and-forward); in-tree edges send a slice once every child's
 slice has arrived.  In allreduce the root starts broadcasting a slice as soon as
-its reduction is complete.
+its reduction is complete; with weighted shards, from 32 MiB on
+(:func:`forestcoll.shard_pieces.root_waits`), it starts broadcasting its shard only
+once it has reduced all of it, as the torch executor's plans do.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from forestcoll import collectives
 from forestcoll.errors import ScheduleError
 from forestcoll.pieces import cut_pieces, piece_rule, schedule_shards, shape_trees, slices_for
 from forestcoll.schedule import Schedule
+from forestcoll.shard_pieces import root_waits
 from forestcoll.simulate.engine import DELIVERED, SENT, ProgramBuilder, refuse_transfers
 from forestcoll.simulate.network import Network
 
@@ -68,12 +71,17 @@ def tree_program(sched: Schedule, net: Network, size: float, slice_bytes: float,
         trees = [(t.direction == "in", t.root, plans[id(t)]) for t in pc.trees]
         count += s * sum(len(plan) + inward for inward, _root, plan in trees)  # an in-tree adds its root's marker
         cut.append((s, float(piece_bytes / s), trees))
-    refuse_transfers(count)  # the exact count
+    waits = root_waits(sched, size)  # a root broadcasts once its whole shard is reduced
+    refuse_transfers(count + (len({pc.root for pc in pieces}) if waits else 0))  # the exact count
+    reductions: dict[int, list[int]] = {}  # waits: each root's reduction markers
+    held: list[tuple[int, list, float]] = []  # waits: each slice's allgather (root, tree, bytes), emitted after
     for s, each, trees in cut:
         for _j in range(s):
             reduced: int | None = None  # allreduce: the marker of this slice's reduction at the root
             for inward, root, plan in trees:
-                if inward:
+                if waits and not inward:
+                    held.append((root, plan, each))
+                elif inward:
                     arrived: dict[int, list[int]] = {}  # node -> transfers that bring it this slice
                     for v, u, links, lat, edge in plan:
                         prev = last_on_edge.get(edge)
@@ -86,12 +94,23 @@ def tree_program(sched: Schedule, net: Network, size: float, slice_bytes: float,
                         else:
                             arrived[u] = [tid]
                     reduced = add((), 0.0, 0.0, [x << 1 | DELIVERED for x in arrived.get(root, ())], None)
+                    if waits:
+                        reductions.setdefault(root, []).append(reduced)
                 else:
-                    have: dict[int, int | None] = {root: reduced}
-                    for u, v, links, lat, edge in plan:
-                        prev = last_on_edge.get(edge)
-                        deps = [] if prev is None else [prev << 1 | SENT]
-                        if (up := have[u]) is not None:
-                            deps.append(up << 1 | DELIVERED)
-                        tid = have[v] = last_on_edge[edge] = add(links, each, lat, deps, edge)
+                    _broadcast(add, last_on_edge, root, reduced, plan, each)
+    if waits:
+        gate = {r: add((), 0.0, 0.0, [x << 1 | DELIVERED for x in xs], None) for r, xs in reductions.items()}
+        for root, plan, each in held:
+            _broadcast(add, last_on_edge, root, gate[root], plan, each)
     return prog
+
+
+def _broadcast(add, last_on_edge: dict, root: int, ready: int | None, plan: list, each: float) -> None:
+    """One slice down an out-tree (``plan``), the root's first sends after event ``ready`` (delivered)."""
+    have: dict[int, int | None] = {root: ready}
+    for u, v, links, lat, edge in plan:
+        prev = last_on_edge.get(edge)
+        deps = [] if prev is None else [prev << 1 | SENT]
+        if (up := have[u]) is not None:
+            deps.append(up << 1 | DELIVERED)
+        have[v] = last_on_edge[edge] = add(links, each, lat, deps, edge)
