@@ -33,7 +33,6 @@ T = TypeVar("T")
 
 SHARDS = ("auto", "equal", "box")
 BOX_CONTRACT = "shards weighted 1/(ranks in box)"
-EQUAL_ONLY = ("sizes",)  # outputs that write equal shards (--sizes' files)
 
 
 def rank_weights(topo: Topology, node_weights: tuple[int, ...]) -> tuple[int, ...]:
@@ -78,7 +77,8 @@ def shard_rates(topo: Topology) -> ShardRates:
 
 def choose_shard_weights(topo: Topology, collective: str, mode: str | None, output: str) -> tuple[int, ...] | None:
     """The per-rank shard weights ``generate --shards MODE`` uses (None: equal shards); ``output`` is ``json``,
-    ``msccl``, ``mscclpp`` or ``sizes``.  UsageError (one line) for a flag that cannot apply."""
+    ``msccl``, ``mscclpp`` or ``sizes`` (where the weights are offered beside equal shards, per size).  UsageError
+    (one line) for a flag that cannot apply."""
     from forestcoll import collectives
 
     if mode is not None and mode not in SHARDS:
@@ -90,8 +90,6 @@ def choose_shard_weights(topo: Topology, collective: str, mode: str | None, outp
         return None
     if mode == "equal":
         return None
-    if mode == "box" and output in EQUAL_ONLY:
-        raise UsageError("--shards box: --sizes writes equal shards; use --format json, msccl or mscclpp")
     rates = shard_rates(topo)
     node = rates.node
     if node is None:
@@ -102,8 +100,6 @@ def choose_shard_weights(topo: Topology, collective: str, mode: str | None, outp
         return None  # boxes equal in ranks: box weights are the equal shards
     if mode == "box":
         return rank_weights(topo, node)
-    if output in EQUAL_ONLY:
-        return None  # auto: these outputs write equal shards
     return rank_weights(topo, node) if rates.weighted > rates.equal else None
 
 
