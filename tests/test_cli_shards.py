@@ -53,7 +53,6 @@ def test_auto_is_byte_identical_to_equal_where_boxes_are_equal(spec, tmp_path):
     (("generate", UNEVEN, "-c", "allgather", "--shards", "box"), "--shards applies to allreduce"),
     (("generate", UNEVEN, "-c", "allgather", "--shards", "equal"), "--shards applies to allreduce"),
     (("generate", "ring:n=4", "-c", "allreduce", "--shards", "box"), "is in no box"),
-    (("generate", UNEVEN, "-c", "allreduce", "--shards", "box", "--sizes", "1MiB", "-o", "D"), "--sizes writes equal"),
     (("generate", UNEVEN, "-c", "alltoall", "--shards", "box"), "--shards does not apply to alltoall"),
     (("generate", UNEVEN, "-c", "allreduce", "--shards", "boxes"), "--shards"),
 ])

@@ -139,15 +139,13 @@ def test_the_fallback_keeps_the_weights(tmp_path):
 
 @pytest.mark.slow  # ~20 s: candidates' plans simulated at two sizes
 def test_plans_per_size_range_keep_the_weights(tmp_path):
-    """generate --sizes --format mscclpp with shard weights: every forestcoll candidate has them, so each range's
-    plan has k*D chunks."""
-    from forestcoll.simulate.select import export_by_size
+    """generate --sizes --format mscclpp with shard weights: the weighted candidates (beside the equal ones) win at
+    16 MiB and 1 GiB, so each range's plan has k*D chunks."""
+    from forestcoll.simulate.select import WEIGHTED, export_by_size
 
     topo = load_topology(UNEVEN)
     out = export_by_size(topo, "allreduce", [16 << 20, 1 << 30], str(tmp_path), format="mscclpp",
                          shard_weights=rank_weights(topo), workers=1)
-    assert out.ranges and all(r.range.schedule.shard_weights == rank_weights(topo) for r in out.ranges
-                              if r.range.name.startswith("forestcoll"))
-    assert all(r.result.plan.gpus[0].input_chunks % 16 == 0 for r in out.ranges if r.range.name.startswith("forestcoll"))
-    with pytest.raises(UsageError, match="MSCCL\\+\\+"):
-        export_by_size(topo, "allreduce", [1 << 30], str(tmp_path / "x"), shard_weights=rank_weights(topo))
+    assert out.ranges and all(r.range.name.startswith(WEIGHTED) for r in out.ranges)
+    assert all(r.range.schedule.shard_weights == rank_weights(topo) for r in out.ranges)
+    assert all(r.result.plan.gpus[0].input_chunks % 16 == 0 for r in out.ranges)

@@ -331,15 +331,13 @@ def generate(
 
 
 def _node_weights(topo: Topology, coll: collectives.Collective, shard_weights: Sequence[int]) -> tuple[int, ...]:
-    """Per-node root weights from per-rank shard weights (0 on switches); UsageError when they do not fit."""
-    ranks = topo.compute_nodes
+    """Per-node root weights from per-rank shard weights (0 on switches, :func:`forestcoll.bound.shards.node_weights`);
+    UsageError when they do not fit."""
+    from forestcoll.bound.shards import node_weights
+
     if coll.rooted:
         raise UsageError(f"shard weights are for allreduce, reduce_scatter and allgather, not {coll.name}")
-    if len(shard_weights) != len(ranks) or not all(
-            isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in shard_weights):
-        raise UsageError(f"shard weights must be {len(ranks)} positive integers, one per rank")
-    given = iter(shard_weights)
-    return tuple(next(given) if c else 0 for c in topo.is_compute)
+    return node_weights(topo, shard_weights)
 
 
 def check_height(topo: Topology, coll: collectives.Collective, weights: Sequence[int], max_height: int) -> None:

@@ -7,7 +7,8 @@ on (:func:`forestcoll.schedule.shard_layout`); the chunks of root r's trees sum 
 in one tree of each phase), and says where each root's shard starts in the buffer, so a back end
 places piece (root, start) at buffer chunk ``starts[root] + start``.  With every weight 1 that is ``root * k +
 start``, the equal-shard layout: the MSCCL++ lowering takes its pieces from here for every schedule; the
-executor's equal-shard path keeps :func:`~forestcoll.pieces.cut_pieces` and its per-shard element rounding.
+executor (:func:`forestcoll.runtime.plan.build_plans`) cuts each shard's elements into its k*w_r chunks by one rule
+for equal and weighted shards.
 
 :func:`root_waits` is the phase rule of a weighted allreduce's trees, which the trees simulation
 (:mod:`forestcoll.simulate.trees`) and the torch executor's plans (:func:`forestcoll.runtime.plan.build_plans`)
@@ -72,8 +73,8 @@ def refuse_weighted(sched: Schedule, what: str) -> str | None:
 
 def weighted_bound(topology: Topology, shard_weights: tuple[int, ...]) -> Fraction:
     """The exact allreduce algbw on ``topology`` of reduce-scatter + allgather with these shard weights (one per
-    compute node, in order): :func:`forestcoll.bound.shards.weighted_allreduce`."""
-    from forestcoll.bound.shards import weighted_allreduce
+    compute node, in order): :func:`forestcoll.bound.shards.weighted_allreduce` of
+    :func:`~forestcoll.bound.shards.node_weights`."""
+    from forestcoll.bound.shards import node_weights, weighted_allreduce
 
-    given = iter(shard_weights)
-    return weighted_allreduce(topology, tuple(next(given) if c else 0 for c in topology.is_compute)).algbw
+    return weighted_allreduce(topology, node_weights(topology, shard_weights)).algbw

@@ -29,6 +29,7 @@ NIC bandwidth per rank where boxes differ in NICs) may be faster still.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -37,7 +38,7 @@ from forestcoll.bound.optimal import phase_bound
 from forestcoll.rational import format_rational
 from forestcoll.topology.model import Topology
 
-__all__ = ["WeightedShards", "box_shard_weights", "box_weighted_allreduce", "weighted_allreduce"]
+__all__ = ["WeightedShards", "box_shard_weights", "box_weighted_allreduce", "node_weights", "weighted_allreduce"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,19 @@ def box_shard_weights(topo: Topology) -> tuple[int, ...] | None:
         return None
     lcm = math.lcm(*per.values())
     return tuple(lcm // per[n.box] if n.kind == "compute" and n.box is not None else 0 for n in topo.nodes)
+
+
+def node_weights(topo: Topology, shard_weights: Sequence[int]) -> tuple[int, ...]:
+    """Per-rank shard weights (one positive integer per compute node, in order) as per-node root weights, 0 on the
+    switches; UsageError (one line) when they are not one positive integer per rank."""
+    from forestcoll.errors import UsageError
+
+    ranks = topo.num_compute
+    if len(shard_weights) != ranks or not all(
+            isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in shard_weights):
+        raise UsageError(f"shard weights must be {ranks} positive integers, one per rank")
+    given = iter(shard_weights)
+    return tuple(next(given) if c else 0 for c in topo.is_compute)
 
 
 def weighted_allreduce(topo: Topology, weights: tuple[int, ...]) -> WeightedShards:

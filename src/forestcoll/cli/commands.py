@@ -409,7 +409,7 @@ def generate_alltoall(args: argparse.Namespace) -> int:
 
 def generate_by_size(args: argparse.Namespace) -> int:
     """generate --sizes: the best schedule per size range, one MSCCL++ plan (or MSCCL file) per range."""
-    from forestcoll.cli.shards import choose_shard_weights
+    from forestcoll.cli.shards import choose_shard_weights, with_shards
     from forestcoll.fileio import earlier_files, output_directory
     from forestcoll.simulate.select import export_by_size
     from forestcoll.units import parse_sizes
@@ -432,13 +432,14 @@ def generate_by_size(args: argparse.Namespace) -> int:
         if args.proto not in (None, "Simple"):
             raise UsageError("--sizes picks Simple or LL per size range; leave out --proto")
     topo = topology(args)  # once: its GPU sets the options, and the selection runs on it
-    choose_shard_weights(topo, args.collective, args.shards, "sizes")  # refuses box; --sizes writes equal shards
+    weights = choose_shard_weights(topo, args.collective, args.shards, "sizes")  # auto: beside equal shards, per size
     options = fabric_options(export_options(args) if args.format == "msccl" else mscclpp_options(args), topo, args)
     with progress_for(args) as progress, output_directory(args.output):  # all the range files, or none
-        out = export_by_size(topo, args.collective, sizes, args.output, root=args.root, options=options,
-                             fairness=args.fairness, check=not args.no_check, latency_us=latency(args),
-                             format=args.format, progress=progress, candidates=args.candidates or "default",
-                             workers=workers)
+        out = with_shards(lambda **shards: export_by_size(
+            topo, args.collective, sizes, args.output, root=args.root, options=options, fairness=args.fairness,
+            check=not args.no_check, latency_us=latency(args), format=args.format, progress=progress,
+            candidates=args.candidates or "default", workers=workers, equal_shards=args.shards != "box", **shards),
+            weights, args.shards)
     render.print_size_export(out)
     earlier = earlier_files(args.output, [r.path for r in out.ranges if r.path])
     if earlier:  # the runtime loads every file of the folder and picks by size: overlapping ranges

@@ -406,7 +406,9 @@ def print_size_export(out) -> None:
         shown = ", ".join(f"{format_size(s)} {v:.1f}" for s, v in sorted(rng.measured.items()))
         plan = getattr(r.result, "plan", None)
         how = f"{plan.protocol} plan, " if plan is not None else ""
-        print(f"range      {rng.min_bytes}..{upper} bytes: {rng.name} ({how}k={rng.schedule.k}; GB/s at {shown})")
+        shards = "" if getattr(out, "shard_weights", None) is None else (
+            f", {'weighted' if rng.schedule.shard_weights is not None else 'equal'} shards")  # offered both: which
+        print(f"range      {rng.min_bytes}..{upper} bytes: {rng.name} ({how}k={rng.schedule.k}{shards}; GB/s at {shown})")
         for note in r.result.notes:
             print(f"note       {note}")
         print(f"wrote      {r.path}")

@@ -12,6 +12,7 @@ before, byte for byte, without computing anything more.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from forestcoll.errors import TopologyError, UsageError
@@ -19,17 +20,19 @@ from forestcoll.rational import format_rational
 from forestcoll.topology.model import Topology
 
 if TYPE_CHECKING:
+    from fractions import Fraction
+
     from forestcoll.schedule import Schedule
 
 __all__ = [
-    "BOX_CONTRACT", "SHARDS", "choose_shard_weights", "describe_shards", "generate_with_shards", "rank_weights", "with_shards",
+    "BOX_CONTRACT", "SHARDS", "ShardRates", "choose_shard_weights", "describe_shards", "generate_with_shards", "rank_weights",
+    "shard_rates", "with_shards",
 ]
 
 T = TypeVar("T")
 
 SHARDS = ("auto", "equal", "box")
 BOX_CONTRACT = "shards weighted 1/(ranks in box)"
-EQUAL_ONLY = ("sizes",)  # outputs that write equal shards (--sizes' files)
 
 
 def rank_weights(topo: Topology, node_weights: tuple[int, ...]) -> tuple[int, ...]:
@@ -37,12 +40,46 @@ def rank_weights(topo: Topology, node_weights: tuple[int, ...]) -> tuple[int, ..
     return tuple(w for w, c in zip(node_weights, topo.is_compute) if c)
 
 
+class ShardRates:
+    """One topology's box weights (per node, None where boxes are equal in ranks or a rank is in no box) and, computed
+    once when first asked, its exact allreduce rates with equal and with box-weighted shards."""
+
+    def __init__(self, topo: Topology) -> None:
+        from forestcoll.bound.shards import box_shard_weights
+
+        self.topo = topo
+        self.node = box_shard_weights(topo)
+
+    @cached_property
+    def equal(self) -> Fraction:
+        from forestcoll.bound.optimal import optimal_bound
+
+        return optimal_bound(self.topo, "allreduce").algbw
+
+    @cached_property
+    def weighted(self) -> Fraction:
+        from forestcoll.bound.shards import weighted_allreduce
+
+        assert self.node is not None
+        return weighted_allreduce(self.topo, self.node).algbw
+
+
+_LAST: list[ShardRates] = []  # the last topology's rates: choose_shard_weights, then describe_shards on its schedule
+
+
+def shard_rates(topo: Topology) -> ShardRates:
+    """``topo``'s :class:`ShardRates`, the same object for the same topology object as last time (so ``generate``
+    computes each bound once for the choice and the report)."""
+    if not _LAST or _LAST[0].topo is not topo:
+        _LAST[:] = [ShardRates(topo)]
+    return _LAST[0]
+
+
 def choose_shard_weights(topo: Topology, collective: str, mode: str | None, output: str) -> tuple[int, ...] | None:
     """The per-rank shard weights ``generate --shards MODE`` uses (None: equal shards); ``output`` is ``json``,
-    ``msccl``, ``mscclpp`` or ``sizes``.  UsageError (one line) for a flag that cannot apply."""
+    ``msccl``, ``mscclpp`` or ``sizes`` (where the weights are offered beside equal shards, per size).  UsageError
+    (one line) for a flag that cannot apply."""
     from forestcoll import collectives
-    from forestcoll.bound.optimal import optimal_bound
-    from forestcoll.bound.shards import box_shard_weights, weighted_allreduce
 
     if mode is not None and mode not in SHARDS:
         raise UsageError(f"--shards must be one of {', '.join(SHARDS)}, got {mode!r}")
@@ -53,9 +90,8 @@ def choose_shard_weights(topo: Topology, collective: str, mode: str | None, outp
         return None
     if mode == "equal":
         return None
-    if mode == "box" and output in EQUAL_ONLY:
-        raise UsageError("--shards box: --sizes writes equal shards; use --format json, msccl or mscclpp")
-    node = box_shard_weights(topo)
+    rates = shard_rates(topo)
+    node = rates.node
     if node is None:
         if mode == "box":
             loose = next((n.name for n in topo.nodes if n.kind == "compute" and n.box is None), None)
@@ -64,11 +100,7 @@ def choose_shard_weights(topo: Topology, collective: str, mode: str | None, outp
         return None  # boxes equal in ranks: box weights are the equal shards
     if mode == "box":
         return rank_weights(topo, node)
-    if output in EQUAL_ONLY:
-        return None  # auto: these outputs write equal shards
-    weighted = weighted_allreduce(topo, node).algbw
-    equal = optimal_bound(topo, "allreduce").algbw
-    return rank_weights(topo, node) if weighted > equal else None
+    return rank_weights(topo, node) if rates.weighted > rates.equal else None
 
 
 def generate_with_shards(topo: Topology, collective: str, weights: tuple[int, ...] | None, mode: str | None,
@@ -99,15 +131,12 @@ def describe_shards(weights: tuple[int, ...] | None, topo: Topology | None) -> s
     on ``topo`` for allreduce ('' for equal shards)."""
     if weights is None:
         return ""
-    from forestcoll.bound.optimal import optimal_bound
-    from forestcoll.bound.shards import box_shard_weights
-
-    node = box_shard_weights(topo) if topo is not None else None
-    box = node is not None and rank_weights(topo, node) == tuple(weights)  # type: ignore[arg-type]
+    rates = shard_rates(topo) if topo is not None else None
+    box = rates is not None and rates.node is not None and rank_weights(rates.topo, rates.node) == tuple(weights)
     parts = sorted(set(weights))
     text = (f"{'weighted 1/(ranks in box)' if box else 'weighted'} (rank i owns k x w_i of the k x {sum(weights)} "
             f"chunks, w {parts[0]}..{parts[-1]}): algbw and bound are for these shards")
-    if topo is not None and len(weights) == topo.num_compute:
-        equal = optimal_bound(topo, "allreduce").algbw
+    if rates is not None and len(weights) == rates.topo.num_compute:
+        equal = rates.equal
         text += f"; equal shards' bound {format_rational(equal)} GB/s (~{float(equal):.4g})"
     return text

@@ -116,19 +116,23 @@ def optimum_on(topology: Topology, sched: Schedule, part: Callable[[Topology], T
     links or switches dropped: :func:`without_cpus`, :func:`without_cpu_links`; ``generate_kwargs``: root, symmetry,
     max_k as for ``sched``), when ``sched`` has CPU detours (:func:`cpu_detours`) and the packing reaches ``sched``'s
     exact algbw (so it is as optimal on ``topology``, its links a subset); else None, also when ``part`` gives None.
-    Edges between boxes through a CPU (:func:`cpu_crossings`) open the same offer."""
+    Edges between boxes through a CPU (:func:`cpu_crossings`) open the same offer.  A schedule with shard weights
+    is packed with the same weights and compared with their optimum (like with like)."""
     from forestcoll.bound.optimal import optimal_bound
     from forestcoll.generate import generate
+    from forestcoll.shard_pieces import weighted_bound
 
     if not sched.trees or not _through_cpus(topology, sched):
         return None
     bare = part(topology)
     if bare is None:
         return None
-    root = generate_kwargs.get("root")
-    if optimal_bound(bare, sched.collective, root).algbw != sched.algbw:
+    weights = generate_kwargs.pop("shard_weights", None) or sched.shard_weights
+    best = (optimal_bound(bare, sched.collective, generate_kwargs.get("root")).algbw if weights is None
+            else weighted_bound(bare, weights))
+    if best != sched.algbw:
         return None
-    found = generate(bare, sched.collective, **generate_kwargs)
+    found = generate(bare, sched.collective, **generate_kwargs, **({} if weights is None else {"shard_weights": weights}))
     return found if found.algbw == sched.algbw else None
 
 

@@ -6,9 +6,9 @@ chunks (chunk c of a shard of n elements is ``[c n / k, (c + 1) n / k)``, so any
 n works, also n < k), the chunks into the pieces of
 :func:`forestcoll.pieces.cut_pieces`, and each piece into pipeline slices
 (:func:`forestcoll.pieces.slices_for`).  A schedule with shard weights (an
-allreduce) cuts the buffer into k*D chunks instead, ``[c n / (k D), (c + 1) n /
-(k D))``, rank r's shard the k*w_r from k*(w_0 + ... + w_{r-1})
-(:func:`forestcoll.schedule.shard_layout`, :mod:`forestcoll.shard_pieces`).
+allreduce) gives rank r the elements ``[n S_r / D, n S_{r+1} / D)``, S_r = w_0 + ...
++ w_{r-1}, D = S_N (the layout of :func:`forestcoll.schedule.shard_layout`), cut into
+its k*w_r chunks by the same rule; with every weight 1 that is the equal shards.
 Slices move in synchronous *rounds*:
 
 * out-tree edge into a node at depth d carries slice s in round ``s + d - 1``;
@@ -47,6 +47,7 @@ emulated fabric of benchmarks/netem.py: many more, smaller messages.)
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ from forestcoll.collectives import COLLECTIVES
 from forestcoll.errors import ScheduleError, UsageError
 from forestcoll.pieces import Piece, cut_pieces, piece_rule, shape_trees, slices_for
 from forestcoll.schedule import Schedule
-from forestcoll.shard_pieces import refuse_weighted, root_waits, weighted_pieces
+from forestcoll.shard_pieces import refuse_weighted, root_waits
 
 __all__ = ["Message", "Op", "Plan", "Round", "Segment", "async_ops", "build_plans", "phase_schedule", "shard_bounds",
            "work_layout"]
@@ -167,9 +168,13 @@ def async_ops(plan: Plan) -> tuple[Op, ...]:
     return tuple(ops)
 
 
-def shard_bounds(n: int, parts: int) -> list[tuple[int, int]]:
-    """Cut ``n`` elements into ``parts`` contiguous ranges whose sizes differ by at most one."""
-    return [(n * i // parts, n * (i + 1) // parts) for i in range(parts)]
+def shard_bounds(n: int, parts: int, weights: Sequence[int] | None = None) -> list[tuple[int, int]]:
+    """Cut ``n`` elements into ``parts`` contiguous ranges whose sizes differ by at most one; with ``weights`` (one
+    positive integer per part) range i is ``[n S_i / D, n S_{i+1} / D)``, S_i the weights before i, D their sum."""
+    if weights is None:
+        return [(n * i // parts, n * (i + 1) // parts) for i in range(parts)]
+    ends = list(itertools.accumulate(weights, initial=0))
+    return [(n * ends[i] // ends[-1], n * ends[i + 1] // ends[-1]) for i in range(parts)]
 
 
 def phase_schedule(sched: Schedule, collective: str) -> Schedule:
@@ -187,18 +192,20 @@ def phase_schedule(sched: Schedule, collective: str) -> Schedule:
     raise UsageError(f"a {sched.collective} schedule cannot run {collective}; generate one with --collective {collective}")
 
 
-def work_layout(collective: str, ranks: int, numel: int, root: int = 0) -> tuple[int, list[tuple[int, int]]]:
+def work_layout(collective: str, ranks: int, numel: int, root: int = 0,
+                weights: Sequence[int] | None = None) -> tuple[int, list[tuple[int, int]]]:
     """Work-buffer size and each schedule rank's shard for a call on ``numel`` elements per rank's input.
 
     allgather: input ``numel`` per rank, work = output (``ranks * numel``), shard i at ``i * numel``;
     reduce_scatter: input ``ranks * numel`` (``numel`` = output size), same shards; allreduce: work =
-    the tensor, shards as :func:`shard_bounds`; broadcast / reduce: the root's shard is everything."""
+    the tensor, shards as :func:`shard_bounds` (with the schedule's shard ``weights``); broadcast / reduce: the
+    root's shard is everything."""
     coll = collectives.get(collective)
     if coll.rooted:
         return numel, [(0, numel) if i == root else (0, 0) for i in range(ranks)]
     if "own" in (coll.input, coll.output):  # the call's count is one shard
         return ranks * numel, [(i * numel, (i + 1) * numel) for i in range(ranks)]
-    return numel, shard_bounds(numel, ranks)
+    return numel, shard_bounds(numel, ranks, weights)
 
 
 def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int = 1 << 20,
@@ -214,28 +221,20 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
     if coll not in COLLECTIVES:
         raise ScheduleError(f"the executor cannot run a {coll!r} schedule")
     n_ranks = len(sched.ranks)
-    shapes = shape_trees(sched)
-    if sched.shard_weights is not None:  # root r's k*w_r chunks from starts[r] of the buffer's k*D
-        if why := refuse_weighted(sched, "the executor"):
-            raise UsageError(why)
-        k, starts, pieces = weighted_pieces(sched, shapes, 1 << 62)
-        total, work, shards = k * sum(sched.weights), numel, []
-    else:
-        k, pieces = cut_pieces(sched, shapes, 1 << 62)
-        root = sched.ranks.index(sched.root) if sched.root in sched.ranks else 0
-        work, shards = work_layout(coll, n_ranks, numel, root)
+    if why := refuse_weighted(sched, "the executor"):
+        raise UsageError(why)
+    k, pieces = cut_pieces(sched, shape_trees(sched), 1 << 62)  # root r's trees carry k*w_r chunks
+    root = sched.ranks.index(sched.root) if sched.root in sched.ranks else 0
+    work, shards = work_layout(coll, n_ranks, numel, root, sched.shard_weights)
+    weights = sched.weights
     # (round, sender, receiver) -> segments, in the order both sides build them
     traffic: dict[tuple[int, int, int], list[Segment]] = defaultdict(list)
     cut: list[tuple[Piece, int, int, int]] = []  # (piece, first element, end, slices)
     for pc in pieces:
-        if not shards:
-            first = starts[pc.root] + pc.start
-            a, b = numel * first // total, numel * (first + pc.cnt) // total
-        else:
-            lo, hi = shards[pc.root]
-            size = hi - lo
-            a = lo + size * pc.start // k
-            b = lo + size * (pc.start + pc.cnt) // k
+        lo, hi = shards[pc.root]  # the root's shard, cut into its k*w_r chunks
+        size, chunks = hi - lo, k * weights[pc.root]
+        a = lo + size * pc.start // chunks
+        b = lo + size * (pc.start + pc.cnt) // chunks
         if a == b:
             continue
         rule, depth = piece_rule(pc.trees, collectives.get(coll).rooted)  # as simulate.trees.tree_program
@@ -277,7 +276,7 @@ def build_plans(sched: Schedule, numel: int, element_size: int, slice_bytes: int
         rounds = tuple(Round(i, tuple(sends[r].get(i, ())), tuple(recvs[r].get(i, ()))) for i in idx)
         hold = None
         if r in gate:
-            hold = (numel * starts[r] // total, numel * (starts[r] + k * sched.weights[r]) // total)
+            hold = shards[r]
         plans.append(Plan(coll, r, n_ranks, work, rounds, hold))
     return plans
 

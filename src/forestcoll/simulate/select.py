@@ -36,6 +36,7 @@ from forestcoll.topology import Topology
 from forestcoll.units import format_size
 
 __all__ = ["ALL_KS", "CANDIDATE_SETS", "EVEN", "FINEST", "FREE_GAIN", "LATENCY", "OFF_CPUS", "SMALL_KS", "SOCKET", "SPLIT",
+           "WEIGHTED",
            "ExportedRange", "Selection", "SizeExport", "SizeRange", "candidate_files", "candidate_schedules",
            "default_ks", "export_by_size", "height_candidate", "off_cpu_candidates", "packed", "select_schedules",
            "size_ranges", "smallest_sizes", "usable"]
@@ -96,7 +97,7 @@ def candidate_schedules(topo: Topology, net: Network, collective: str, root: str
     :func:`height_candidate`); with ``off_cpus`` each of those packed without the CPUs where it joins GPUs of one box
     through a CPU (``name + "-offcpu"``, :func:`off_cpu_candidates`); with ``ring`` the ring as a schedule
     (``ring_name``, when it verifies).  ``shard_weights``: every forestcoll candidate has those shards (allreduce;
-    the ring keeps equal shards)."""
+    the ring keeps equal shards; the packings without the CPUs keep them too)."""
     from forestcoll.generate import generate
     from forestcoll.verify import verify
 
@@ -113,7 +114,7 @@ def candidate_schedules(topo: Topology, net: Network, collective: str, root: str
         found = height_candidate(topo, collective, list(cands.values()), root, **weighted)
         if found is not None:
             cands[f"forestcoll-h{found.max_height()}"] = found
-    if off_cpus and not weighted:  # (detours.optimum_on compares with the equal-shard bound)
+    if off_cpus:
         cands.update(off_cpu_candidates(topo, cands, root))
     if ring:
         try:
@@ -126,12 +127,13 @@ def candidate_schedules(topo: Topology, net: Network, collective: str, root: str
 
 
 OFF_CPUS = "-offcpu"  # the name suffix of a candidate packed again without the CPUs
+WEIGHTED = "weighted-"  # the name prefix of a per-size candidate with shard weights (export_by_size)
 SOCKET = "-socket"  # ... of the optimum packed again without the links between the CPUs (kept on one socket)
 
 
 def off_cpu_candidates(topo: Topology, cands: Mapping[str, Schedule], root: str | None = None) -> dict[str, Schedule]:
     """``name + OFF_CPUS`` -> each forestcoll candidate of ``cands`` (the optimal k, a fixed k, a height limit) packed
-    again on the topology without its CPUs, with the same k or height limit, where its trees join GPUs of one box
+    again on the topology without its CPUs, with the same k or height limit (and shard weights), where its trees join GPUs of one box
     that have a direct link through a CPU (a runtime sends those edges over the direct link) and the packing loses
     nothing in exact rate (:func:`forestcoll.msccl.detours.optimum_on` on ``without_cpus`` for the optimal k,
     :func:`~forestcoll.msccl.detours.off_cpu_packing` for the others); and ``"forestcoll" + SOCKET`` -> the optimum
@@ -141,12 +143,13 @@ def off_cpu_candidates(topo: Topology, cands: Mapping[str, Schedule], root: str 
 
     out: dict[str, Schedule] = {}
     for name, sched in cands.items():
+        same = {} if sched.shard_weights is None else {"shard_weights": sched.shard_weights}  # (optimum_on: its own)
         if name == "forestcoll":
             found = optimum_on(topo, sched, without_cpus, root=root)
         elif name.startswith("forestcoll-k"):
-            found = off_cpu_packing(topo, sched, k=sched.k, root=root)
+            found = off_cpu_packing(topo, sched, k=sched.k, root=root, **same)
         elif name.startswith("forestcoll-h"):
-            found = off_cpu_packing(topo, sched, root=root, max_height=sched.max_height())
+            found = off_cpu_packing(topo, sched, root=root, max_height=sched.max_height(), **same)
         else:
             continue
         if found is not None:
@@ -316,9 +319,10 @@ def size_ranges(table: Sequence[SimResult], sizes: Sequence[int], candidates: Ma
 
 
 def _next_fitting_powers(cands: dict[str, Schedule], fitted: dict[str, Schedule], notes: list[str], topo: Topology,
-                         collective: str, root: str | None, options, cuts=None, **weighted: Any) -> dict[str, Schedule]:
+                         collective: str, root: str | None, options, cuts=None) -> dict[str, Schedule]:
     """``fitted`` (the MSCCL++-fitting ``cands``) where each power-of-two k > 2 left out gives way to the next power
-    of two down that fits the executor (the default candidates offer one large k; ``--candidates all`` offers all)."""
+    of two down that fits the executor (the default candidates offer one large k; ``--candidates all`` offers all),
+    with the left-out one's shards (a :data:`WEIGHTED` name keeps its prefix)."""
     from forestcoll.generate import generate
     from forestcoll.simulate.plan_sizes import fitting_candidates
 
@@ -327,11 +331,14 @@ def _next_fitting_powers(cands: dict[str, Schedule], fitted: dict[str, Schedule]
         if name in fitted:
             out[name] = sched
             continue
-        k = sched.k // 2 if name.startswith("forestcoll-k") and not name.endswith(OFF_CPUS) else 0
-        while k > 2 and f"forestcoll-k{k}" not in cands:
+        base = name.removeprefix(WEIGHTED)
+        head = name[:len(name) - len(base)]
+        same = {} if sched.shard_weights is None else {"shard_weights": sched.shard_weights}
+        k = sched.k // 2 if base.startswith("forestcoll-k") and not name.endswith(OFF_CPUS) else 0
+        while k > 2 and f"{head}forestcoll-k{k}" not in cands:
             try:
-                more, why = fitting_candidates({f"forestcoll-k{k}": generate(topo, collective, k=k, root=root,
-                                                                             **weighted)},
+                more, why = fitting_candidates({f"{head}forestcoll-k{k}": generate(topo, collective, k=k, root=root,
+                                                                                   **same)},
                                                topo, options, cuts)
             except UsageError as exc:  # it does not fit either
                 notes.append(str(exc).split(": ", 1)[-1])
@@ -357,6 +364,29 @@ def _on_driven_ports(net: Network, collective: str, root: str | None,
     full = optimal_bound(net.topology, collective, root).algbw
     driven = optimal_bound(ports.topology, collective, root).algbw
     return build_network(ports.topology, latency_us), [ports.note(collective, full, driven)]
+
+
+def _shard_candidates(topo: Topology, net: Network, collective: str, root: str | None, sizes: Sequence[int],
+                      element_bytes: int, candidates: str, shard_weights: Sequence[int] | None, equal_shards: bool,
+                      notes: list[str]) -> dict[str, Schedule]:
+    """:func:`export_by_size`'s candidates: the equal-shard ones (unless ``shard_weights`` and not ``equal_shards``),
+    then with ``shard_weights`` the forestcoll ones again with those shards, named :data:`WEIGHTED` + name, and a
+    note in ``notes`` naming both shards' bounds."""
+    common = {"sizes": sizes, "element_bytes": element_bytes, "candidates": candidates}
+    if shard_weights is None:
+        return candidate_schedules(topo, net, collective, root, **common)
+    cands = candidate_schedules(topo, net, collective, root, **common) if equal_shards else {}
+    weights = tuple(shard_weights)
+    more = candidate_schedules(topo, net, collective, root, ring=not equal_shards, shard_weights=weights, **common)
+    cands.update({name if name == "ring" else WEIGHTED + name: sched for name, sched in more.items()})
+    from forestcoll.rational import format_rational
+
+    bound = more["forestcoll"].bound_algbw
+    equal = f", the others equal shards (bound {format_rational(cands['forestcoll'].bound_algbw)} GB/s)" if equal_shards else ""
+    notes.append(f"shards: the {WEIGHTED}* candidates have weighted shards (rank i owns k x w_i of the k x {sum(weights)} "
+                 f"chunks, w {min(weights)}..{max(weights)}; bound {format_rational(bound)} GB/s){equal}; the fastest "
+                 "at each size is taken")
+    return cands
 
 
 @dataclass
@@ -385,6 +415,7 @@ class SizeExport:
     selection: Selection
     ranges: list[ExportedRange] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # candidates left out (e.g. over a runtime's limits) and why
+    shard_weights: tuple[int, ...] | None = None  # the weighted candidates' shards (allreduce), None: equal only
 
     @property
     def ok(self) -> bool:
@@ -399,7 +430,8 @@ class SizeExport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"topology": self.topology, "ranks": self.ranks, "collective": self.collective,
-                "candidates": self.candidates, "ranges": [r.to_dict() for r in self.ranges]}
+                "candidates": self.candidates, "ranges": [r.to_dict() for r in self.ranges],
+                **({} if self.shard_weights is None else {"shard_weights": list(self.shard_weights)})}
 
 
 LATENCY = "-latency"  # the name suffix of a candidate's file in the latency step order
@@ -486,14 +518,17 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
                    fairness: str = "max-min", check: bool = True, latency_us: Mapping[str, float] | None = None,
                    workers: int | None = None, progress: Progress | None = None,
                    format: str = "msccl", candidates: str = "default",
-                   shard_weights: Sequence[int] | None = None) -> SizeExport:
+                   shard_weights: Sequence[int] | None = None, equal_shards: bool = True) -> SizeExport:
     """Select the best schedule per size range on ``topology`` and write one MSCCL file per range into
     ``outdir`` (``options``: :class:`~forestcoll.msccl.export.ExportOptions`, whose size range and name each
     file replaces), self-checked unless ``check`` is False.  ``format="mscclpp"`` writes MSCCL++ plans instead
     (:func:`forestcoll.simulate.plan_sizes.export_plans_by_size`: candidates that fit the executor, ranked by their
     plans (:func:`~forestcoll.simulate.plan_sizes.select_plans`), LL where it wins, each plan cut for its sizes; ``options`` a :class:`forestcoll.mscclpp.export.ExportOptions`).
     ``candidates``: ``"default"`` (:func:`default_ks` for ``sizes``) or ``"all"`` (also every power of two up to 64).
-    ``shard_weights`` (allreduce, ``format="mscclpp"``): the forestcoll candidates have those shards.  A size that no
+    ``shard_weights`` (allreduce): the forestcoll candidates built again with those shards (named
+    :data:`WEIGHTED` + name: the optimum, the ks, the height limit, their packings without the CPUs) compete beside
+    the equal-shard ones (without them when ``equal_shards`` is False: ``generate --shards box``), each file or plan
+    with its own chunks per loop (:func:`usable`); TopologyError where no tree schedule has those shards.  A size that no
     candidate's chunks divide is chosen for at the nearest size below that they divide, with a note
     (:func:`forestcoll.simulate.fit_sizes.runnable_sizes`)."""
     from forestcoll.fileio import ensure_directory
@@ -514,10 +549,8 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     if format == "mscclpp":  # the candidates are packed, and compete, on the network ports the executor drives
         net, notes = _on_driven_ports(net, collective, root, latency_us)
         topo = net.topology
-    if shard_weights is not None and format != "mscclpp":
-        raise UsageError("shard weights per size range are for MSCCL++ plans (format mscclpp)")
-    cands = candidate_schedules(topo, net, collective, root, sizes=sizes, element_bytes=element_bytes,
-                                candidates=candidates, shard_weights=shard_weights)
+    cands = _shard_candidates(topo, net, collective, root, sizes, element_bytes, candidates, shard_weights,
+                              equal_shards, notes)
     if format == "mscclpp":
         from forestcoll.mscclpp.recut import Cuts
         from forestcoll.simulate.plan_sizes import export_plans_by_size, fitting_candidates, select_plans
@@ -526,14 +559,14 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
         fitted, left_out = fitting_candidates(cands, topo, options, cuts)
         notes += left_out
         if candidates == "default":
-            fitted = _next_fitting_powers(cands, fitted, notes, topo, collective, root, options, cuts,
-                                          **({} if shard_weights is None else {"shard_weights": tuple(shard_weights)}))
+            fitted = _next_fitting_powers(cands, fitted, notes, topo, collective, root, options, cuts)
         cands = fitted
         sizes, moved = runnable_sizes(sizes, cands, element_bytes)
         notes += moved
         sel, rates, how = select_plans(net, collective, sizes, cands, options, fairness=fairness,
                                        workers=workers or default_workers(), progress=progress, cuts=cuts)
-        out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel, notes=notes + [how])
+        out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel, notes=notes + [how],
+                         shard_weights=None if shard_weights is None else tuple(shard_weights))
         out.ranges = export_plans_by_size(net, sel, outdir, collective, options, check, fairness, rates, cuts)
         return out
     # every candidate's file once (in both step orders); the files, not the trees, compete (a file's layout decides
@@ -562,7 +595,8 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
     notes.append(f"ranked by the candidates' MSCCL files simulated at each size, not by their trees ({len(files)} files "
                  f"exported in {t1 - t0:.1f} s, {cpu1 - cpu0:.1f} s CPU; {len(sel.table)} of {runs} file simulations "
                  f"run in {time.perf_counter() - t1:.1f} s, the others skipped by their lower bounds)")
-    out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel, notes=notes)
+    out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel, notes=notes,
+                     shard_weights=None if shard_weights is None else tuple(shard_weights))
     for i, rng in enumerate(sel.ranges):
         exported = files[rng.name]
         algo = replace(exported.algo, min_bytes=rng.min_bytes, max_bytes=rng.max_bytes,
