@@ -20,8 +20,13 @@
 Every block is cut into pipeline slices as NCCL cuts it (:func:`forestcoll.pieces.slices_for`): rings
 (and hierarchical's rings) in 2 MiB chunks of two 1 MiB slices, the double binary tree by NCCL's tree rule
 for its height, chains (broadcast / reduce) in 512 KiB steps (``direct``, which no runtime ships, keeps the earlier
-fixed rule: about 1 MiB, at most 16 slices per block); every transfer is routed
-with :meth:`Network.route`.
+fixed rule: about 1 MiB, at most 16 slices per block).
+
+Routes (:func:`pair_routes`): a transfer inside a box takes :meth:`Network.route`; one between boxes leaves by the
+NIC port :meth:`Network.route` leaves by (the GPU's own / nearest NIC, as NCCL gives a channel a NIC local to its
+GPU) and spreads its bytes evenly over that port group's equal-cost routes (other spines), the rule of the MSCCL
+and MSCCL++ models (:func:`forestcoll.simulate.network.channel_routes`, group 0).  A pair with one such route (every
+rail fabric, one switch, one spine) sends exactly as before.
 """
 
 from __future__ import annotations
@@ -35,11 +40,11 @@ from forestcoll.errors import UsageError
 from forestcoll.pieces import slices_for
 from forestcoll.schedule import Schedule
 from forestcoll.simulate.engine import ProgramBuilder, refuse_transfers
-from forestcoll.simulate.network import Network
+from forestcoll.simulate.network import Network, Route, channel_routes
 
 __all__ = [
     "BASELINES", "Slicing", "applicable", "box_cycle", "boxes", "dbt_program", "direct_program",
-    "hierarchical_program", "ring_orders", "ring_program", "ring_schedule",
+    "hierarchical_program", "pair_routes", "ring_orders", "ring_program", "ring_schedule",
 ]
 
 Slicing = tuple[float, int | None]  # (a ring's slice bytes, max slices per block or None: no cap)
@@ -174,19 +179,58 @@ def ring_orders(net: Network) -> list[list[int]]:
 # ----- building blocks -------------------------------------------------------------------------
 
 
+def pair_routes(net: Network, a: int, b: int) -> list[Route]:
+    """The routes a baseline's transfer from rank ``a`` to rank ``b`` spreads its bytes over, evenly: between boxes
+    port group 0 of the pair's equal-cost routes (:func:`channel_routes`: the GPU's own NIC port, every spine
+    beyond it), else :meth:`Network.route` alone."""
+    box, index, ranks = net.box, net.index, net.ranks
+    if box[index[ranks[a]]] == box[index[ranks[b]]]:
+        return [net.route(a, b)]
+    return channel_routes(net, net.port_groups, a, b, 0)
+
+
+def _cost(net: Network) -> Callable[[int, int], int]:
+    """``cost(a, b)``: the program entries one :meth:`_Streams.send` from a to b adds (one per route, and a marker
+    joining them when there are several), for the guard's exact counts."""
+    seen: dict[tuple[int, int], int] = {}
+
+    def cost(a: int, b: int) -> int:
+        if (a, b) not in seen:
+            r = len(pair_routes(net, a, b))
+            seen[(a, b)] = r + (r > 1)
+        return seen[(a, b)]
+
+    return cost
+
+
 class _Streams:
-    """Transfers that keep each (label, src, dst) stream in order."""
+    """Transfers that keep each (label, src, dst) stream in order, each spread over its pair's routes
+    (:func:`pair_routes`: one transfer per route, its own stream, joined by a marker of their delivery)."""
 
     def __init__(self, net: Network, prog: ProgramBuilder) -> None:
         self.net, self.prog = net, prog
-        self.last: dict[tuple, int] = {}
+        self.last: dict[tuple, tuple[int, ...]] = {}
+        self.routes: dict[tuple[int, int], list[Route]] = {}
 
     def send(self, label: object, a: int, b: int, nbytes: float, after: Sequence[int | None] = ()) -> int:
-        links, lat = self.net.route(a, b)
+        """A transfer of ``nbytes`` from a to b after ``after`` were delivered, behind the stream's last; the id of
+        its delivery."""
+        routes = self.routes.get((a, b))
+        if routes is None:
+            routes = self.routes[(a, b)] = pair_routes(self.net, a, b)
         key = (label, a, b)
-        tid = self.prog.transfer(links, nbytes, lat, after_sent=[self.last.get(key)], after_delivered=after, stream=key)
-        self.last[key] = tid
-        return tid
+        last = self.last.get(key, ())
+        prog = self.prog
+        if len(routes) == 1:
+            links, lat = routes[0]
+            tid = prog.transfer(links, nbytes, lat, after_sent=last, after_delivered=after, stream=key)
+            self.last[key] = (tid,)
+            return tid
+        share = nbytes / len(routes)
+        ids = tuple(prog.transfer(links, share, lat, after_sent=last[j:j + 1], after_delivered=after, stream=(key, j))
+                    for j, (links, lat) in enumerate(routes))
+        self.last[key] = ids
+        return prog.marker(after_delivered=ids)
 
 
 def _ring_steps(st: _Streams, label: object, ring: Sequence[int], steps: int, block: float, slicing: Slicing,
@@ -236,21 +280,32 @@ def ring_program(net: Network, collective: str, size: float, slicing: Slicing, r
     rings = ring_orders(net)
     n = len(net.ranks)
     per = size / len(rings)
+    cost = _cost(net)
+    chains = [_chain_order(ring, root, coll.phases[0].reversed) for ring in rings] if coll.rooted else []
     if coll.rooted:  # the exact count, so that the guard refuses before building
-        refuse_transfers(sum(slices_for(per, *slicing, rule="step") * (len(ring) - 1) for ring in rings))
+        refuse_transfers(sum(slices_for(per, *slicing, rule="step") * sum(cost(a, b) for a, b in zip(order, order[1:]))
+                             for order in chains))
     else:
-        refuse_transfers(sum((n - 1) * len(coll.phases) * slices_for(per / n, *slicing, rule="ring") * len(ring)
+        refuse_transfers(sum((n - 1) * len(coll.phases) * slices_for(per / n, *slicing, rule="ring") * _hops(cost, ring)
                              for ring in rings))
     for c, ring in enumerate(rings):
         if coll.rooted:  # a chain from the root (out-tree phase) or into it (in-tree phase)
-            p = ring.index(root)
-            order = ring[p:] + ring[:p]
-            if coll.phases[0].reversed:
-                order = order[1:] + order[:1]  # ends at the root
-            _chain(st, c, order, per, slicing)
+            _chain(st, c, chains[c], per, slicing)
         else:  # N-1 steps per phase (allreduce: reduce-scatter then allgather)
             _ring_steps(st, c, ring, (n - 1) * len(coll.phases), per / n, slicing)
     return prog
+
+
+def _chain_order(ring: list[int], root: int, into_root: bool) -> list[int]:
+    """The ring as a chain from ``root`` (or, ``into_root``, ending at it)."""
+    p = ring.index(root)
+    order = ring[p:] + ring[:p]
+    return order[1:] + order[:1] if into_root else order
+
+
+def _hops(cost: Callable[[int, int], int], ring: Sequence[int]) -> int:
+    """The program entries of one step of ``ring`` (each rank sends to the next, the last to the first)."""
+    return sum(cost(a, b) for a, b in zip(ring, [*ring[1:], *ring[:1]]))
 
 
 def _btree(count: int) -> dict[int, int]:
@@ -299,8 +354,9 @@ def dbt_program(net: Network, collective: str, size: float, slicing: Slicing) ->
                     parent[chain[0]] = chains[box_parent[b]][0]
             trees.append(((r, which), parent))
     # the exact count, so that the guard refuses before building: per slice, each edge up and down and a marker
+    cost = _cost(net)
     refuse_transfers(sum(slices_for(per_tree, *slicing, rule="tree", depth=max(_depths(parent).values(), default=0))
-                         * (2 * len(parent) + 1) for _label, parent in trees))
+                         * (sum(cost(c, p) + cost(p, c) for c, p in parent.items()) + 1) for _label, parent in trees))
     prog = ProgramBuilder()
     st = _Streams(net, prog)
     for label, parent in trees:
@@ -361,8 +417,11 @@ def hierarchical_program(net: Network, collective: str, size: float, slicing: Sl
     intra = [(c, d) for c in cycles for d in (0, 1)]
     inter = [(rail, d) for rail in rails for d in (0, 1)]
 
+    cost = _cost(net)
+
     def count(pairs, steps, block) -> int:  # what rings() below builds: the ring steps and a marker per rank
-        return sum(steps * slices_for(block, *slicing, rule="ring") * len(ring) for ring, _d in pairs) + n
+        return sum(steps * slices_for(block, *slicing, rule="ring") * _hops(cost, ring if d == 0 else ring[::-1])
+                   for ring, d in pairs) + n
 
     if coll is ALLREDUCE:  # the exact count, so that the guard refuses before building
         refuse_transfers(2 * count(intra, g - 1, size / 2 / g) + count(inter, 2 * (nb - 1), size / g / 2 / nb))
@@ -401,9 +460,11 @@ def direct_program(net: Network, collective: str, size: float, slicing: Slicing,
     # one hop per send: slices only let allreduce's second half start early; no runtime ships this form, so it
     # keeps the simulator's earlier rule (about 1 MiB slices, at most 16 per block)
     slicing = (slicing[0], DIRECT_MAX_SLICES if slicing[1] is None else slicing[1])
+    cost = _cost(net)
     if coll.rooted:
         sl = slices_for(size, *slicing)
-        refuse_transfers(sl * (n - 1))  # the exact count, so that the guard refuses before building
+        pairs = [(x, root) if coll.phases[0].reversed else (root, x) for x in range(n) if x != root]
+        refuse_transfers(sl * sum(cost(a, b) for a, b in pairs))  # the exact count, so that the guard refuses first
         for _j in range(sl):
             for x in range(n):
                 if x != root:
@@ -413,7 +474,8 @@ def direct_program(net: Network, collective: str, size: float, slicing: Slicing,
     block = size / n
     sl = slices_for(block, *slicing, min_slices=1)
     each = block / sl
-    refuse_transfers(sl * (n * (n - 1) + (n * n if coll is ALLREDUCE else 0)))  # the exact count, as above
+    every = sum(cost(a, b) for a in range(n) for b in range(n) if a != b)
+    refuse_transfers(sl * (every + (n + every if coll is ALLREDUCE else 0)))  # the exact count, as above
     for _j in range(sl):
         into: dict[int, list[int]] = {}
         for a in range(n):

@@ -16,7 +16,8 @@ receiver's (the NIC ports): a connection on channel c takes port group c mod P (
 :meth:`Network.route`'s own ports) and spreads its bytes evenly over that group's routes, the
 average of a fabric's ECMP hashing over its spines.  The MSCCL model spreads every connection so;
 the MSCCL++ model spreads every port-channel transfer between boxes over group 0 (the executor
-drives one NIC port per GPU, the one :meth:`Network.route` leaves by).
+drives one NIC port per GPU, the one :meth:`Network.route` leaves by), and the baselines every
+transfer between boxes (:func:`forestcoll.simulate.baselines.pair_routes`, group 0 too).
 """
 
 from __future__ import annotations
