@@ -555,22 +555,25 @@ def on_runtime_routes(sched: Schedule, net: Network) -> Schedule:
 def executor_rate(topology) -> Any:
     """``rate(schedule, size)``: the algbw (GB/s) of ``schedule``'s trees simulated at ``size`` on the routes an
     MSCCL++ plan's transfers take (:func:`on_runtime_routes`); what the fallback of ``generate --format mscclpp``
-    ranks fitting schedules by."""
+    ranks fitting schedules by (a refused simulation: :class:`~forestcoll.simulate.race.Unsimulated`, it loses)."""
     from forestcoll.simulate.core import simulate
     from forestcoll.simulate.network import build_network
+    from forestcoll.simulate.race import losing
 
     net = build_network(topology)
-    return lambda sched, size: simulate(net, on_runtime_routes(sched, net), sched.collective, size).algbw_gbps
+    return losing(lambda sched, size: simulate(net, on_runtime_routes(sched, net), sched.collective, size).algbw_gbps)
 
 
 def plan_rate(topology) -> Any:
     """``rate(plan, size)``: the algbw (GB/s) of an MSCCL++ plan simulated at ``size`` on ``topology``; what the
     fallback of ``generate --format mscclpp`` ranks the fitting k by (their trees rank them otherwise: mi250:nodes=2
     allreduce at 1 GiB, k=4's trees 165.2 GB/s on the executor's routes but its plan 146.7, k=1's plan 156.2).
-    ``rate.ceiling(plan, size)``: a rate it never exceeds, from the plan alone
+    A plan whose simulation is refused there (above the transfer limit) gets :class:`~forestcoll.simulate.race.Unsimulated`
+    (it loses).  ``rate.ceiling(plan, size)``: a rate it never exceeds, from the plan alone
     (:func:`forestcoll.simulate.plan_bound.plan_time_bound`), which lets a race skip a plan that cannot win."""
     from forestcoll.simulate.network import build_network
     from forestcoll.simulate.plan_bound import plan_time_bound
+    from forestcoll.simulate.race import losing
 
     net = build_network(topology)
 
@@ -581,4 +584,4 @@ def plan_rate(topology) -> Any:
         least = plan_time_bound(net, plan, size)
         return size / least / 1e9 if least > 0 else math.inf
     rate.ceiling = ceiling  # type: ignore[attr-defined]
-    return rate
+    return losing(rate)
