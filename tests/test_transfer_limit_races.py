@@ -107,6 +107,24 @@ def test_the_fallback_ranking_with_refused_simulations(tmp_path, monkeypatch):
     assert "plans simulated at 1GiB (not simulated (above the simulator's transfer limit) GB/s" in result.notes[0]
 
 
+def test_per_size_plans_with_refused_simulations(tmp_path, monkeypatch):
+    """The per-size plans' own comparisons (LL against Simple, a size's cut against the middle size's) and the
+    written plans' rates, every simulation refused: the Simple plans are written, their rates 'not simulated'."""
+    from forestcoll.mscclpp.recut import Cuts
+    from forestcoll.simulate.plan_sizes import export_plans_by_size, select_plans
+
+    topo = load_topology("ring:n=4")
+    net = build_network(topo)
+    cands = {"forestcoll": generate(topo, "allgather")}
+    cuts = Cuts(topo)
+    sel, _rates, _note = select_plans(net, "allgather", [64 << 10, 1 << 20, 1 << 30], cands, cuts=cuts)
+    monkeypatch.setattr(limits, "MAX_SIM_TRANSFERS", 10)
+    out = export_plans_by_size(net, sel, str(tmp_path), "allgather", ExportOptions(check=False), rates={}, cuts=cuts,
+                               workers=2)
+    assert out and all(r.path is not None and r.result.plan.protocol == "Simple" for r in out)
+    assert all(isinstance(v, Unsimulated) for r in out for v in r.range.measured.values())
+
+
 def test_msccl_file_rates_of_a_refused_file(monkeypatch):
     from forestcoll.msccl.export import export_msccl
     from forestcoll.simulate.msccl import file_rate
@@ -119,3 +137,16 @@ def test_msccl_file_rates_of_a_refused_file(monkeypatch):
     rate = file_rate(topo, shared=shared)
     got, exact = rate.race(algo, 1 << 30, 1e-3)  # a rate to beat that lets its bounds pass: the program is built
     assert exact and isinstance(got, Unsimulated)
+
+
+@pytest.mark.parametrize("fmt", ["mscclpp", "msccl"])
+def test_a_size_where_every_candidate_is_refused_says_so(tmp_path, monkeypatch, fmt):
+    """(Before: the refusal of the first candidate simulated escaped, with its hint about --size and --slice, which
+    generate --sizes does not take.)"""
+    from forestcoll.errors import UsageError
+    from forestcoll.simulate.select import export_by_size
+
+    monkeypatch.setattr(limits, "MAX_SIM_TRANSFERS", 10)
+    with pytest.raises(UsageError, match=r"every candidate's (plan|file) simulation at 1GiB needs more than 10 "
+                                         r"transfers, above forestcoll's limit; leave that size out of --sizes"):
+        export_by_size("ring:n=4", "allgather", [1 << 30], str(tmp_path), format=fmt, workers=1)
