@@ -150,3 +150,20 @@ def test_a_size_where_every_candidate_is_refused_says_so(tmp_path, monkeypatch, 
     with pytest.raises(UsageError, match=r"every candidate's (plan|file) simulation at 1GiB needs more than 10 "
                                          r"transfers, above forestcoll's limit; leave that size out of --sizes"):
         export_by_size("ring:n=4", "allgather", [1 << 30], str(tmp_path), format=fmt, workers=1)
+
+
+def test_the_alltoall_port_race_with_refused_simulations(monkeypatch):
+    """The driven flows against the whole fabric's rerouted (simulate/alltoall_ports.py), every plan refused: the
+    command goes on (the driven flows are kept unless the others win; here they tie at 'not simulated')."""
+    from test_mscclpp_ports import dual_port
+
+    from forestcoll.alltoall.generate import generate_alltoall
+    from forestcoll.mscclpp.ports import driven_ports
+    from forestcoll.simulate.alltoall_ports import _rates, generate_for_executor
+
+    topo = dual_port()
+    opts = ExportOptions(inplace=False, max_threadblocks=132)
+    sched = generate_alltoall(driven_ports(topo), chunks="auto").schedule
+    monkeypatch.setattr(limits, "MAX_SIM_TRANSFERS", 10)
+    assert all(isinstance(r, Unsimulated) for r in _rates(sched, topo, build_network(topo), opts))
+    assert generate_for_executor(topo, opts, chunks="auto", symmetry=True).ok
