@@ -14,8 +14,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from forestcoll.errors import SimulationTooLarge
+from forestcoll.limits import Unsimulated
 from forestcoll.schedule import Schedule
-from forestcoll.simulate.race import Unsimulated
 from forestcoll.topology.model import Topology
 
 if TYPE_CHECKING:

@@ -26,6 +26,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from forestcoll.errors import SimulationTooLarge
+from forestcoll.limits import Unsimulated, losing  # (here too: a race's losers)
 from forestcoll.progress import Progress, report
 from forestcoll.schedule import Schedule
 from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE, SimResult, simulate_program
@@ -85,31 +86,6 @@ def attempt(name: str, contender, net: Network, size: int, bound: float, limit: 
     res = simulate_program(program, net, name, collective, size, extra, fairness=fairness, bus_factor=bus,
                            stop_at=limit)
     return bound, res, res is None
-
-class Unsimulated(float):
-    """The rate (GB/s) of a contender whose simulation the simulator refused (above its transfer limit,
-    :class:`~forestcoll.errors.SimulationTooLarge`): 0, so it loses every comparison with a simulated rate, and
-    written "not simulated" wherever a rate is formatted."""
-
-    def __new__(cls, _value: float = 0.0) -> Unsimulated:  # (unpickling passes the value: always 0)
-        return super().__new__(cls, 0.0)
-
-    def __format__(self, spec: str) -> str:
-        return "not simulated (above the simulator's transfer limit)"
-
-
-def losing(rate: Callable[..., float]) -> Callable[..., float]:
-    """``rate(...)`` (a simulated rate) that gives :class:`Unsimulated` where the simulation is refused for its size
-    (:class:`~forestcoll.errors.SimulationTooLarge`) instead of raising; its other attributes (``ceiling``) kept."""
-
-    def guarded(*args, **kwargs) -> float:
-        try:
-            return rate(*args, **kwargs)
-        except SimulationTooLarge:
-            return Unsimulated()
-    guarded.__dict__.update(getattr(rate, "__dict__", {}))
-    return guarded
-
 
 @dataclass
 class RaceResult:
