@@ -4,6 +4,8 @@ another checkout.
     python benchmarks/sizes_time.py --nice                              # the dgx-a100:nodes=2 proxy (~15 s CPU)
     python benchmarks/sizes_time.py --nice --before /tmp/main/src       # each case with that src too, same run
     python benchmarks/sizes_time.py --nice --mi300 --only MI300         # the MI300 dump x4 at 1 GiB (minutes)
+    python benchmarks/sizes_time.py --nice --mi300 --only "x2 rail"     # the MI300 dump x2, three sizes (~1 min CPU)
+    python benchmarks/sizes_time.py --nice --mi300 --only "x4 rail allreduce 1MiB"  # x4, three sizes (~7 min CPU)
 
 Each case runs ``python -m forestcoll generate ... --sizes ... --format mscclpp -o DIR`` in a fresh process
 (``nice -n 10`` when ``--nice``).  The table gives its wall and CPU seconds (user + system of the process and its
@@ -33,7 +35,11 @@ CASES = [
     ("dgx-a100:nodes=2 allreduce 1MiB,16MiB,1GiB", ["dgx-a100:nodes=2", "-c", "allreduce", "--sizes", "1MiB,16MiB,1GiB"]),
     ("dgx-a100:nodes=2 allgather 1MiB,16MiB,1GiB", ["dgx-a100:nodes=2", "-c", "allgather", "--sizes", "1MiB,16MiB,1GiB"]),
 ]
-BIG = [("MI300 x4 rail allreduce 1GiB", [MI300, "--nodes", "4", "--fabric", "rail", "-c", "allreduce", "--sizes", "1GiB"])]
+BIG = [("MI300 x4 rail allreduce 1GiB", [MI300, "--nodes", "4", "--fabric", "rail", "-c", "allreduce", "--sizes", "1GiB"]),
+       ("MI300 x2 rail allreduce 1MiB,16MiB,1GiB",
+        [MI300, "--nodes", "2", "--fabric", "rail", "-c", "allreduce", "--sizes", "1MiB,16MiB,1GiB"]),
+       ("MI300 x4 rail allreduce 1MiB,16MiB,1GiB",
+        [MI300, "--nodes", "4", "--fabric", "rail", "-c", "allreduce", "--sizes", "1MiB,16MiB,1GiB"])]
 RANKING = re.compile(r"; ([\d.]+) s, ([\d.]+) s CPU\)")
 
 
@@ -57,8 +63,9 @@ def timed(src: Path, args: list[str], out: Path, nice: bool) -> tuple[float, flo
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", type=Path, help="another checkout's src directory, timed first in each case")
+    ap.add_argument("--after", type=Path, default=ROOT / "src", help="the src directory timed second (default: this one's)")
     ap.add_argument("--nice", action="store_true", help="run each process under nice -n 10")
-    ap.add_argument("--mi300", action="store_true", help="also the MI300 dump x4 at 1 GiB (minutes of CPU)")
+    ap.add_argument("--mi300", action="store_true", help="also the MI300 dump cases (minutes of CPU)")
     ap.add_argument("--only", help="only the cases whose name contains this text")
     args = ap.parse_args()
     cases = [c for c in CASES + (BIG if args.mi300 else []) if args.only is None or args.only in c[0]]
@@ -76,7 +83,7 @@ def main() -> None:
             if args.before:
                 old = timed(args.before, argv, Path(tmp) / f"before{i}", args.nice)
                 cells += [f"{old[0]:.1f} ({old[1]:.1f})", old[2]]
-            new = timed(ROOT / "src", argv, Path(tmp) / f"after{i}", args.nice)
+            new = timed(args.after, argv, Path(tmp) / f"after{i}", args.nice)
             cells += [f"{new[0]:.1f} ({new[1]:.1f})", new[2]]
             if old is not None:
                 cells.append(f"{old[1] / new[1]:.2f}")

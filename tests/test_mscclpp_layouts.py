@@ -53,7 +53,7 @@ def test_a_faster_layout_is_written(tmp_path, fine):
 def test_half_units_above_the_transfer_limit_lose(tmp_path):
     """The half-units plan's simulation is refused (above the transfer limit, as mi250:nodes=2 allreduce k=16's at
     1 GiB): generate still writes the layout taken, says so in its note, and does not fail."""
-    from forestcoll.errors import UsageError
+    from forestcoll.errors import SimulationTooLarge
 
     topo = load_topology(CUBE)
     sched = generate(topo, "allgather")
@@ -62,7 +62,7 @@ def test_half_units_above_the_transfer_limit_lose(tmp_path):
 
     def refusing(plan, size: int) -> float:
         if write_plan(plan) == level_fine:
-            raise UsageError("the simulation needs more than 4,194,304 transfers")
+            raise SimulationTooLarge("the simulation needs more than 4,194,304 transfers")
         return rate(plan, size)
     path = tmp_path / "p.json"
     _chosen, result = write_generated_plan(topo, "allgather", str(path), plan_rate=refusing)

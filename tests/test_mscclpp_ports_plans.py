@@ -75,18 +75,18 @@ def test_an_ll_plan_that_cannot_be_written_gives_way_to_the_simple_plan(tmp_path
     import forestcoll.mscclpp.export as export
     from forestcoll.mscclpp.recut import Cuts
 
-    real = Cuts.write  # what export_plans_by_size writes each plan with
+    real = Cuts.checked  # the self-check export_plans_by_size runs on each plan it writes
 
-    def no_ll(self, sched, path, options):
+    def no_ll(result, options):
         if options.protocol == "LL":
             raise export.ExportError("the exported plan fails its self-check (stand-in)")
-        return real(self, sched, path, options)
+        return real(result, options)
 
     topo = dual_port(ports=1)
     kept = export_by_size(topo, "allgather", [64 << 10, 1 << 30], str(tmp_path / "a"), format="mscclpp",
                           options=ExportOptions(max_threadblocks=64, check=False), workers=1)
     assert kept.ranges[0].result.plan.protocol == "LL" and "-LL-" in kept.ranges[0].path
-    monkeypatch.setattr(Cuts, "write", no_ll)
+    monkeypatch.setattr(Cuts, "checked", staticmethod(no_ll))
     out = export_by_size(topo, "allgather", [64 << 10, 1 << 30], str(tmp_path / "b"), format="mscclpp",
                          options=ExportOptions(max_threadblocks=64, check=False), workers=1)
     first = out.ranges[0]

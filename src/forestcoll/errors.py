@@ -7,7 +7,7 @@ exits with status 2.  Anything else escaping is a bug in forestcoll.
 
 from __future__ import annotations
 
-__all__ = ["ForestCollError", "ScheduleError", "TopologyError", "UsageError"]
+__all__ = ["ForestCollError", "ScheduleError", "SimulationTooLarge", "TopologyError", "UsageError"]
 
 
 class ForestCollError(Exception):
@@ -27,3 +27,8 @@ class ScheduleError(ForestCollError):
 
 class UsageError(ForestCollError):
     """A command-line argument or API parameter is invalid."""
+
+
+class SimulationTooLarge(UsageError):
+    """A simulation refused because it would build more transfers than :data:`forestcoll.limits.MAX_SIM_TRANSFERS`
+    (a candidate whose simulation is refused loses its race; asked for directly, it is the user's error)."""

@@ -25,11 +25,13 @@ naming the quantity, the value and the limit, before anything large is built.
 
 from __future__ import annotations
 
-from forestcoll.errors import UsageError
+from collections.abc import Callable
+
+from forestcoll.errors import SimulationTooLarge, UsageError
 
 __all__ = [
     "DENSE_RACE_CLOCK_BYTES", "FILE_BYTES_ENV", "MAX_BOXES", "MAX_FILE_BYTES", "MAX_DIGITS", "MAX_EXPONENT", "MAX_ITERATIONS", "MAX_JOBS", "MAX_LATENCY_US", "MAX_MSCCL_CHANNELS", "MAX_MSCCL_CHUNKS", "MAX_MSCCL_ELEMENTS", "MAX_MSCCL_GPUS",
-    "MAX_NODES", "MAX_RACE_CLOCK_BYTES", "MAX_RANKS", "MAX_SEED", "MAX_SIM_BANDWIDTH_RATIO", "MAX_SIM_TRANSFERS", "MAX_SIZE", "MAX_SIZES", "MAX_XML_ATTRIBUTE", "MAX_XML_DEPTH", "check_count",
+    "MAX_NODES", "MAX_RACE_CLOCK_BYTES", "MAX_RANKS", "MAX_SEED", "MAX_SIM_BANDWIDTH_RATIO", "MAX_SIM_TRANSFERS", "MAX_SIZE", "MAX_SIZES", "MAX_XML_ATTRIBUTE", "MAX_XML_DEPTH", "Unsimulated", "check_count", "losing",
 ]
 
 MAX_DIGITS = 40  # significant digits of a numerator or denominator
@@ -65,3 +67,27 @@ def check_count(value: int, what: str, limit: int = MAX_NODES, lo: int = 0) -> i
         raise UsageError(f"{what}: {value:,} is above forestcoll's limit of {limit:,} (see docs/limits.md)")
     return value
 
+
+class Unsimulated(float):
+    """The rate (GB/s) of a contender whose simulation the simulator refused (above its transfer limit,
+    :class:`~forestcoll.errors.SimulationTooLarge`): 0, so it loses every comparison with a simulated rate, and
+    written "not simulated" wherever a rate is formatted."""
+
+    def __new__(cls, _value: float = 0.0) -> Unsimulated:  # (unpickling passes the value: always 0)
+        return super().__new__(cls, 0.0)
+
+    def __format__(self, spec: str) -> str:
+        return "not simulated (above the simulator's transfer limit)"
+
+
+def losing(rate: Callable[..., float]) -> Callable[..., float]:
+    """``rate(...)`` (a simulated rate) that gives :class:`Unsimulated` where the simulation is refused for its size
+    (:class:`~forestcoll.errors.SimulationTooLarge`) instead of raising; its other attributes (``ceiling``) kept."""
+
+    def guarded(*args, **kwargs) -> float:
+        try:
+            return rate(*args, **kwargs)
+        except SimulationTooLarge:
+            return Unsimulated()
+    guarded.__dict__.update(getattr(rate, "__dict__", {}))
+    return guarded

@@ -421,11 +421,12 @@ def _write_exported(result: ExportResult, path: Output, opts: ExportOptions, pro
     from forestcoll.mscclpp.plan import write_plan
 
     t0 = time.perf_counter()
+    text = write_plan(result.plan)  # once: the self-check reads the text written
     if opts.check:
         result.checks = self_check(result.plan, launches=max(opts.check_launches, 3 if result.plan.packet else 1),
-                                   progress=progress)
+                                   progress=progress, text=text)
     result.seconds += time.perf_counter() - t0
-    atomic_write_text(path, write_plan(result.plan))
+    atomic_write_text(path, text)
     result.output = str(path)
     return result
 
@@ -629,17 +630,18 @@ def _worst(plan: Plan) -> tuple[str, int, int] | None:
     return None
 
 
-def self_check(plan: Plan, launches: int = 2, progress: Progress | None = None) -> list[str]:
-    """Lint the plan and run it in the interpreter (its declared mode, ``launches`` calls back to back, race
-    detection) at a small size with one pipeline iteration and, with a smaller unit, with several (the last one
-    partial); returns a line per run and raises :class:`ExportError` on any problem (a bug in the exporter)."""
+def self_check(plan: Plan, launches: int = 2, progress: Progress | None = None, text: str | None = None) -> list[str]:
+    """Lint the plan (``text``: its ``write_plan`` text, when made already) and run it in the interpreter (its declared
+    mode, ``launches`` calls back to back, race detection) at a small size with one pipeline iteration and, with a
+    smaller unit, with several (the last one partial); returns a line per run and raises :class:`ExportError` on any
+    problem (a bug in the exporter)."""
     from dataclasses import replace
 
     from forestcoll.mscclpp.interpreter import race_clocks_refused, run_plan
     from forestcoll.mscclpp.lint import lint_plan
     from forestcoll.mscclpp.plan import parse_plan, write_plan
 
-    text = write_plan(plan)
+    text = write_plan(plan) if text is None else text
     parsed = parse_plan(text, plan.name)
     report = lint_plan(parsed, plan.name)
     if report.errors:

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from forestcoll.errors import UsageError
+from forestcoll.errors import SimulationTooLarge
+from forestcoll.limits import Unsimulated
 from forestcoll.schedule import Schedule
 from forestcoll.topology.model import Topology
 
@@ -150,7 +151,9 @@ def finer_units(topology: Topology, sched: Schedule, exported: dict[int, ExportR
         return f"; half units for pieces of several chunks {BOUND} {top:.1f} GB/s, not taken"
     try:
         fine = plan_rate(alt.plan, size)
-    except UsageError:  # its simulation is above the transfer limit (twice the units): the plan there stays
+    except SimulationTooLarge:  # its simulation is above the transfer limit (twice the units): the plan there stays
+        fine = Unsimulated()
+    if isinstance(fine, Unsimulated):  # (plan_rate of forestcoll.simulate.mscclpp says so without raising)
         return "; half units for pieces of several chunks not simulated (above the simulator's transfer limit), not taken"
     if fine <= rate:
         return f"; half units for pieces of several chunks {fine:.1f} GB/s, not taken"

@@ -110,9 +110,38 @@ class Cuts:
     def write(self, sched: Schedule, path: str, opts: ExportOptions) -> ExportResult:
         """``write_mscclpp(sched, path, self.topology, opts)``: the export, self-checked unless ``opts.check`` is
         False, its idle-port note, the file written whole."""
+        return _write_exported(self.prepare(sched, opts), path, opts, None)
+
+    def prepare(self, sched: Schedule, opts: ExportOptions) -> ExportResult:
+        """What :meth:`write` writes, before its self-check: the export with its idle-port note."""
         from forestcoll.mscclpp.ports import idle_port_note
 
         result = self.export(sched, opts)
         if note := idle_port_note(sched, self.topology):
             result.notes.append(note)
-        return _write_exported(result, path, opts, None)
+        return result
+
+    @staticmethod
+    def checked(result: ExportResult, opts: ExportOptions) -> tuple[list[str], str]:
+        """The self-check :meth:`write` runs on ``result`` (:meth:`prepare`'s; none unless ``opts.check``): its lines
+        (an :class:`ExportError` when it fails) and the plan's text (the file's bytes); a call that needs nothing but
+        its arguments, so a worker process can run it."""
+        from forestcoll.mscclpp.export import self_check
+        from forestcoll.mscclpp.plan import write_plan
+
+        text = write_plan(result.plan)
+        if not opts.check:
+            return [], text
+        return self_check(result.plan, launches=max(opts.check_launches, 3 if result.plan.packet else 1),
+                          text=text), text
+
+    @staticmethod
+    def put(result: ExportResult, path: str, checked: tuple[list[str], str], seconds: float = 0.0) -> ExportResult:
+        """``result`` written to ``path`` whole with :meth:`checked`'s lines and text (``seconds``: the check's)."""
+        from forestcoll.fileio import atomic_write_text
+
+        result.checks, text = checked
+        result.seconds += seconds
+        atomic_write_text(path, text)
+        result.output = str(path)
+        return result

@@ -59,11 +59,14 @@ def rerouted(sched: AlltoallSchedule, driven: Topology, net: Network, like: Allt
 
 
 def _rates(sched: AlltoallSchedule, topo: Topology, net: Network, options: ExportOptions) -> tuple[float, float]:
+    """The plan of ``sched`` simulated at SMALL and LARGE (GB/s; a refused simulation: Unsimulated, it loses)."""
     from forestcoll.alltoall.mscclpp import export_alltoall_mscclpp
     from forestcoll.simulate.mscclpp import simulate_plan
+    from forestcoll.simulate.race import losing
 
     plan = export_alltoall_mscclpp(sched, topo, replace(options, check=False)).plan
-    return simulate_plan(net, plan, SMALL).algbw_gbps, simulate_plan(net, plan, LARGE).algbw_gbps
+    rate = losing(lambda size: simulate_plan(net, plan, size).algbw_gbps)
+    return rate(SMALL), rate(LARGE)
 
 
 def generate_for_executor(topo: Topology, options: ExportOptions, *, chunks: int | str | None, symmetry: bool) -> AlltoallGenerated:

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from forestcoll import limits
-from forestcoll.errors import UsageError
+from forestcoll.errors import SimulationTooLarge
 from forestcoll.progress import Progress, report
 from forestcoll.simulate import fill_jit
 
@@ -58,12 +58,13 @@ _min, _any = np.minimum.reduce, np.logical_or.reduce  # without the ndarray meth
 
 
 def refuse_transfers(count: int) -> None:
-    """The simulation guard (:data:`forestcoll.limits.MAX_SIM_TRANSFERS`): a one-line UsageError when a program is
+    """The simulation guard (:data:`forestcoll.limits.MAX_SIM_TRANSFERS`): a one-line UsageError (a
+    :class:`~forestcoll.errors.SimulationTooLarge`, which a race counts as a loss) when a program is
     sure to build ``count`` transfers and that is over the limit. Program builders call it with their count before
     building (a count that is never above the real one: no simulation that fits is refused), and the builder
     itself when it reaches the limit."""
     if count > limits.MAX_SIM_TRANSFERS:
-        raise UsageError(f"the simulation needs more than {limits.MAX_SIM_TRANSFERS:,} transfers (slices moved over "
+        raise SimulationTooLarge(f"the simulation needs more than {limits.MAX_SIM_TRANSFERS:,} transfers (slices moved over "
                          "paths), above forestcoll's limit; pass a smaller --size, or a larger --slice or a "
                          "--max-slices cap (see docs/limits.md)")
 

@@ -31,7 +31,7 @@ import math
 from fractions import Fraction
 
 from forestcoll import collectives
-from forestcoll.errors import UsageError
+from forestcoll.errors import SimulationTooLarge, UsageError
 from forestcoll.msccl.ir import RECVS, SENDS, Algo, MscclError
 from forestcoll.msccl.semantics import by_rank, compile_tb, size_notes
 from forestcoll.pieces import slices_for
@@ -75,7 +75,8 @@ def file_rate(topology, slice_bytes: int | None = None, slice_cost_s: float = 0.
               shared: dict | None = None) -> FileRate:
     """``rate(algo, size)``: the algbw (GB/s) of an MSCCL algorithm simulated at ``size`` on ``topology`` (default
     model, or the runtime buffer's ``slice_bytes`` and a per-slice cost, see :func:`simulate_msccl`); what
-    ``generate --format msccl`` ranks the files that fit by.  Its ``bound(algo, size)`` is an upper bound on that
+    ``generate --format msccl`` ranks the files that fit by (a file whose simulation is refused, above the transfer
+    limit: :class:`~forestcoll.simulate.race.Unsimulated`, it loses).  Its ``bound(algo, size)`` is an upper bound on that
     rate, found without simulating (:func:`link_seconds`), with which the choice skips files that cannot win.
     ``shared``: a dict the caller keeps across the rates of one topology (``generate --buffsize``): the network is
     built once, and a file is simulated once per (size, loop iterations per chunk, cost): the slice enters the
@@ -110,10 +111,13 @@ class FileRate:
 
     def __call__(self, algo: Algo, size: int) -> float:
         """The algbw (GB/s) simulated (once per file, size, iterations and cost in the store)."""
+        from forestcoll.simulate.race import losing
+
         key = self._key(algo, size)
-        if key not in self.shared:  # the file is kept with its rate: its id stays unique
-            self.shared[key] = (algo, simulate_msccl(algo, self.net, size, slice_bytes=self.slice_bytes,
-                                                     slice_cost_s=self.slice_cost_s, routes=self.routes).algbw_gbps)
+        if key not in self.shared:  # the file is kept with its rate: its id stays unique (refused: Unsimulated)
+            self.shared[key] = (algo, losing(lambda: simulate_msccl(
+                algo, self.net, size, slice_bytes=self.slice_bytes, slice_cost_s=self.slice_cost_s,
+                routes=self.routes).algbw_gbps)())
         return self.shared[key][1]
 
     def bound(self, algo: Algo, size: int) -> float:
@@ -141,8 +145,11 @@ class FileRate:
         limit = size / (best * 1e9) * (1 + _EPS)  # a time above it is a rate below best
         bound = link_seconds(algo, self.net, size, self.routes)
         if bound <= limit:
-            program = msccl_program(algo, self.net, float(size), *self.slicing,
-                                    slice_cost_s=self.slice_cost_s, routes=self.routes).build("weighted")
+            try:
+                program = msccl_program(algo, self.net, float(size), *self.slicing,
+                                        slice_cost_s=self.slice_cost_s, routes=self.routes).build("weighted")
+            except SimulationTooLarge:  # above the transfer limit: it loses, as its full rating says
+                return self(algo, size), True
             bound = max(bound, path_bound(program, self.net.capacity))
             if bound <= limit:
                 name, bus = msccl_collective(algo)

@@ -535,22 +535,26 @@ def executor_rate(topology) -> Any:
     """``rate(schedule, size)``: the algbw (GB/s) of ``schedule``'s trees simulated at ``size`` on the routes an
     MSCCL++ plan's transfers take, spread between boxes as a port channel's puts are
     (:func:`forestcoll.simulate.runtime_trees.runtime_trees`); a ranking of fitting schedules before any plan is
-    exported (``generate --format mscclpp`` ranks their plans, :func:`plan_rate`)."""
+    exported (``generate --format mscclpp`` ranks their plans, :func:`plan_rate`); a refused simulation:
+    :class:`~forestcoll.simulate.race.Unsimulated`, it loses."""
     from forestcoll.simulate.network import build_network
+    from forestcoll.simulate.race import losing
     from forestcoll.simulate.runtime_trees import runtime_trees
 
     net = build_network(topology)
-    return lambda sched, size: runtime_trees(net, sched, size).algbw_gbps
+    return losing(lambda sched, size: runtime_trees(net, sched, size).algbw_gbps)
 
 
 def plan_rate(topology) -> Any:
     """``rate(plan, size)``: the algbw (GB/s) of an MSCCL++ plan simulated at ``size`` on ``topology``; what the
     fallback of ``generate --format mscclpp`` ranks the fitting k by (their trees rank them otherwise: mi250:nodes=2
     allreduce at 1 GiB, k=4's trees 165.2 GB/s on the executor's routes but its plan 146.7, k=1's plan 156.2).
-    ``rate.ceiling(plan, size)``: a rate it never exceeds, from the plan alone
+    A plan whose simulation is refused there (above the transfer limit) gets :class:`~forestcoll.simulate.race.Unsimulated`
+    (it loses).  ``rate.ceiling(plan, size)``: a rate it never exceeds, from the plan alone
     (:func:`forestcoll.simulate.plan_bound.plan_time_bound`), which lets a race skip a plan that cannot win."""
     from forestcoll.simulate.network import build_network
     from forestcoll.simulate.plan_bound import plan_time_bound
+    from forestcoll.simulate.race import losing
 
     net = build_network(topology)
 
@@ -561,4 +565,4 @@ def plan_rate(topology) -> Any:
         least = plan_time_bound(net, plan, size)
         return size / least / 1e9 if least > 0 else math.inf
     rate.ceiling = ceiling  # type: ignore[attr-defined]
-    return rate
+    return losing(rate)

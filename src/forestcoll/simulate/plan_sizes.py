@@ -112,6 +112,7 @@ def select_plans(net: Network, collective: str, sizes: Sequence[int], candidates
                 if ll[name] is not None:
                     contenders[name + LL], design[name + LL] = ll[name], None
         got = pool.race(size, contenders, slack=margin, fairness=fairness, first=first, lowering=plan_lowering)
+        refused_everywhere(got, size, "plan")
         runs += len(contenders)
         best: dict[str, Any] = {}
         for r in got.results:
@@ -130,10 +131,37 @@ def select_plans(net: Network, collective: str, sizes: Sequence[int], candidates
     return Selection(size_ranges(table, sizes, candidates, margin), table), rates, note
 
 
+def refused_everywhere(got, size: int, what: str) -> None:
+    """A one-line UsageError when every contender of race result ``got`` at ``size`` lost by a refused simulation
+    (an infinite bound: above the simulator's transfer limit), so no candidate can be chosen there."""
+    from forestcoll import limits
+
+    if not got.results and got.pruned and all(b == float("inf") for b in got.pruned.values()):
+        raise UsageError(f"every candidate's {what} simulation at {format_size(size)} needs more than "
+                         f"{limits.MAX_SIM_TRANSFERS:,} transfers, above forestcoll's limit; leave that size out of "
+                         "--sizes (see docs/limits.md)")
+
+
 def _same_program(a: Plan, b: Plan) -> bool:
     """Whether plans ``a`` and ``b`` differ at most in their name and size range (fields the simulator does not read:
     one call of either is the same program)."""
     return replace(a, name=b.name, min_message_size=b.min_message_size, max_message_size=b.max_message_size) == b
+
+
+def _start(cuts: Cuts, pool, rng, path: str, opts, q: str, mid: int) -> tuple[str, Any, Any]:
+    """The plan of ``rng``'s schedule to write at ``path`` (``opts`` with protocol ``q``; a Simple plan cut for
+    ``mid``), its self-check started in ``pool``: (its path, its export, the check's Job)."""
+    from forestcoll.mscclpp.export import ExportError
+    from forestcoll.simulate.race_pool import Job
+
+    p = opts.protocol
+    qopts = replace(opts, protocol=q, name=opts.name[:-len(p)] + q.lower(), design_size=None if q == "LL" else mid)
+    at = path.replace(f"-{p}-", f"-{q}-")
+    try:
+        result = cuts.prepare(rng.schedule, qopts)
+    except ExportError as exc:  # as a failed self-check: the next protocol is tried
+        return at, None, Job(done=(False, exc))
+    return at, result, pool.submit(_timed, cuts.checked, result, qopts)
 
 
 BISECT = 3  # halvings of the gap between the last size where LL wins and the first where it loses
@@ -185,8 +213,23 @@ def ll_reach(rng, sizes: Sequence[int], proto: dict[int, str], ll_rate, simple_r
     return out
 
 
+def _algbw(net: Network, plan: Plan, size: int, fairness: str) -> float:
+    """``plan``'s simulated algbw at ``size`` (GB/s); :class:`~forestcoll.simulate.race.Unsimulated` where the
+    simulator refuses it (above its transfer limit: it loses every comparison)."""
+    from forestcoll.simulate.race import losing
+
+    return losing(lambda: simulate_plan(net, plan, size, fairness=fairness).algbw_gbps)()
+
+
+def _timed(fn, *args) -> tuple[Any, float]:
+    """(``fn(*args)``, its wall seconds)."""
+    t0 = time.perf_counter()
+    return fn(*args), time.perf_counter() - t0
+
+
 def export_plans_by_size(net: Network, selection, outdir: str, collective: str, options=None, check: bool = True,
-                         fairness: str = "max-min", rates: Rates | None = None, cuts: Cuts | None = None) -> list:
+                         fairness: str = "max-min", rates: Rates | None = None, cuts: Cuts | None = None,
+                         workers: int = 1) -> list:
     """One MSCCL++ plan per size range of ``selection`` (:class:`forestcoll.simulate.select.Selection`) into
     ``outdir``: inside a range, sizes up to the LL cap (1 MiB), and above it the sizes after those while LL keeps
     winning, whose LL plan simulates faster than the Simple plan cut for that size get an LL plan, which serves up
@@ -195,15 +238,21 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
     itself); every plan covers its sizes with ``min_message_size`` / ``max_message_size``, from 0 without gaps.  ``rates``: the plan rates
     :func:`select_plans` simulated (the others are simulated here).  Returns
     :class:`forestcoll.simulate.select.ExportedRange` entries (a failed export carries its reason) whose ``measured``
-    are the written plan's own simulated rates at its sizes.  ``cuts``: as :func:`select_plans`'."""
+    are the written plan's own simulated rates at its sizes.  ``cuts``: as :func:`select_plans`'.  ``workers``: the
+    processes (:class:`forestcoll.simulate.race_pool.Forked`) that run the simulations compared two at a time (LL
+    against Simple at a size, a size's own cut against the middle size's) and the written plans' self-checks (the
+    same files and results as one)."""
     import os
     from dataclasses import replace
 
     from forestcoll.mscclpp.export import DEFAULT_LL_MAX_MESSAGE, ExportError, ExportOptions
     from forestcoll.mscclpp.recut import Cuts
+    from forestcoll.simulate.race_pool import Forked
     from forestcoll.simulate.select import ExportedRange
 
     base = options or ExportOptions()
+    pool = Forked(workers)
+    pending: dict[tuple, Any] = {}  # rate key -> the Job simulating it
     topo = net.topology
     coll = collectives.get(collective)
     out: list = []
@@ -221,11 +270,24 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
                 design_size=design)).plan
         return simple_cuts[(id(sched), design)]
 
+    def ahead(name: str, plan: Plan, design: int | None, hi: int | None, size: int) -> None:
+        """Start simulating what ``rate`` asks with these arguments, unless known or started."""
+        key = (name, plan.protocol, design, None if plan.protocol == "LL" else hi, size)
+        if key not in rates and key not in pending:
+            pending[key] = pool.submit(_algbw, net, plan, size, fairness)
+
     def rate(name: str, plan: Plan, design: int | None, hi: int | None, size: int) -> float:
         key = (name, plan.protocol, design, None if plan.protocol == "LL" else hi, size)
         if key not in rates:
-            rates[key] = simulate_plan(net, plan, size, fairness=fairness).algbw_gbps
+            rates[key] = pending.pop(key).result() if key in pending else _algbw(net, plan, size, fairness)
         return rates[key]
+
+    def faster(name: str, a: tuple, b: tuple, size: int, by: float = 1.0) -> bool:
+        """``rate(name, *a, size) > by * rate(name, *b, size)`` (``a``, ``b``: plan, design, hi), both simulated at
+        once."""
+        ahead(name, *a, size)
+        ahead(name, *b, size)
+        return rate(name, *a, size) > by * rate(name, *b, size)
 
     for rng in selection.ranges:
         sizes = sorted(rng.measured)
@@ -242,11 +304,13 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
             for i, s in enumerate(sizes if ll is not None else ()):
                 if s > DEFAULT_LL_MAX_MESSAGE and (i == 0 or proto[sizes[i - 1]] != "LL"):
                     break  # above the LL cap only while LL keeps winning
-                if rate(rng.name, ll, None, None, s) > rate(rng.name, simple(rng.schedule, s), s, None, s):
+                if faster(rng.name, (ll, None, None), (simple(rng.schedule, s), s, None), s):
                     proto[s] = "LL"
             if ll is not None:
-                ends = ll_reach(rng, sizes, proto, lambda s, r=rng, plan=ll: rate(r.name, plan, None, None, s),
-                                lambda s, r=rng: rate(r.name, simple(r.schedule, s), s, None, s))
+                def ll_rate(s: int, r=rng, plan=ll) -> float:
+                    ahead(r.name, simple(r.schedule, s), s, None, s)  # ll_reach asks for it next
+                    return rate(r.name, plan, None, None, s)
+                ends = ll_reach(rng, sizes, proto, ll_rate, lambda s, r=rng: rate(r.name, simple(r.schedule, s), s, None, s))
                 for s, p in ends.items():
                     proto[s] = p
                     probed[s] = rate(rng.name, ll if p == "LL" else simple(rng.schedule, s), None if p == "LL" else s,
@@ -268,13 +332,14 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
             shared = simple(rng.schedule, mid)
             for s in seg:  # a size whose own cut runs faster than the middle size's gets its own plan
                 cut = mid
-                own = None if s == mid else rate(rng.name, simple(rng.schedule, s), s, None, s)
-                if own is not None and own > (1 + CUT_MARGIN) * rate(rng.name, shared, mid, None, s):
+                if s != mid and faster(rng.name, (simple(rng.schedule, s), s, None), (shared, mid, None), s,
+                                       1 + CUT_MARGIN):
                     cut = s
                 if cut == mid and segments and segments[-1][0] == "Simple" and segments[-1][2] == mid:
                     segments[-1][1].append(s)
                 else:
                     segments.append(("Simple", [s], cut))
+        jobs: list[tuple] = []  # per segment: (sizes, hi, range part, path, options, [(path, export, check's Job)])
         for j, (p, seg, cut) in enumerate(segments):
             lo = rng.min_bytes if j == 0 else seg[0]
             if j + 1 < len(segments):
@@ -290,17 +355,23 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
             index += 1
             opts = replace(base, protocol=p, min_message_size=lo, max_message_size=hi, name=name, check=check,
                            design_size=cut)
+            jobs.append((seg, hi, part, path, opts, [_start(cuts, pool, rng, path, opts, p, cut or seg[len(seg) // 2])]))
+        for j, (seg, hi, part, path, opts, tried) in enumerate(jobs):  # the checks, in order, as they end
+            p = opts.protocol
             failed: list[str] = []
             for q in dict.fromkeys((p, "Simple")):  # an LL plan that cannot be written (its self-check): the Simple plan
-                at, mid = path.replace(f"-{p}-", f"-{q}-"), cut or seg[len(seg) // 2]
-                qopts = replace(opts, protocol=q, name=name[:-len(p)] + q.lower(), design_size=None if q == "LL" else mid)
+                mid = opts.design_size or seg[len(seg) // 2]
+                if q != p:
+                    tried.append(_start(cuts, pool, rng, path, opts, q, mid))
+                at, result, job = tried[-1]
                 try:
-                    result = cuts.write(rng.schedule, at, qopts)
+                    checked, seconds = job.result()
                 except ExportError as exc:
                     failed.append(str(exc))
                     continue
+                result = cuts.put(result, at, checked, seconds)
                 result.notes.extend(f"the LL plan was not written: {why}" for why in failed)
-                after = segments[j + 1][1][0] if j + 1 < len(segments) else None
+                after = jobs[j + 1][0][0] if j + 1 < len(jobs) else None
                 if q == "LL" and after in probed:
                     result.notes.append(f"LL ends here: from {format_size(after)} the Simple plan cut for it runs as "
                                         f"fast or faster ({probed[after]:.1f} against {rates[(rng.name, 'LL', None, None, after)]:.1f} GB/s)")
@@ -308,9 +379,12 @@ def export_plans_by_size(net: Network, selection, outdir: str, collective: str, 
                 # the plan cut for ``design`` without a range runs alike (a range changes only the plan's size
                 # fields, unless it caps the units): its rates serve
                 top = None if design is not None and _same_program(result.plan, simple(rng.schedule, design)) else hi
+                for s in seg:
+                    ahead(rng.name, result.plan, design, top, s)
                 measured = {s: rate(rng.name, result.plan, design, top, s) for s in seg}
                 out.append(ExportedRange(replace(part, measured=measured), at, result))
                 break
             else:
                 out.append(ExportedRange(part, None, None, failed[-1]))
+    pool.close()
     return out

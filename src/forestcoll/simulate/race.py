@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
+from forestcoll.errors import SimulationTooLarge
+from forestcoll.limits import Unsimulated, losing  # (here too: a race's losers)
 from forestcoll.progress import Progress, report
 from forestcoll.schedule import Schedule
 from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE, SimResult, simulate_program
@@ -32,7 +34,7 @@ from forestcoll.simulate.engine import ProgramBuilder, link_bound, path_bound
 from forestcoll.simulate.network import Network
 from forestcoll.simulate.trees import tree_program
 
-__all__ = ["RaceResult", "attempt", "link_per_byte", "race", "race_limit", "race_loop", "race_order", "race_sizes", "ranking_rate",
+__all__ = ["RaceResult", "Unsimulated", "attempt", "losing", "link_per_byte", "race", "race_limit", "race_loop", "race_order", "race_sizes", "ranking_rate",
            "tree_lowering"]
 
 _PROBE = float(1 << 20)  # the size at which the per-byte link bound is measured (any size gives the same)
@@ -53,8 +55,13 @@ def race_limit(best_s: float, slack: float) -> float:
 
 
 def link_per_byte(contender, net: Network, lowering, slicing: tuple[float, int | None]) -> float:
-    """``contender``'s link bound (seconds) per byte: its program at a probe size, its busiest link."""
-    return link_bound(lowering(contender, net, _PROBE, *slicing)[0].build(), net.capacity) / _PROBE
+    """``contender``'s link bound (seconds) per byte: its program at a probe size, its busiest link; infinite when
+    that program is above the simulator's transfer limit (:class:`~forestcoll.errors.SimulationTooLarge`: the
+    contender cannot be simulated, so it loses every race)."""
+    try:
+        return link_bound(lowering(contender, net, _PROBE, *slicing)[0].build(), net.capacity) / _PROBE
+    except SimulationTooLarge:
+        return math.inf
 
 
 def race_order(candidates: Mapping, bounds: Mapping[str, float], first: str | None) -> list[str]:
@@ -66,9 +73,13 @@ def attempt(name: str, contender, net: Network, size: int, bound: float, limit: 
             slicing: tuple[float, int | None], fairness: str) -> tuple[float, SimResult | None, bool]:
     """One contender of :func:`race` whose link ``bound`` passed ``limit``: its program at ``size``, its bound
     raised by the path bound, and, if that still passes, its simulation stopped at ``limit``.  Returns (that bound,
-    the result or None, whether the simulation ran and was stopped at ``limit``)."""
-    builder, collective, extra, bus = lowering(contender, net, float(size), *slicing)
-    program = builder.build()
+    the result or None, whether the simulation ran and was stopped at ``limit``).  A program above the simulator's
+    transfer limit (:class:`~forestcoll.errors.SimulationTooLarge`) loses: an infinite bound, no result."""
+    try:
+        builder, collective, extra, bus = lowering(contender, net, float(size), *slicing)
+        program = builder.build()
+    except SimulationTooLarge:
+        return math.inf, None, False
     bound = max(bound, path_bound(program, net.capacity))
     if bound > limit:
         return bound, None, False

@@ -21,15 +21,17 @@ from __future__ import annotations
 import math
 import multiprocessing
 import resource
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from multiprocessing.connection import wait as wait_any
 from typing import Any
 
 from forestcoll.simulate.core import DEFAULT_MAX_SLICES, DEFAULT_SLICE
 from forestcoll.simulate.network import Network
 from forestcoll.simulate.race import RaceResult, attempt, link_per_byte, race, race_limit, race_loop, race_order, tree_lowering
 
-__all__ = ["RacePool", "children_cpu"]
+__all__ = ["Forked", "Job", "RacePool", "children_cpu"]
 
 _NET: Network | None = None
 _CANDIDATES: Mapping[str, Any] = {}
@@ -158,3 +160,87 @@ class RacePool:
             return attempt(name, candidates[name], self.net, size, bounds[name], limit, lowering, slicing, fairness)
 
         return race_loop(race_order(candidates, bounds, first), bounds, best_s, slack, tries)
+
+
+_JOBS: dict[int, tuple[Callable[..., Any], tuple]] = {}  # the forked call's function and arguments, by job number
+
+
+def _forked(conn: Any, number: int) -> None:
+    """A forked :class:`Forked` job: its call's value, or the exception it raised, sent back through ``conn``."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (it ends its daemon children)
+    fn, args = _JOBS[number]
+    try:
+        out = (True, fn(*args))
+    except Exception as exc:  # raised again in the parent, by Job.result
+        out = (False, exc)
+    conn.send(out)
+    conn.close()
+
+
+class Job:
+    """One call handed to :class:`Forked`: :meth:`result` waits for it and gives its value (or raises its error)."""
+
+    def __init__(self, pool: Forked | None = None, conn: Any = None, proc: Any = None, done: tuple | None = None) -> None:
+        self.pool, self.conn, self.proc, self.done = pool, conn, proc, done
+
+    def collect(self) -> None:
+        """Receive the value from the child process and wait for it to end (once)."""
+        if self.done is None:
+            self.done = self.conn.recv()
+            self.conn.close()
+            self.proc.join()
+            if self.pool is not None:
+                self.pool.running.remove(self)
+
+    def result(self) -> Any:
+        self.collect()
+        assert self.done is not None
+        ok, value = self.done
+        if not ok:
+            raise value
+        return value
+
+
+class Forked:
+    """Calls run in forked child processes, at most ``workers`` at once, each child inheriting the call's arguments
+    (nothing pickled but the value sent back; the values are those of the same call in this process); with one
+    worker, or where fork is missing, each call runs here when submitted (its error raised by :meth:`Job.result`)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = max(1, int(workers)) if _CONTEXT is not None else 1
+        self.running: list[Job] = []
+        self.count = 0
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Job:
+        """``fn(*args)`` in a child process (here with one worker): its :class:`Job`."""
+        if self.workers <= 1:
+            try:
+                return Job(done=(True, fn(*args)))
+            except Exception as exc:
+                return Job(done=(False, exc))
+        while len(self.running) >= self.workers:  # wait for a child to end
+            ready = wait_any([j.conn for j in self.running])
+            for job in [j for j in self.running if j.conn in ready]:
+                job.collect()
+        self.count += 1
+        _JOBS[self.count] = (fn, args)
+        try:
+            sys.stdout.flush()  # a child flushes its copy of the buffers when it ends
+            sys.stderr.flush()
+            assert _CONTEXT is not None
+            here, there = _CONTEXT.Pipe(duplex=False)
+            proc = _CONTEXT.Process(target=_forked, args=(there, self.count), daemon=True)
+            proc.start()
+            there.close()
+        finally:
+            del _JOBS[self.count]
+        job = Job(self, here, proc)
+        self.running.append(job)
+        return job
+
+    def close(self) -> None:
+        """Wait for every child still running."""
+        for job in list(self.running):
+            job.collect()

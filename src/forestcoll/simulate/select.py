@@ -263,6 +263,10 @@ def select_schedules(topo: Topology, net: Network, collective: str, sizes: Seque
             competing = {size: {name: files[name] for name in named} for size, named in competing.items()}
         raced = race_sizes(net, list(sizes), competing, slack=margin, workers=workers, progress=progress,
                            fairness=fairness, lowering=lowering)
+        from forestcoll.simulate.plan_sizes import refused_everywhere
+
+        for size in sizes:
+            refused_everywhere(raced[size], size, "file" if files is not None else "schedule")
         table = [r for size in sizes for r in raced[size].results]
     free = None
     if files is not None:  # a file that costs the runtime only its record is not held back by the margin
@@ -567,7 +571,8 @@ def export_by_size(topology, collective: str, sizes: Sequence[int], outdir: str,
                                        workers=workers or default_workers(), progress=progress, cuts=cuts)
         out = SizeExport(topo.name, topo.num_compute, collective, list(cands), sel, notes=notes + [how],
                          shard_weights=None if shard_weights is None else tuple(shard_weights))
-        out.ranges = export_plans_by_size(net, sel, outdir, collective, options, check, fairness, rates, cuts)
+        out.ranges = export_plans_by_size(net, sel, outdir, collective, options, check, fairness, rates, cuts,
+                                          workers or default_workers())
         return out
     # every candidate's file once (in both step orders); the files, not the trees, compete (a file's layout decides
     # its rate too)
