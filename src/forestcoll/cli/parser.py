@@ -193,8 +193,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                         "fastest such schedule forestcoll finds (exact rate, below the bound)")
     p.add_argument("--shards", choices=("auto", "equal", "box"),
                    help="allreduce: how the buffer is split among ranks: equal, or box (rank i's shard weighted "
-                        "1/(ranks in its box)); auto (default): box where its exact bound is higher, else equal "
-                        "(--format mscclpp and --sizes: equal)")
+                        "1/(ranks in its box)); auto (default): the fastest by exact bound of equal, box and the best "
+                        "weights for reduce-scatter + allgather (docs/shards.md), ties to the simpler (--sizes: equal)")
     p.add_argument("-o", "--output", help="write the schedule JSON (or the MSCCL++ plan / MSCCL XML, with --format) here")
     p.add_argument("--json", action="store_true", help="print the schedule JSON on stdout")
     p.add_argument("--no-symmetry", action="store_true", help="do not exploit automorphisms")
