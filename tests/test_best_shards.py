@@ -158,3 +158,18 @@ def test_no_small_integer_weights_beat_the_optimum(topo):
         for i, w in zip(ranks, per):
             weights[i] = w
         assert _brute_allreduce(topo, weights) <= top
+
+
+def test_the_sweep_builds_seed_17_on_the_best_weights():
+    """Sweep seed 17 (boxes of 4 GPUs with 4 or 2 NICs): equal shards before (19.4 GB/s, the double binary tree ran
+    above it); now the best weights, exactly 25 GB/s, and the row says ``best``."""
+    from conftest import benchmark
+
+    sweep = benchmark("fabric_sweep")
+    topo = sweep.load_fabric(sweep.random_fabric(17))
+    weights, box = sweep.sweep_shards(topo, "allreduce")
+    assert weights is not None and box is None
+    node = tuple(next(it) if c else 0 for it in [iter(weights)] for c in topo.is_compute)
+    assert weighted_allreduce(topo, node).algbw == 25
+    assert sweep.shards_kind(topo, weights) == "best" and sweep.shards_kind(topo, None) == "equal"
+    assert sweep.shards_cell({"shards": "best", "equal_bound": 19.44}) == "best, equal 19.4"
