@@ -173,3 +173,17 @@ def test_the_sweep_builds_seed_17_on_the_best_weights():
     assert weighted_allreduce(topo, node).algbw == 25
     assert sweep.shards_kind(topo, weights) == "best" and sweep.shards_kind(topo, None) == "equal"
     assert sweep.shards_cell({"shards": "best", "equal_bound": 19.44}) == "best, equal 19.4"
+
+
+def test_bound_says_what_the_best_weights_reach(nics):
+    """``bound -c allreduce`` names the best weights' rate where it beats equal (and box) shards, and in --json."""
+    code, text, err = cli("bound", str(nics), "-c", "allreduce")
+    assert code == 0, err
+    line = text.strip().splitlines()[-1]
+    assert line.startswith("equal shards") and "the best shard weights reach 25/2 GB/s (~12.5, 1.333x)" in line
+    assert "1/(ranks in box)" not in line and "positive integer" not in line
+    code, text, err = cli("bound", str(nics), "-c", "allreduce", "--json")
+    assert code == 0, err
+    assert json.loads(text)["best_weighted_allreduce"]["algbw_gbps"] == "25/2"
+    code, text, _err = cli("bound", "docs/examples/uneven-boxes.yaml", "-c", "allreduce")
+    assert "best shard weights" not in text  # the box weights are the best there
