@@ -202,3 +202,19 @@ def test_auto_wants_more_than_a_small_gain():
     equal = optimal_bound(topo, "allreduce").algbw
     assert best is not None and equal < best.reached < equal * (1 + MIN_GAIN)
     assert auto_shard_weights(topo) is None
+
+
+def test_cutting_planes_that_do_not_converge_fall_back(monkeypatch, nics):
+    """A round limit hit in the second program keeps the plain optimum; in the first, auto keeps the rules before
+    the best weights (box weights where faster, else equal), never a traceback."""
+    import forestcoll.bound.best_shards as best_shards
+
+    monkeypatch.setattr(best_shards, "MAX_ROUNDS", 1)
+    with pytest.raises(RuntimeError):
+        best_shard_weights(load_topology(str(nics)))
+    assert auto_shard_weights(load_topology(str(nics))) is None
+    uneven = load_topology("docs/examples/uneven-boxes.yaml")
+    assert auto_shard_weights(uneven) == (box_shard_weights(uneven), "box")
+    monkeypatch.setattr(best_shards, "MAX_ROUNDS", 3)  # the plain program converges in 2 rounds on the NIC fabric
+    best = best_shard_weights(load_topology(str(nics)))
+    assert best is not None and best.algbw == Fraction(25, 2)

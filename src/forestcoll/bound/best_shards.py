@@ -187,10 +187,14 @@ def best_shard_weights(topo: Topology) -> BestShards | None:
     value: Fraction | None = None  # the optimum, once the plain program has converged
     delta = Fraction(1, 1000 * n)  # weight of the smallest share in the objective of the second program
     rounds = 0
+    plain: tuple[list[Fraction], tuple[int, ...]] | None = None  # the plain program's optimal weights
     while True:
         rounds += 1
         if rounds > MAX_ROUNDS:
-            raise RuntimeError("best_shard_weights: the cutting planes did not converge")
+            if plain is None:
+                raise RuntimeError("best_shard_weights: the cutting planes did not converge")
+            q, weights = plain  # optimal, only not the largest smallest share
+            break
         q, times = _solve(rows, sizes, None if value is None else delta)
         found = sum(s * v for s, v in zip(sizes, q))
         if value is not None and found < value:
@@ -210,7 +214,7 @@ def best_shard_weights(topo: Topology) -> BestShards | None:
         if added:
             continue
         if value is None:
-            value = found  # exact optimum; now the optimal weights whose smallest share is largest
+            value, plain = found, (q, weights)  # exact optimum; now the optimal weights whose smallest share is largest
             continue
         break
     best = _integral(topo, classes, q, weights, rows)
@@ -293,7 +297,13 @@ def auto_shard_weights(topo: Topology) -> tuple[tuple[int, ...], str] | None:
     from forestcoll.bound.optimal import optimal_bound
     from forestcoll.bound.shards import box_shard_weights, weighted_allreduce
 
-    best = best_shard_weights(topo)
+    try:
+        best = best_shard_weights(topo)
+    except RuntimeError:  # the cutting planes did not converge in MAX_ROUNDS (not seen): the rules before them
+        best = None
+        box = box_shard_weights(topo)
+        if box is not None and weighted_allreduce(topo, box).algbw > optimal_bound(topo, "allreduce").algbw:
+            return box, "box"
     if best is None:
         return None
     equal = optimal_bound(topo, "allreduce").algbw
