@@ -150,7 +150,17 @@ def _node_weights(topo: Topology, classes: list[list[int]], q: Sequence[Fraction
 
 def best_shard_weights(topo: Topology) -> BestShards | None:
     """The exact best allreduce root weights (module docstring); None where the ranks form one orbit (equal shards
-    are optimal) or the fabric has fewer than two ranks."""
+    are optimal) or the fabric has fewer than two ranks.  RuntimeError where the cutting planes do not converge in
+    MAX_ROUNDS or the program's rates need more digits than 64-bit max-flow holds (callers keep the rules before)."""
+    from forestcoll.errors import ForestCollError
+
+    try:
+        return _best_shard_weights(topo)
+    except ForestCollError as exc:  # check_capacities: the weights' rates over the bandwidths' denominators
+        raise RuntimeError(f"best_shard_weights: {exc}") from exc
+
+
+def _best_shard_weights(topo: Topology) -> BestShards | None:
     from forestcoll.bound.oracle import Oracle
     from forestcoll.bound.shards import weighted_allreduce
 

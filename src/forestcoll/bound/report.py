@@ -156,7 +156,10 @@ def bound_report(topo: Topology, collective: str = "allgather", root: str | None
         weighted = weighted_allreduce(topo, weights)
     if weighted is not None and weighted.algbw <= main.algbw:
         weighted = None
-    best = best_shard_weights(topo) if coll is ALLREDUCE else None
+    try:
+        best = best_shard_weights(topo) if coll is ALLREDUCE else None
+    except RuntimeError:  # too many digits for the program's max-flows (or no convergence): the line without it
+        best = None
     if best is not None and best.algbw <= max(main.algbw, weighted.algbw if weighted is not None else 0):
         best = None
     return BoundReport(topo.name, topo.num_compute, len(topo.switch_nodes), main, companions, k, fixed,
