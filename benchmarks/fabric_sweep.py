@@ -15,12 +15,12 @@ model) as a fraction of the bound at 16 MiB and 1 GiB of
 
 and the best baseline (ring, double binary tree, hierarchical, direct) at 16 MiB.  Allreduce is built as ``generate``
 builds it by default (``--shards auto``, :func:`sweep_shards`: :func:`forestcoll.cli.shards.choose_shard_weights`
-and ``with_shards``): where boxes differ in ranks and reduce-scatter then allgather with each rank's shard weighted
-by 1 / (ranks in its box) has a strictly higher exact rate and a tree schedule, the trees, the MSCCL file and the
-MSCCL++ plan all carry those shards.  Each row is measured against its *reference bound*, the exact bound of the
-contract its artefacts were built for: the weighted rate on a weighted row (``shards`` column ``box``, the
-equal-shard bound shown beside it), else the equal-shard bound (where the box weights would be faster but have no
-tree schedule, ``equal``, with the weighted rate beside it).  Where the MSCCL++ plan (cut for 1 GiB) loses to the
+and ``with_shards``): where weighted shards (each rank's shard weighted by 1 / (ranks in its box), or the best
+weights for reduce-scatter then allgather, :mod:`forestcoll.bound.best_shards`) have a strictly higher exact rate and
+a tree schedule, the trees, the MSCCL file and the MSCCL++ plan all carry those shards.  Each row is measured against
+its *reference bound*, the exact bound of the contract its artefacts were built for: the weighted rate on a weighted
+row (``shards`` column ``box`` or ``best``, the equal-shard bound shown beside it), else the equal-shard bound (where
+the box weights would be faster but have no tree schedule, ``equal``, with the box-weighted rate beside it).  Where the MSCCL++ plan (cut for 1 GiB) loses to the
 best baseline at 16 MiB, the same trees' plan cut for 16 MiB (what ``generate --sizes`` cuts for that size) too.  A
 miss is flagged ``!``: an artefact below 0.95 of the reference bound at 1 GiB, or below the best baseline at 16 MiB;
 ``^`` marks a rate above the reference bound (allreduce: that bound is for reduce-scatter and allgather in sequence,
@@ -235,6 +235,18 @@ def sweep_shards(topo, collective: str) -> tuple[tuple[int, ...] | None, Fractio
     return weights, box_weighted_allreduce(topo) if collective == "allreduce" else None
 
 
+def shards_kind(topo, weights: tuple[int, ...] | None) -> str:
+    """``equal`` (None), ``box`` (the weights 1 / (ranks in box)) or ``best`` (other weights: ``--shards auto``'s best
+    weights for reduce-scatter + allgather, :mod:`forestcoll.bound.best_shards`)."""
+    from forestcoll.bound.shards import box_shard_weights
+    from forestcoll.cli.shards import rank_weights
+
+    if weights is None:
+        return "equal"
+    box = box_shard_weights(topo)
+    return "box" if box is not None and rank_weights(topo, box) == tuple(weights) else "best"
+
+
 def best_baseline(net, collective: str, size: int):
     """The fastest applicable baseline at ``size``."""
     from forestcoll.simulate import baselines
@@ -263,9 +275,10 @@ def measure(topo, collective: str) -> dict:
     weights, weighted = sweep_shards(topo, collective)
     sched = generate_with_shards(topo, collective, weights, None)  # auto: equal where the weights have no trees
     weights = sched.shard_weights
+    kind = shards_kind(topo, weights)
     # the reference bound: the exact bound of the contract built (the weighted rate on a weighted row)
     out: dict = {"bound": float(sched.bound_algbw), "k": sched.k, "trees": {}, "msccl": {}, "mscclpp": {},
-                 "baseline": {}, "notes": [], "shards": "box" if weights is not None else "equal",
+                 "baseline": {}, "notes": [], "shards": kind,
                  "equal_bound": float(optimal_bound(topo, collective).algbw) if weights is not None else None}
     with contextlib.redirect_stdout(io.StringIO()) as said:  # delivered.py prints the export's notes
         xml_sched, algo, why = written_by_generate(topo, sched)
@@ -279,7 +292,7 @@ def measure(topo, collective: str) -> dict:
                 lambda **shards: write_generated_plan(topo, collective, f"{tmp}/plan.json",
                                                       options=fabric_options(ExportOptions(), topo),
                                                       plan_rate=plan_rate(topo), **shards), weights, None)
-            out["mscclpp_shards"] = "box" if psched.shard_weights is not None else "equal"
+            out["mscclpp_shards"] = shards_kind(topo, psched.shard_weights)
             plan, out["mscclpp_k"] = res.plan, psched.k
             out["notes"] += list(res.notes)
         except ExportError as exc:
@@ -364,12 +377,13 @@ def row(seed: int, label: str, collective: str, m: dict) -> list[str]:
 
 
 def shards_cell(m: dict) -> str:
-    """The allreduce row's shards: ``box, equal X`` (built with box weights; X the equal-shard bound), ``equal, box
+    """The allreduce row's shards: ``box, equal X`` or ``best, equal X`` (built with box weights or with the best
+    weights; X the equal-shard bound), ``equal, box
     Y (r)`` (equal shards although boxes differ; Y the box-weighted rate, r of the reference bound), '' for equal boxes;
     a plan on other shards than the trees says so."""
     text = ""
-    if m.get("shards") == "box":
-        text = f"box, equal {m['equal_bound']:.1f}"
+    if m.get("shards") in ("box", "best"):
+        text = f"{m['shards']}, equal {m['equal_bound']:.1f}"
     elif m.get("weighted"):
         text = f"equal, box {float(m['weighted']):.1f} ({float(m['weighted']) / m['bound']:.2f})"
     plan = m.get("mscclpp_shards")

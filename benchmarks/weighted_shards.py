@@ -1,10 +1,11 @@
-"""Benchmark: allreduce with equal shards vs shards weighted 1/(ranks in box) on fabrics whose boxes differ in ranks.
+"""Benchmark: allreduce with equal shards vs weighted shards on fabrics whose boxes differ (in ranks or NICs).
 
 For each fabric file: the exact equal-shard bound and the weighted rate (:mod:`forestcoll.bound.shards`), then the
 simulated algbw (default model) at 1 MiB, 16 MiB and 1 GiB of the optimal trees and of the MSCCL file
 ``generate --format msccl`` writes (``msccl/generated.py``: k and variant raced), each with equal shards
-(``--shards equal``) and with box weights (``--shards box``), and the best baseline (ring, double binary tree,
-hierarchical, direct) at each size.
+(``--shards equal``), with box weights (``--shards box``, where boxes differ in ranks) and with the best weights
+(:mod:`forestcoll.bound.best_shards`, where ``--shards auto`` takes them), and the best baseline (ring, double
+binary tree, hierarchical, direct) at each size.
 
     python benchmarks/weighted_shards.py docs/examples/uneven-boxes.yaml
     python benchmarks/fabric_sweep.py --seeds 6 --save /tmp/f --show > /dev/null
@@ -29,9 +30,11 @@ def measure(path: str) -> list[str]:
     """Rows of the table for one fabric file."""
     from fabric_sweep import best_baseline
 
+    from forestcoll.bound.best_shards import auto_shard_weights
     from forestcoll.bound.optimal import optimal_bound
     from forestcoll.bound.shards import box_shard_weights, weighted_allreduce
     from forestcoll.cli.shards import rank_weights
+    from forestcoll.errors import TopologyError
     from forestcoll.generate import generate
     from forestcoll.msccl.export import ExportOptions
     from forestcoll.msccl.fabric import fabric_options
@@ -44,18 +47,26 @@ def measure(path: str) -> list[str]:
     topo = load_topology(path)
     net = build_network(topo)
     node = box_shard_weights(topo)
-    if node is None:
-        return [f"{topo.name}: boxes hold equal numbers of ranks (or no boxes): nothing to weight"]
+    auto = auto_shard_weights(topo)
+    variants = [("equal", None)] + ([("box", rank_weights(topo, node))] if node is not None else [])
+    if auto is not None and auto[1] == "best":
+        variants.append(("best", rank_weights(topo, auto[0])))
+    if len(variants) == 1:
+        return [f"{topo.name}: equal shards are optimal (or the box weights, boxes equal in ranks): nothing to weight"]
     equal_bound = optimal_bound(topo, "allreduce").algbw
-    weighted_bound = weighted_allreduce(topo, node).algbw
+    weighted_bound = weighted_allreduce(topo, auto[0] if auto is not None else node).algbw
     rows = [f"{topo.name} ({topo.num_compute} ranks): equal-shard bound {float(equal_bound):.3f} GB/s, "
             f"weighted {float(weighted_bound):.3f} GB/s ({float(weighted_bound / equal_bound):.3f}x)"]
     base = {label: best_baseline(net, "allreduce", size) for size, label in SIZES}
     rows.append(f"  {'best baseline':<24}" + "".join(f"{base[lb].algbw_gbps:>9.2f}" for _s, lb in SIZES)
                 + "   " + ", ".join(f"{lb} {base[lb].algorithm}" for _s, lb in SIZES))
-    for shards, weights in (("equal", None), ("box", rank_weights(topo, node))):
+    for shards, weights in variants:
         t0 = time.process_time()
-        sched = generate(topo, "allreduce", shard_weights=weights)
+        try:
+            sched = generate(topo, "allreduce", shard_weights=weights)
+        except TopologyError as exc:  # a switch that sends more than it receives (sweep seed 4)
+            rows.append(f"  {shards + ' trees':<24}   no tree schedule: {str(exc).split(':')[0]}")
+            continue
         kw = {} if weights is None else {"shard_weights": weights}
         with contextlib.redirect_stdout(io.StringIO()):
             xml_sched, result = generated_msccl(topo, sched, fabric_options(ExportOptions(), topo),

@@ -6,7 +6,8 @@ allgather cut is the fabric's bottleneck), and optionally the best algbw with
 exactly ``k`` trees per root (:func:`~forestcoll.bound.fixed_k.fixed_k_algbw`).
 For an allreduce on boxes that differ in ranks, also the rate of shards weighted
 by box (:func:`~forestcoll.bound.shards.box_weighted_allreduce`) where it beats
-the bound: the bound is the optimum of equal shards, not of every allreduce.
+the bound, and the best weights' (:mod:`forestcoll.bound.best_shards`) where
+they beat both: the bound is the optimum of equal shards, not of every allreduce.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from fractions import Fraction
 from typing import Any
 
 from forestcoll import collectives
+from forestcoll.bound.best_shards import BestShards, best_shard_weights
 from forestcoll.bound.fixed_k import fixed_k_algbw
 from forestcoll.bound.optimal import Bound, optimal_bound
 from forestcoll.bound.shards import WeightedShards, box_shard_weights, weighted_allreduce
@@ -46,6 +48,8 @@ class BoundReport:
     fixed_k_warning: str | None = None
     # allreduce only, set only where it is above the bound: shards weighted by 1 / (ranks in box) reach this
     weighted: WeightedShards | None = None
+    # allreduce only, set only where it is above both: the exact best shard weights (bound/best_shards.py)
+    best: BestShards | None = None
 
     @property
     def ok(self) -> bool:
@@ -53,19 +57,26 @@ class BoundReport:
 
     @property
     def message(self) -> str:
-        if self.weighted is None:
+        if self.weighted is None and self.best is None:
             return self.bound.message
         return f"{self.bound.message}; {self.weighted_note}"
 
     @property
     def weighted_note(self) -> str:
-        """One line: the bound is the optimum of equal shards and weighted shards beat it ('' without ``weighted``)."""
-        if self.weighted is None:
+        """One line: the bound is the optimum of equal shards and weighted shards beat it ('' without ``weighted``
+        or ``best``)."""
+        if self.weighted is None and self.best is None:
             return ""
-        w = self.weighted.algbw
-        return (f"the bound is the optimum of reduce-scatter + allgather with equal shards; shards weighted by "
-                f"1/(ranks in box) reach {format_rational(w)} GB/s (~{float(w):.6g}, "
-                f"{float(w / self.bound.algbw):.4g}x)")
+        parts = []
+        for what, w in (("shards weighted by 1/(ranks in box)", self.weighted and self.weighted.algbw),
+                        ("the best shard weights", self.best and self.best.algbw)):
+            if w:
+                parts.append(f"{what} reach {format_rational(w)} GB/s (~{float(w):.6g}, "
+                             f"{float(w / self.bound.algbw):.4g}x)")
+        if self.best is not None and self.best.reached != self.best.algbw:
+            r = self.best.reached
+            parts[-1] += f"; positive integer weights {format_rational(r)} (~{float(r):.6g})"
+        return "the bound is the optimum of reduce-scatter + allgather with equal shards; " + "; ".join(parts)
 
     @property
     def fabric_cut(self):
@@ -101,6 +112,9 @@ class BoundReport:
                 data["fixed_k_warning"] = self.fixed_k_warning
         if self.weighted is not None:
             data["box_weighted_allreduce"] = self.weighted.to_dict()
+        if self.best is not None:
+            data["best_weighted_allreduce"] = {"algbw_gbps": format_rational(self.best.algbw),
+                                               "integer_weights_algbw_gbps": format_rational(self.best.reached)}
         warnings = sorted({s for p in self.bound.phases for s in p.unbalanced})
         if warnings:
             data["unbalanced_switches"] = warnings
@@ -142,5 +156,11 @@ def bound_report(topo: Topology, collective: str = "allgather", root: str | None
         weighted = weighted_allreduce(topo, weights)
     if weighted is not None and weighted.algbw <= main.algbw:
         weighted = None
+    try:
+        best = best_shard_weights(topo) if coll is ALLREDUCE else None
+    except RuntimeError:  # too many digits for the program's max-flows (or no convergence): the line without it
+        best = None
+    if best is not None and best.algbw <= max(main.algbw, weighted.algbw if weighted is not None else 0):
+        best = None
     return BoundReport(topo.name, topo.num_compute, len(topo.switch_nodes), main, companions, k, fixed,
-                       weighted=weighted)
+                       weighted=weighted, best=best)

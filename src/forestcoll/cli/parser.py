@@ -204,8 +204,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                         "schedule (same k, same rate) with its trees as low as the search finds (seconds, not ms)")
     p.add_argument("--shards", choices=("auto", "equal", "box"),
                    help="allreduce: how the buffer is split among ranks: equal, or box (rank i's shard weighted "
-                        "1/(ranks in its box)); auto (default): box where its exact bound is higher, else equal "
-                        "(--sizes: box-weighted candidates beside the equal ones, the fastest per size)")
+                        "1/(ranks in its box)); auto (default): the fastest by exact bound of equal, box and the best "
+                        "weights for reduce-scatter + allgather (docs/shards.md), ties to the simpler (--sizes: those "
+                        "weights' candidates beside the equal ones, the fastest per size)")
     p.add_argument("-o", "--output", help="write the schedule JSON (or the MSCCL++ plan / MSCCL XML, with --format) here")
     p.add_argument("--json", action="store_true", help="print the schedule JSON on stdout")
     p.add_argument("--no-symmetry", action="store_true", help="do not exploit automorphisms")

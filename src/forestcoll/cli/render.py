@@ -78,7 +78,7 @@ def print_bound(report, topo) -> None:
                 f"warning         switch {p.unbalanced[0]!r} can send more than it receives: trees may not reach "
                 "this bound (generate tells)"
             )
-    if report.weighted is not None:
+    if report.weighted_note:
         print(f"equal shards    {report.weighted_note}")
 
 

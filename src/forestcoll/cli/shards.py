@@ -1,12 +1,14 @@
-"""``generate --shards``: equal allreduce shards or shards weighted 1/(ranks in box), and how reports name them.
+"""``generate --shards``: equal allreduce shards or weighted ones, and how reports name them.
 
 Where boxes hold different numbers of ranks, reduce-scatter + allgather with
 rank i's shard weighted by 1/(ranks in i's box) can beat the equal-shard bound
 (:mod:`forestcoll.bound.shards`; docs/examples/uneven-boxes.yaml: 75/8 vs 25/2
-GB/s).  ``auto`` (the default) compares the two exact rates and takes the
-weighted shards only where they are strictly faster, so every fabric whose
-boxes are equal (or that has no boxes) gets the equal-shard schedule it got
-before, byte for byte, without computing anything more.
+GB/s), and where boxes differ in NICs other weights can
+(:mod:`forestcoll.bound.best_shards`, the exact best weights).  ``auto`` (the
+default) takes the fastest of equal, box and the best weights by exact rate,
+ties to the simpler, so a fabric where equal shards are optimal gets the
+equal-shard schedule it got before, byte for byte; where the ranks form one
+orbit nothing more is computed.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ def choose_shard_weights(topo: Topology, collective: str, mode: str | None, outp
     ``msccl``, ``mscclpp`` or ``sizes`` (where the weights are offered beside equal shards, per size).  UsageError
     (one line) for a flag that cannot apply."""
     from forestcoll import collectives
+    from forestcoll.bound.best_shards import auto_shard_weights
 
     if mode is not None and mode not in SHARDS:
         raise UsageError(f"--shards must be one of {', '.join(SHARDS)}, got {mode!r}")
@@ -90,17 +93,16 @@ def choose_shard_weights(topo: Topology, collective: str, mode: str | None, outp
         return None
     if mode == "equal":
         return None
-    rates = shard_rates(topo)
-    node = rates.node
-    if node is None:
-        if mode == "box":
+    if mode == "box":
+        node = shard_rates(topo).node
+        if node is None:
             loose = next((n.name for n in topo.nodes if n.kind == "compute" and n.box is None), None)
             if loose is not None:
                 raise UsageError(f"--shards box: rank {loose} is in no box, so there is no box to weight its shard by")
-        return None  # boxes equal in ranks: box weights are the equal shards
-    if mode == "box":
+            return None  # boxes equal in ranks: box weights are the equal shards
         return rank_weights(topo, node)
-    return rank_weights(topo, node) if rates.weighted > rates.equal else None
+    chosen = auto_shard_weights(topo)  # the fastest of equal, box and the best weights (bound/best_shards.py)
+    return None if chosen is None else rank_weights(topo, chosen[0])
 
 
 def generate_with_shards(topo: Topology, collective: str, weights: tuple[int, ...] | None, mode: str | None,
