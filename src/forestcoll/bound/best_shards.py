@@ -50,6 +50,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
+from typing import Any
 
 from forestcoll.topology.model import Topology
 
@@ -298,32 +300,53 @@ def _integral(topo: Topology, classes: list[list[int]], q: Sequence[Fraction], w
     return best[1]
 
 
-def auto_shard_weights(topo: Topology) -> tuple[tuple[int, ...], str] | None:
+def auto_shard_weights(topo: Topology, rates: Any = None) -> tuple[tuple[int, ...], str] | None:
     """The per-node root weights ``generate --shards auto`` takes and their name (``box`` or ``best``), or None
     for equal shards: the fastest by exact rate of equal shards, box weights (:func:`~forestcoll.bound.shards.
     box_shard_weights`) and :func:`best_shard_weights`' integers, ties going to the simpler (equal, then box); the
     best weights only where they beat both by more than MIN_GAIN (2 %).
-    Nothing is computed where the ranks form one orbit; the box weights are rated only where boxes differ."""
+    Nothing is computed where the ranks form one orbit; the box weights are rated only where boxes differ.
+    ``rates``: an object with the equal-shard rate ``equal``, the box weights ``node`` and their rate ``weighted``
+    computed once (:class:`forestcoll.cli.shards.ShardRates`), else they are computed here."""
     from forestcoll.bound.optimal import optimal_bound
     from forestcoll.bound.shards import box_shard_weights, weighted_allreduce
+
+    if rates is None:
+        rates = _Rates(topo, optimal_bound, box_shard_weights, weighted_allreduce)
 
     try:
         best = best_shard_weights(topo)
     except RuntimeError:  # the cutting planes did not converge in MAX_ROUNDS (not seen): the rules before them
         best = None
-        box = box_shard_weights(topo)
-        if box is not None and weighted_allreduce(topo, box).algbw > optimal_bound(topo, "allreduce").algbw:
+        box = rates.node
+        if box is not None and rates.weighted > rates.equal:
             return box, "box"
     if best is None:
         return None
-    equal = optimal_bound(topo, "allreduce").algbw
+    equal = rates.equal
     if best.algbw <= equal:
         return None  # the exact optimum over all weights: equal shards reach it
-    box = box_shard_weights(topo)
-    box_rate = weighted_allreduce(topo, box).algbw if box is not None else None
+    box = rates.node
+    box_rate = rates.weighted if box is not None else None
     top = max(equal, box_rate or equal)
     if best.reached > top * (1 + MIN_GAIN):
         return best.weights, "best"
     if box is not None and box_rate is not None and box_rate > equal:
         return box, "box"
     return None
+
+
+class _Rates:
+    """The rates :func:`auto_shard_weights` compares, each computed when first asked."""
+
+    def __init__(self, topo: Topology, optimal_bound: Any, box_shard_weights: Any, weighted_allreduce: Any) -> None:
+        self._topo, self._optimal, self._weighted = topo, optimal_bound, weighted_allreduce
+        self.node = box_shard_weights(topo)
+
+    @cached_property
+    def equal(self) -> Fraction:
+        return self._optimal(self._topo, "allreduce").algbw
+
+    @cached_property
+    def weighted(self) -> Fraction:
+        return self._weighted(self._topo, self.node).algbw

@@ -101,7 +101,7 @@ def choose_shard_weights(topo: Topology, collective: str, mode: str | None, outp
                 raise UsageError(f"--shards box: rank {loose} is in no box, so there is no box to weight its shard by")
             return None  # boxes equal in ranks: box weights are the equal shards
         return rank_weights(topo, node)
-    chosen = auto_shard_weights(topo)  # the fastest of equal, box and the best weights (bound/best_shards.py)
+    chosen = auto_shard_weights(topo, shard_rates(topo))  # the fastest of equal, box and the best weights (bound/best_shards.py)
     return None if chosen is None else rank_weights(topo, chosen[0])
 
 
