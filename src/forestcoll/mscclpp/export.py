@@ -354,7 +354,7 @@ def _generated_plan(topology: Topology, collective: str, path: Output, *, k: int
 
     from forestcoll.generate import generate
     from forestcoll.mscclpp.layouts import ceiling, laid_out, once, raced
-    from forestcoll.mscclpp.offcpu import design_size, off_cpu_rival, race_fallback, race_plans
+    from forestcoll.mscclpp.offcpu import design_size, off_cpu_rival, race_fallback, race_plans, race_routed
 
     kwargs: dict[str, Any] = {"root": root, "symmetry": symmetry}
     if max_k is not None:
@@ -372,9 +372,11 @@ def _generated_plan(topology: Topology, collective: str, path: Output, *, k: int
         if rival is not None:
             chosen, result, note = race_plans(topology, sched, result, rival, opts, plan_rate)
         more = ""
-        if raced(opts):  # then half units on the layout taken, as the fallback
-            result, more = laid_out(topology, chosen, result, plan_rate(result.plan, design_size(opts)), opts,
-                                    plan_rate)
+        if raced(opts):  # the packings as the runtime routes the fabric, then half units on the layout taken
+            chosen, result, at, routed = race_routed(topology, sched, chosen, result,
+                                                     plan_rate(result.plan, design_size(opts)), opts, plan_rate, **kwargs)
+            note = "; ".join(n for n in (note, routed) if n)
+            result, more = laid_out(topology, chosen, result, at, opts, plan_rate)
         result = _write_exported(result, path, opts, progress)
         result.notes[:0] = [n for n in (note, more.lstrip("; ")) if n]
         return chosen, result
@@ -404,6 +406,9 @@ def _generated_plan(topology: Topology, collective: str, path: Output, *, k: int
         fallback, more = race_fallback(topology, sched, fallback, scheds, exported, rates, opts, plan_rate, **kwargs)
         if fallback is not ranked:
             how = f"packed without the CPUs, faster than k={ranked.k}, " + how
+        fallback, exported[fallback.k], rates[fallback.k], routed = race_routed(  # (fallback.k: the new one's)
+            topology, sched, fallback, exported[fallback.k], rates[fallback.k], opts, plan_rate, **kwargs)
+        how += f"; {routed}" if routed else ""
         exported[fallback.k], laid = laid_out(topology, fallback, exported[fallback.k], rates[fallback.k], opts,
                                               plan_rate)
         how += more + laid
