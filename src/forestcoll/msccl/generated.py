@@ -248,8 +248,10 @@ def _as_routed(topology, optimal: Schedule, chosen: Schedule, result: ExportResu
     from forestcoll.msccl.routed import misrouted, routed_schedules
     from forestcoll.units import format_size
 
+    if not misrouted(topology, optimal):  # (no simulation asked: most fabrics stop here)
+        return chosen, result, said
     best = file_rate(result.algo, size)
-    if best >= ROUTED_BELOW * float(optimal.bound_algbw) or not misrouted(topology, optimal):
+    if best >= ROUTED_BELOW * float(optimal.bound_algbw):
         return chosen, result, said
     scheds = once(("as routed", id(topology), id(optimal), tuple(sorted(generate_kwargs.items()))),
                   lambda: routed_schedules(topology, optimal, **generate_kwargs), topology, optimal)

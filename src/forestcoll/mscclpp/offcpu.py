@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from forestcoll.mscclpp.lower import Lowering
     from forestcoll.mscclpp.plan import Plan
 
-__all__ = ["design_size", "off_cpu_rival", "race_fallback", "race_plans", "race_routed", "unchecked_plan"]
+__all__ = ["design_size", "off_cpu_rival", "race_fallback", "race_plans", "race_routed", "routed_laid_out",
+           "unchecked_plan"]
 
 
 def design_size(opts: ExportOptions) -> int:
@@ -166,3 +167,22 @@ def race_routed(topology: Topology, optimal: Schedule, chosen: Schedule, mine: E
     if best[0] is chosen:
         return chosen, mine, rate, phrase + "none is faster"
     return (*best, phrase + f"k={best[0].k}'s taken, {float(best[0].algbw / optimal.bound_algbw):.1%} of the bound")
+
+
+def routed_laid_out(topology: Topology, optimal: Schedule, chosen: Schedule, result: ExportResult, said: str,
+                    opts: ExportOptions, plan_rate: Callable[[Plan, int], float], kwargs: dict[str, Any]
+                    ) -> tuple[Schedule, ExportResult, str]:
+    """The plan laid out so far (``result``, ``chosen``'s) against the fabric packed as the runtime routes it
+    (:func:`race_routed`); a packing taken is laid out in turn; ``said`` grows."""
+    from forestcoll.msccl.routed import misrouted
+    from forestcoll.mscclpp.layouts import laid_out
+
+    if not misrouted(topology, optimal):  # (no simulation asked: most fabrics stop here)
+        return chosen, result, said
+    new, plan, at, routed = race_routed(topology, optimal, chosen, result, plan_rate(result.plan, design_size(opts)),
+                                        opts, plan_rate, **kwargs)
+    said += f"; {routed}" if routed else ""
+    if new is chosen:
+        return chosen, result, said
+    plan, laid = laid_out(topology, new, plan, at, opts, plan_rate)
+    return new, plan, said + laid
