@@ -149,7 +149,7 @@ def _legs(path: Path, box: dict[str, str | None]) -> list[Path]:
 
 
 def as_routed(topology: Topology) -> tuple[Topology, dict[tuple[str, str], list[Path]]] | None:
-    """The fabric as a runtime routes it (the module docstring: PCIe switches split, CPUs dropped, a link of a fixed
+    """The fabric as a runtime routes it (the module docstring: PCIe switches and CPUs dropped, a link of a fixed
     share per pair whose route passes them), under the same name, with the pairs' routes; None without PCIe
     switches or CPUs, or when that topology is not connected."""
     relays = _relays(topology)
@@ -180,9 +180,9 @@ def as_routed(topology: Topology) -> tuple[Topology, dict[tuple[str, str], list[
 
 
 def on_fabric(sched: Schedule, routes: dict[tuple[str, str], list[Path]], like: Schedule) -> Schedule:
-    """``sched`` (packed on :func:`as_routed`'s topology) with its paths on the fabric: a split switch's halves
-    become the switch, a pair's own link the first of its routes; the topology name, record and bound of ``like``
-    (a schedule of the fabric: ``sched``'s exact rate stays its own)."""
+    """``sched`` (packed on :func:`as_routed`'s topology) with its paths on the fabric: a pair's own link becomes
+    the first of its routes; the topology name, record and bound of ``like`` (a schedule of the fabric: ``sched``'s
+    exact rate stays its own)."""
     def real(path: Iterable[str]) -> Path:
         names = list(path)
         out = [names[0]]
