@@ -135,6 +135,8 @@ def generated_msccl(topology, sched: Schedule, options: ExportOptions | None = N
                                                   races if promise is not None else None, promise)
         chosen, result, said = _off_cpus(topology, sched, chosen, result, said, base, file_rate, most, size,
                                          **generate_kwargs)
+        chosen, result, said = _as_routed(topology, sched, chosen, result, said, base, file_rate, most, size,
+                                          **generate_kwargs)
     result.notes[:0] = said
     return chosen, result
 
@@ -181,7 +183,8 @@ def _other_ks(optimal: Schedule, files: dict[int, tuple[Schedule, ExportResult]]
 
     ranked = ranked or file_rate
     tally = [0, 0]
-    rest = sorted((kk for kk in files if kk != chosen.k), key=lambda kk: (-ranked(files[kk][1].algo, size), -kk))
+    rest = sorted((kk for kk in files if files[kk][0] is not chosen),  # (chosen may be another packing of its k)
+                  key=lambda kk: (-ranked(files[kk][1].algo, size), -kk))
     for kk in rest:
         sched, plain = files[kk]
         who = f"the optimal k={kk}'s" if kk == optimal.k else f"k={kk}'s"
@@ -224,6 +227,65 @@ def _off_cpus(topology, optimal: Schedule, chosen: Schedule, result: ExportResul
         said.append(f"{through_cpus_note(topology, optimal)}: the optimum packed {what} (k={bare.k}, the same exact "
                     f"rate, {such_edges(topology, optimal, bare)} such edges) "
                     f"competed by the same rule ({tally[0]} files simulated, {tally[1]} not)")
+    return chosen, result, said
+
+
+ROUTED_BELOW = 0.95  # the packings as the runtime routes them race a written file below this share of the bound
+
+
+def _as_routed(topology, optimal: Schedule, chosen: Schedule, result: ExportResult, said: list[str],
+               options: ExportOptions, file_rate: Callable[[Algo, int], float],
+               bound: Callable[[Algo, int], float] | None, size: int,
+               **generate_kwargs: Any) -> tuple[Schedule, ExportResult, list[str]]:
+    """When the file chosen so far (``result``, ``chosen``'s) runs below :data:`ROUTED_BELOW` of ``optimal``'s bound
+    at ``size`` and ``optimal``'s trees pass PCIe switches or CPUs where a runtime does not send them
+    (:func:`forestcoll.msccl.routed.misrouted`): the packings of the fabric as the runtime routes it
+    (:func:`~forestcoll.msccl.routed.routed_schedules`: its optimum and powers of two k) whose plain files fit race
+    it at ``size``, as the race of k does, highest exact rate first (ties: the larger k; a file whose busiest-link
+    bound is not above the fastest so far is not simulated); the fastest there is taken (ties: ``result``), then
+    its split or even-pieces file by :func:`written_variant`'s rule.  A note says which, and that their exact rates
+    are below the bound (at most that topology's own).  Else nothing changes."""
+    from forestcoll.msccl.routed import misrouted, routed_schedules
+    from forestcoll.units import format_size
+
+    if not misrouted(topology, optimal):  # (no simulation asked: most fabrics stop here)
+        return chosen, result, said
+    best = file_rate(result.algo, size)
+    if best >= ROUTED_BELOW * float(optimal.bound_algbw):
+        return chosen, result, said
+    scheds = once(("as routed", id(topology), id(optimal), tuple(sorted(generate_kwargs.items()))),
+                  lambda: routed_schedules(topology, optimal, **generate_kwargs), topology, optimal)
+    fits: list[tuple[Schedule, ExportResult]] = []
+    for sched in sorted(scheds, key=lambda x: x.k):
+        try:
+            fits.append((sched, exported(sched, options)))
+        except ExportError as exc:
+            if not _over_limits(exc):
+                raise
+    if not fits:
+        return chosen, result, said
+    fits.sort(key=lambda x: (-x[0].algbw, -x[0].k))
+    rated = []
+    before = chosen
+    for sched, plain in fits:
+        if bound is not None and bound(plain.algo, size) <= best:
+            rated.append(f"k={sched.k} {float(sched.algbw):.1f}")
+            continue
+        rate = file_rate(plain.algo, size)
+        rated.append(f"k={sched.k} {float(sched.algbw):.1f} -> {rate:.1f}")
+        if rate > best:
+            best, chosen, result = rate, sched, plain
+    taken = chosen is not before
+    said = said + [f"the file so far runs below {ROUTED_BELOW:.0%} of the bound at {format_size(size)} and the "
+                   f"optimal k={optimal.k}'s trees pass PCIe switches or CPUs where a runtime does not send them "
+                   f"({misrouted(topology, optimal)} edges): packed as the runtime routes the fabric, their plain "
+                   f"files raced it (exact -> simulated at {format_size(size)}, GB/s: {', '.join(rated)}; the bound "
+                   f"{float(optimal.bound_algbw):.1f} counts routes no runtime takes): "
+                   + (f"k={chosen.k}'s, {float(chosen.algbw / optimal.bound_algbw):.1%} of the bound, is taken"
+                      if taken else "none is faster")]
+    if taken:
+        result, why = written_variant(chosen, result, options, file_rate, size)
+        said += [why] if why else []
     return chosen, result, said
 
 

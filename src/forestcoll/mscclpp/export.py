@@ -354,7 +354,7 @@ def _generated_plan(topology: Topology, collective: str, path: Output, *, k: int
 
     from forestcoll.generate import generate
     from forestcoll.mscclpp.layouts import ceiling, laid_out, once, raced
-    from forestcoll.mscclpp.offcpu import design_size, off_cpu_rival, race_fallback, race_plans
+    from forestcoll.mscclpp.offcpu import design_size, off_cpu_rival, race_fallback, race_plans, routed_laid_out
 
     kwargs: dict[str, Any] = {"root": root, "symmetry": symmetry}
     if max_k is not None:
@@ -372,9 +372,10 @@ def _generated_plan(topology: Topology, collective: str, path: Output, *, k: int
         if rival is not None:
             chosen, result, note = race_plans(topology, sched, result, rival, opts, plan_rate)
         more = ""
-        if raced(opts):  # then half units on the layout taken, as the fallback
+        if raced(opts):  # then half units on the layout taken, as the fallback; then the fabric as routed
             result, more = laid_out(topology, chosen, result, plan_rate(result.plan, design_size(opts)), opts,
                                     plan_rate)
+            chosen, result, more = routed_laid_out(topology, sched, chosen, result, more, opts, plan_rate, kwargs)
         result = _write_exported(result, path, opts, progress)
         result.notes[:0] = [n for n in (note, more.lstrip("; ")) if n]
         return chosen, result
@@ -407,6 +408,8 @@ def _generated_plan(topology: Topology, collective: str, path: Output, *, k: int
         exported[fallback.k], laid = laid_out(topology, fallback, exported[fallback.k], rates[fallback.k], opts,
                                               plan_rate)
         how += more + laid
+        fallback, exported[fallback.k], how = routed_laid_out(  # (exported at the new fallback's k)
+            topology, sched, fallback, exported[fallback.k], how, opts, plan_rate, kwargs)
     result = _write_exported(exported[fallback.k], path, options or ExportOptions(), progress)
     result.notes.insert(0, f"the optimal k={sched.k} does not fit: " + str(first).split(" (--max-threadblocks")[0]
                         + f"; exported k={fallback.k}, {how}; its trees reach "

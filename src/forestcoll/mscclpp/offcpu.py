@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from forestcoll.mscclpp.lower import Lowering
     from forestcoll.mscclpp.plan import Plan
 
-__all__ = ["design_size", "off_cpu_rival", "race_fallback", "race_plans", "unchecked_plan"]
+__all__ = ["design_size", "off_cpu_rival", "race_fallback", "race_plans", "race_routed", "routed_laid_out",
+           "unchecked_plan"]
 
 
 def design_size(opts: ExportOptions) -> int:
@@ -124,3 +125,64 @@ def race_fallback(topology: Topology, optimal: Schedule, chosen: Schedule, sched
         return chosen, phrase + ", not taken"
     exported[best.k], rates[best.k] = best_plan, best_rate
     return best, phrase + f", k={best.k} taken"
+
+
+ROUTED_BELOW = 0.95  # a plan below this share of the bound races the packings as the runtime routes the fabric
+
+
+def race_routed(topology: Topology, optimal: Schedule, chosen: Schedule, mine: ExportResult, rate: float,
+                opts: ExportOptions, plan_rate: Callable[[Plan, int], float],
+                **generate_kwargs: Any) -> tuple[Schedule, ExportResult, float, str]:
+    """When ``mine`` (``chosen``'s unchecked plan, ``rate`` its rate at :func:`design_size`) runs below
+    :data:`ROUTED_BELOW` of ``optimal``'s bound and ``optimal``'s trees pass PCIe switches or CPUs where the executor
+    does not send them (:func:`forestcoll.msccl.routed.misrouted`): the packings of the fabric as the runtime routes
+    it (:func:`~forestcoll.msccl.routed.routed_schedules`), highest exact rate first, race it by their plans (those
+    that fit; one whose bound shows it cannot win is not simulated): the fastest, when faster, with its plan and
+    rate, and a phrase for the note ("" when nothing was raced)."""
+    from forestcoll.msccl.routed import misrouted, routed_schedules
+    from forestcoll.mscclpp.layouts import BOUND, cannot_beat
+    from forestcoll.units import format_size
+
+    if rate >= ROUTED_BELOW * float(optimal.bound_algbw) or not misrouted(topology, optimal):
+        return chosen, mine, rate, ""
+    size = design_size(opts)
+    tried: list[str] = []
+    best = (chosen, mine, rate)
+    for sched in sorted(routed_schedules(topology, optimal, **generate_kwargs), key=lambda s: (-s.algbw, -s.k)):
+        alt, _why = unchecked_plan(topology, sched, opts)
+        if alt is None:
+            continue
+        top = cannot_beat(plan_rate, alt.plan, size, best[2])
+        there = None if top is not None else plan_rate(alt.plan, size)
+        tried.append(f"k={sched.k} {float(sched.algbw):.1f} -> " + (f"{BOUND} {top:.1f}" if there is None
+                                                                    else f"{there:.1f}"))
+        if there is not None and there > best[2]:
+            best = (sched, alt, there)
+    if not tried:
+        return chosen, mine, rate, ""
+    phrase = (f"the plan runs below {ROUTED_BELOW:.0%} of the bound and the optimal k={optimal.k}'s trees pass PCIe "
+              f"switches or CPUs where the executor does not send them ({misrouted(topology, optimal)} edges): "
+              f"packed as the runtime routes the fabric (exact -> plan at {format_size(size)}, GB/s: "
+              f"{', '.join(tried)}; the bound {float(optimal.bound_algbw):.1f} counts routes no runtime takes), ")
+    if best[0] is chosen:
+        return chosen, mine, rate, phrase + "none is faster"
+    return (*best, phrase + f"k={best[0].k}'s taken, {float(best[0].algbw / optimal.bound_algbw):.1%} of the bound")
+
+
+def routed_laid_out(topology: Topology, optimal: Schedule, chosen: Schedule, result: ExportResult, said: str,
+                    opts: ExportOptions, plan_rate: Callable[[Plan, int], float], kwargs: dict[str, Any]
+                    ) -> tuple[Schedule, ExportResult, str]:
+    """The plan laid out so far (``result``, ``chosen``'s) against the fabric packed as the runtime routes it
+    (:func:`race_routed`); a packing taken is laid out in turn; ``said`` grows."""
+    from forestcoll.msccl.routed import misrouted
+    from forestcoll.mscclpp.layouts import laid_out
+
+    if not misrouted(topology, optimal):  # (no simulation asked: most fabrics stop here)
+        return chosen, result, said
+    new, plan, at, routed = race_routed(topology, optimal, chosen, result, plan_rate(result.plan, design_size(opts)),
+                                        opts, plan_rate, **kwargs)
+    said += f"; {routed}" if routed else ""
+    if new is chosen:
+        return chosen, result, said
+    plan, laid = laid_out(topology, new, plan, at, opts, plan_rate)
+    return new, plan, said + laid
