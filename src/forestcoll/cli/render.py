@@ -363,6 +363,8 @@ def print_comparison(comp) -> None:
 
     print(f"{comp.collective} on {comp.topology} ({comp.ranks} ranks): simulated algbw in GB/s; "
           f"exact bound {float(comp.bound_algbw):.1f} GB/s; best in bold")
+    if getattr(comp, "shards_note", ""):
+        print(f"forestcoll's shards: {comp.shards_note}; the baselines have equal shards")
     table = Table()
     table.add_column("size")
     names = comp.algorithms()

@@ -42,6 +42,8 @@ class Comparison:
     bound_algbw: Fraction
     results: list[SimResult] = field(default_factory=list)
     plot: str | None = None
+    shard_weights: tuple[int, ...] | None = None  # forestcoll's allreduce shards (the bound is theirs), None: equal
+    shards_note: str = ""  # what those shards are and the equal-shard bound
 
     @property
     def ok(self) -> bool:
@@ -76,6 +78,7 @@ class Comparison:
             "bound_algbw_gbps": float(self.bound_algbw),
             "rows": [r.to_dict() for r in self.results],
             **({"plot": self.plot} if self.plot else {}),
+            **({} if self.shard_weights is None else {"shard_weights": list(self.shard_weights)}),
         }
 
 
@@ -246,6 +249,37 @@ def best_rows(results: Sequence[SimResult], pruned: Mapping[int, Sequence[str]] 
     return out
 
 
+EQUAL = "forestcoll-equal"  # the name prefix of the equal-shard candidates beside weighted ones (best row only)
+
+
+def _candidates(topo: Topology, net: Network, collective: str, root: str | None, equal: bool = False,
+                **options: Any) -> tuple[dict[str, Schedule], tuple[int, ...] | None]:
+    """:func:`~forestcoll.simulate.select.candidate_schedules` with the allreduce shards ``generate`` chooses
+    (``--shards auto``: :func:`forestcoll.bound.best_shards.auto_shard_weights`, the rule
+    :func:`forestcoll.cli.shards.choose_shard_weights` applies: weighted where they beat equal shards by exact
+    rate, with ``with_shards``' fallback to equal shards where they have no tree schedule), and those weights (None:
+    equal); with
+    ``equal`` and weights, the equal-shard candidates too, named :data:`EQUAL` + the rest of their name, as
+    ``generate --sizes`` offers both."""
+    from forestcoll.bound.best_shards import auto_shard_weights
+    from forestcoll.errors import TopologyError
+    from forestcoll.simulate.select import candidate_schedules
+
+    node = auto_shard_weights(topo) if collectives.canonical(collective) == "allreduce" else None
+    weights = None if node is None else tuple(w for w, c in zip(node[0], topo.is_compute) if c)  # per rank
+    try:
+        cands = candidate_schedules(topo, net, collective, root, **options, shard_weights=weights)
+    except TopologyError:  # no tree schedule has those shards: equal shards, as generate falls back to
+        if weights is None:
+            raise
+        cands = candidate_schedules(topo, net, collective, root, **options)
+    chosen = cands["forestcoll"].shard_weights
+    if chosen is not None and equal:  # generate --sizes offers equal shards beside them: so does the best row
+        more = candidate_schedules(topo, net, collective, root, **{**options, "ring": False})
+        cands.update({EQUAL + name.removeprefix("forestcoll"): sched for name, sched in more.items()})
+    return cands, chosen
+
+
 def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[int] = (1 << 20, 1 << 30), *,
                      extra: Mapping[str, str] | None = None, algorithms: Sequence[str] | None = None,
                      root: str | None = None, latency_us: Mapping[str, float] | None = None, workers: int = 1,
@@ -255,7 +289,9 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
     """What ``forestcoll compare`` does: forestcoll's candidates (the optimal k, k = 1, 2, 4 and 8, one height-limited
     schedule, the ring written as a forestcoll schedule: :func:`~forestcoll.simulate.select.candidate_schedules`),
     every baseline that applies (or just ``algorithms``), simulated at every size on ``topology``, and first the
-    ``forestcoll-best`` row per size (:func:`best_rows`); with ``plot`` the picture is written there.
+    ``forestcoll-best`` row per size (:func:`best_rows`); with ``plot`` the picture is written there.  An allreduce's
+    candidates have the shards ``generate`` chooses (:func:`_candidates`); where those are weighted the bound is
+    theirs and ``shard_weights`` / ``shards_note`` say so (the baselines keep equal shards).
 
     Rows: ``forestcoll`` and ``forestcoll-k1`` (or the candidates ``algorithms`` names) at every size; the other
     candidates compete for the best row only, each simulated only where its lower bound
@@ -264,7 +300,7 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
     ``progress`` gets ``(stage, done, total)`` per candidate (or baseline) and size."""
     from forestcoll.simulate.network import load_network
     from forestcoll.simulate.race import STAGE, race_sizes
-    from forestcoll.simulate.select import SMALL_KS, candidate_schedules
+    from forestcoll.simulate.select import SMALL_KS
 
     if algorithms is not None:
         unknown = [a for a in algorithms if a not in baselines.BASELINES and a not in COMPARED]
@@ -280,15 +316,17 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
     want_best = tree_based and (algorithms is None or BEST in algorithms)
     hidden: dict[str, Schedule] = {}
     shown: list[str] = []
+    weights: tuple[int, ...] | None = None
     if tree_based:
         report(progress, "generating candidates", 0, None)
         if want_best:
-            cands = candidate_schedules(topo, net, collective, root, ks=SMALL_KS, ring_name="forestcoll-ring")
+            made = _candidates(topo, net, collective, root, equal=True, ks=SMALL_KS, ring_name="forestcoll-ring")
         else:  # only what --algorithms names: the height search and the ring schedule cost seconds to minutes
             named = algorithms or ()
-            cands = candidate_schedules(topo, net, collective, root, ks=[k for k in SMALL_KS if f"forestcoll-k{k}" in named],
-                                        ring="forestcoll-ring" in named, height="forestcoll-h" in named,
-                                        ring_name="forestcoll-ring")
+            made = _candidates(topo, net, collective, root, ks=[k for k in SMALL_KS if f"forestcoll-k{k}" in named],
+                               ring="forestcoll-ring" in named, height="forestcoll-h" in named,
+                               ring_name="forestcoll-ring")
+        cands, weights = made
         shown = [k for k in cands if _wanted(k, algorithms)]
         schedules = {k: cands[k] for k in shown}
         if want_best:
@@ -311,6 +349,14 @@ def compare_topology(topology, collective: str = "allreduce", sizes: Sequence[in
     with status(f"simulating up to {total} runs ...") if status else contextlib.nullcontext():
         comp = compare(topo, net, collective, sizes, schedules, base, root=root, workers=workers, fairness=fairness,
                        slice_bytes=slice_bytes, max_slices=max_slices, progress=progress, total=total)
+        if tree_based and weights is not None:  # the bound of the shards forestcoll's schedules have
+            from forestcoll.rational import format_rational
+
+            equal = comp.bound_algbw
+            comp.bound_algbw, comp.shard_weights = cands["forestcoll"].bound_algbw, weights
+            comp.shards_note = (f"weighted (rank i owns k x w_i of the k x {sum(weights)} chunks, w {min(weights)}.."
+                                f"{max(weights)}): algbw and bound are for these shards; equal shards' bound "
+                                f"{format_rational(equal)} GB/s (~{float(equal):.4g})")
         if hidden:
             known = {size: min((r.time_s for r in comp.results if r.size_bytes == size and r.algorithm in schedules),
                                default=float("inf")) for size in sizes}

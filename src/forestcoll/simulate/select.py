@@ -89,13 +89,15 @@ class Selection:
 def candidate_schedules(topo: Topology, net: Network, collective: str, root: str | None = None,
                         ks: Sequence[int] | None = None, ring: bool = True, height: bool = True,
                         ring_name: str = "ring", sizes: Sequence[int] = (), element_bytes: int = 4,
-                        candidates: str = "default", off_cpus: bool = True,
+                        candidates: str = "default", off_cpus: bool = True, inbox: bool = True,
                         shard_weights: Sequence[int] | None = None) -> dict[str, Schedule]:
     """forestcoll at the optimal k (``"forestcoll"``) and at each of ``ks`` below it (``"forestcoll-k<k>"``;
     default :func:`default_ks` for ``sizes`` in ``element_bytes``-byte elements, and with ``candidates="all"`` also
     every power of two up to 64); with ``height`` one height-limited schedule (``"forestcoll-h<H>"``,
     :func:`height_candidate`); with ``off_cpus`` each of those packed without the CPUs where it joins GPUs of one box
-    through a CPU (``name + "-offcpu"``, :func:`off_cpu_candidates`); with ``ring`` the ring as a schedule
+    through a CPU (``name + "-offcpu"``, :func:`off_cpu_candidates`); with ``inbox`` each of the optimal, fixed-k and
+    height-limited ones packed again without turns through the network inside a box (``name + "-inbox"``,
+    :func:`forestcoll.msccl.inbox.inbox_candidates`); with ``ring`` the ring as a schedule
     (``ring_name``, when it verifies).  ``shard_weights``: every forestcoll candidate has those shards (allreduce;
     the ring keeps equal shards; the packings without the CPUs keep them too)."""
     from forestcoll.generate import generate
@@ -116,6 +118,10 @@ def candidate_schedules(topo: Topology, net: Network, collective: str, root: str
             cands[f"forestcoll-h{found.max_height()}"] = found
     if off_cpus:
         cands.update(off_cpu_candidates(topo, cands, root))
+    if inbox:
+        from forestcoll.msccl.inbox import inbox_candidates
+
+        cands.update(inbox_candidates(topo, cands, root))
     if ring:
         try:
             sched = baselines.ring_schedule(net, collective, root)
@@ -338,7 +344,7 @@ def _next_fitting_powers(cands: dict[str, Schedule], fitted: dict[str, Schedule]
         base = name.removeprefix(WEIGHTED)
         head = name[:len(name) - len(base)]
         same = {} if sched.shard_weights is None else {"shard_weights": sched.shard_weights}
-        k = sched.k // 2 if base.startswith("forestcoll-k") and not name.endswith(OFF_CPUS) else 0
+        k = sched.k // 2 if base.startswith("forestcoll-k") and not name.endswith((OFF_CPUS, "-inbox")) else 0
         while k > 2 and f"{head}forestcoll-k{k}" not in cands:
             try:
                 more, why = fitting_candidates({f"{head}forestcoll-k{k}": generate(topo, collective, k=k, root=root,
