@@ -218,3 +218,19 @@ def test_cutting_planes_that_do_not_converge_fall_back(monkeypatch, nics):
     monkeypatch.setattr(best_shards, "MAX_ROUNDS", 3)  # the plain program converges in 2 rounds on the NIC fabric
     best = best_shard_weights(load_topology(str(nics)))
     assert best is not None and best.algbw == Fraction(25, 2)
+
+
+def test_weights_too_large_for_int64_fall_back(monkeypatch):
+    """Weights whose integers overflow the oracle's int64 arrays (a fuzzed file in CI: an internal error) make
+    best_shard_weights raise RuntimeError, and auto keeps the rules before it (box weights on the uneven example)."""
+    import forestcoll.bound.best_shards as bs
+
+    def overflow(topo):
+        raise OverflowError("Python int too large to convert to C long")
+
+    monkeypatch.setattr(bs, "_best_shard_weights", overflow)
+    topo = load_topology("docs/examples/uneven-boxes.yaml")
+    with pytest.raises(RuntimeError):
+        best_shard_weights(topo)
+    chosen = auto_shard_weights(topo)
+    assert chosen is not None and chosen[1] == "box"

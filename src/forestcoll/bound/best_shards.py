@@ -158,8 +158,8 @@ def best_shard_weights(topo: Topology) -> BestShards | None:
 
     try:
         return _best_shard_weights(topo)
-    except ForestCollError as exc:  # check_capacities: the weights' rates over the bandwidths' denominators
-        raise RuntimeError(f"best_shard_weights: {exc}") from exc
+    except (ForestCollError, OverflowError) as exc:  # the weights' rates over the bandwidths' denominators: more
+        raise RuntimeError(f"best_shard_weights: {exc}") from exc  # digits than check_capacities or int64 take
 
 
 def _best_shard_weights(topo: Topology) -> BestShards | None:
