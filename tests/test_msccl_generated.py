@@ -192,13 +192,18 @@ def _dgx1_allgather(path) -> str:
 def test_a_smaller_ks_even_file_is_written_on_dgx1_allgather(tmp_path):
     """dgx-1 allgather (optimal k=162): k=32's plain file wins the race of k (147.7 GB/s at 1 GiB) and stays plain
     (its even file loses at 16 MiB, 137.8 against 144.9), which main at 3be3787 wrote; k=64's even file (148.3 /
-    145.4 GB/s at 1 GiB / 16 MiB) now replaces it; then the k=8 packing as the runtime routes the fabric (165.7)."""
+    145.4 GB/s at 1 GiB / 16 MiB) now replaces it; then the packings as the runtime routes the fabric compete by the
+    same rule (sock21 raced them at 1 GiB only and took k=8's plain file, 165.7 GB/s there but 140.5 at 16 MiB):
+    k=256's even file, 162.9 / 151.6 GB/s, faster at both sizes than k=64's."""
     out = _dgx1_allgather(tmp_path / "a.xml")
-    assert ("note       k=64's even pieces file (x8, nchunksperloop 4096) replaces k=32's written file (faster at 16MiB "
+    assert ("k=64's even pieces file (x8, nchunksperloop 4096) replaces k=32's written file (faster at 16MiB "
             "(145.4 against 144.9 GB/s) and 1GiB (148.3 against 147.7 GB/s), slower at neither)") in out
-    # then, below 0.95 of the bound, the fabric packed as the runtime routes it races it (msccl/routed.py): k=8 there
-    assert "algorithm  forestcoll_allgather_k8: allgather, 8 gpus, 64 chunks per loop" in out
-    assert "k=8 168.4 -> 165.7" in out and "k=8's, 91.0% of the bound, is taken" in out
+    # then, below 0.95 of the bound, the fabric packed as the runtime routes it competes (msccl/routed.py)
+    assert "algorithm  forestcoll_allgather_k256_s8_even: allgather, 8 gpus, 16384 chunks per loop" in out
+    assert ("k=256's trees packed as the runtime routes the fabric: their even pieces file (x8, nchunksperloop "
+            "16384) replaces k=303's written file (faster at 16MiB (151.6 against 151.2 GB/s) and 1GiB (162.9 "
+            "against 162.3 GB/s), slower at neither)") in out
+    assert "k=256's, 93.3% of the bound, is taken" in out
 
 
 @pytest.mark.slow

@@ -21,6 +21,8 @@ from forestcoll.schedule import Schedule
 from forestcoll.simulate.network import build_network, channel_routes
 from forestcoll.topology import load_topology
 
+MID, GIB = 16 << 20, 1 << 30
+
 FABRIC = """\
 name: ring-two-sockets
 box:
@@ -106,18 +108,79 @@ def test_nothing_to_route_otherwise():
 
 
 @pytest.mark.slow
-def test_the_msccl_file_runs_at_the_rate_it_reports(fabric):
-    """``generate --format msccl``: before, k=1's file at 0.80 of the bound (every file of the optimum 0.69); now
-    the k=8 packing as the runtime routes it, 145.4 GB/s (0.87), >= 0.95 of its own exact rate."""
+def test_the_msccl_file_is_not_slower_at_either_size(fabric, monkeypatch):
+    """``generate --format msccl``: the file written with the routed packings racing is not slower at 16 MiB nor at
+    1 GiB than the one written without them (sock21 wrote the routed k=8 file here, 0.87 of the bound at 1 GiB, at
+    the cost of 16 MiB: seed 3's allgather file 129.2 -> 93.2 GB/s there), and runs >= 0.95 of its own exact rate
+    when it is a routed packing."""
+    from forestcoll.msccl import generated
     from forestcoll.msccl.export import ExportOptions
     from forestcoll.msccl.fabric import fabric_options
-    from forestcoll.msccl.generated import generated_msccl
     from forestcoll.simulate.msccl import file_rate, simulate_msccl
 
     sched = generate(fabric, "allgather")
-    chosen, result = generated_msccl(fabric, sched, fabric_options(ExportOptions(), fabric),
-                                     file_rate=file_rate(fabric))
-    rate = simulate_msccl(result.algo, build_network(fabric), 1 << 30).algbw_gbps
-    assert misrouted(fabric, chosen) == 0 and chosen.algbw > Fraction(85, 100) * sched.bound_algbw
-    assert rate >= 0.95 * float(chosen.algbw) and rate > 0.85 * float(sched.bound_algbw), rate
+    net = build_network(fabric)
+
+    def written(race: bool):
+        monkeypatch.setattr(generated, "ROUTED_BELOW", 0.95 if race else 0.0)
+        chosen, result = generated.generated_msccl(fabric, sched, fabric_options(ExportOptions(), fabric),
+                                                   file_rate=file_rate(fabric))
+        return chosen, result, [simulate_msccl(result.algo, net, x).algbw_gbps for x in (MID, GIB)]
+
+    _k, _r, unrouted = written(False)
+    chosen, result, rates = written(True)
+    assert all(a >= b for a, b in zip(rates, unrouted)), (rates, unrouted)
     assert any("packed as the runtime routes the fabric" in note for note in result.notes), result.notes
+    if misrouted(fabric, chosen) == 0:
+        assert rates[1] >= 0.95 * float(chosen.algbw)
+
+# seed 3 of the sweep, allgather (sock21): the file so far 129.2 / 133.0 GB/s at 16 MiB / 1 GiB; the routed k=8
+# file was taken for 145.3 at 1 GiB though it fell to 93.2 at 16 MiB
+SO_FAR = {MID: 129.2, GIB: 133.0}
+TRADES_16MIB = {MID: 93.2, GIB: 145.3}
+GAINS_AT_BOTH = {MID: 130.0, GIB: 145.3}
+
+
+def stub(first, so_far: dict[int, float], others: dict[int, float]):
+    """A rate: ``so_far`` for ``first`` (a file or a plan), ``others`` for any other."""
+    return lambda x, size: so_far[size] if x is first else others[size]
+
+
+@pytest.mark.parametrize("others, taken", [(TRADES_16MIB, False), (GAINS_AT_BOTH, True)])
+def test_a_routed_file_must_not_lose_at_16mib(fabric, others, taken):
+    """One MSCCL file serves every size: a routed packing's file replaces the file so far by the variants' rule
+    (faster at 16 MiB or 1 GiB, slower at neither), not by 1 GiB alone (sock21 traded seed 3's 16 MiB away)."""
+    from forestcoll.msccl.export import ExportOptions
+    from forestcoll.msccl.fabric import fabric_options
+    from forestcoll.msccl.generated import _as_routed
+    from forestcoll.msccl.reuse import exported
+
+    sched = generate(fabric, "allgather")
+    opts = fabric_options(ExportOptions(), fabric)
+    k1 = generate(fabric, "allgather", k=1)
+    mine = exported(k1, opts)
+    chosen, result, said = _as_routed(fabric, sched, k1, mine, [], opts, stub(mine.algo, SO_FAR, others), None, GIB)
+    assert (chosen is not k1) is taken and (result is not mine) is taken
+    assert misrouted(fabric, chosen) == (0 if taken else misrouted(fabric, k1))
+    assert "packed as the runtime routes the fabric" in said[-1]
+    assert ("is taken" in said[-1]) is taken, said
+
+
+@pytest.mark.parametrize("others, taken", [(TRADES_16MIB, False), (GAINS_AT_BOTH, True)])
+def test_a_routed_plan_must_not_lose_at_16mib(fabric, others, taken):
+    """The same rule for the MSCCL++ plan (sock21's seed 3 allgather plan fell 102.3 -> 75.4 at 16 MiB, below the
+    ring's 92.3, for 1 GiB)."""
+    from dataclasses import replace
+
+    from forestcoll.mscclpp.export import ExportOptions, export_mscclpp
+    from forestcoll.mscclpp.offcpu import race_routed
+
+    sched = generate(fabric, "allgather")
+    k1 = generate(fabric, "allgather", k=1)
+    opts = ExportOptions()
+    mine = export_mscclpp(k1, fabric, replace(opts, check=False))
+    chosen, plan, rate, said = race_routed(fabric, sched, k1, mine, SO_FAR[GIB], opts,
+                                           stub(mine.plan, SO_FAR, others))
+    assert (chosen is not k1) is taken and (plan is not mine) is taken
+    assert rate == (others if taken else SO_FAR)[GIB]
+    assert ("taken" in said) is taken and "slower at neither" in said, said

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from forestcoll import collectives
 from forestcoll.msccl.export import ExportError, ExportOptions, ExportResult, _fitting, _over_limits
@@ -33,10 +33,12 @@ from forestcoll.msccl.ir import Algo
 from forestcoll.msccl.reuse import exported, once
 from forestcoll.schedule import Schedule
 
-__all__ = ["MID_SIZE", "SPLIT_STEPS", "Below", "even_files", "generated_msccl", "split_files", "written_variant"]
+__all__ = ["MID_SIZE", "SPLIT_STEPS", "Below", "even_files", "generated_msccl", "replaces", "split_files",
+           "written_variant"]
 
 SPLIT_STEPS = 8  # a split file moves each tree's largest range of chunks in at least this many steps
 MID_SIZE = 16 << 20  # a variant is written when faster here or at the design size and slower at neither
+T = TypeVar("T")  # a file (Algo) or a plan: whatever the rate rates
 MAX_COUNT_ANY = 1 << 30  # a piece size that never cuts a tree's range
 
 
@@ -240,18 +242,18 @@ def _as_routed(topology, optimal: Schedule, chosen: Schedule, result: ExportResu
     """When the file chosen so far (``result``, ``chosen``'s) runs below :data:`ROUTED_BELOW` of ``optimal``'s bound
     at ``size`` and ``optimal``'s trees pass PCIe switches or CPUs where a runtime does not send them
     (:func:`forestcoll.msccl.routed.misrouted`): the packings of the fabric as the runtime routes it
-    (:func:`~forestcoll.msccl.routed.routed_schedules`: its optimum and powers of two k) whose plain files fit race
-    it at ``size``, as the race of k does, highest exact rate first (ties: the larger k; a file whose busiest-link
-    bound is not above the fastest so far is not simulated); the fastest there is taken (ties: ``result``), then
-    its split or even-pieces file by :func:`written_variant`'s rule.  A note says which, and that their exact rates
-    are below the bound (at most that topology's own).  Else nothing changes."""
+    (:func:`~forestcoll.msccl.routed.routed_schedules`: its optimum and powers of two k) whose plain files fit
+    compete with it by :func:`_challenge`, as the other k's files do (each of their files, plain, split, even
+    pieces, replaces the file so far when faster at :data:`MID_SIZE` or ``size`` and slower at neither:
+    :func:`replaces`), highest exact rate first (ties: the larger k).  A single file serves every size: one faster at
+    1 GiB but slower at 16 MiB is not taken.  A note says what competed, and that their exact rates are below the
+    bound (at most that topology's own).  Else nothing changes."""
     from forestcoll.msccl.routed import misrouted, routed_schedules
     from forestcoll.units import format_size
 
     if not misrouted(topology, optimal):  # (no simulation asked: most fabrics stop here)
         return chosen, result, said
-    best = file_rate(result.algo, size)
-    if best >= ROUTED_BELOW * float(optimal.bound_algbw):
+    if file_rate(result.algo, size) >= ROUTED_BELOW * float(optimal.bound_algbw):
         return chosen, result, said
     scheds = once(("as routed", id(topology), id(optimal), tuple(sorted(generate_kwargs.items()))),
                   lambda: routed_schedules(topology, optimal, **generate_kwargs), topology, optimal)
@@ -265,27 +267,19 @@ def _as_routed(topology, optimal: Schedule, chosen: Schedule, result: ExportResu
     if not fits:
         return chosen, result, said
     fits.sort(key=lambda x: (-x[0].algbw, -x[0].k))
-    rated = []
-    before = chosen
+    before, tally = chosen, [0, 0]
     for sched, plain in fits:
-        if bound is not None and bound(plain.algo, size) <= best:
-            rated.append(f"k={sched.k} {float(sched.algbw):.1f}")
-            continue
-        rate = file_rate(plain.algo, size)
-        rated.append(f"k={sched.k} {float(sched.algbw):.1f} -> {rate:.1f}")
-        if rate > best:
-            best, chosen, result = rate, sched, plain
-    taken = chosen is not before
+        chosen, result, said = _challenge(f"k={sched.k}'s trees packed as the runtime routes the fabric: their", sched,
+                                          _variants(sched, options, plain), chosen, result, said, file_rate, bound,
+                                          size, tally, raced=False)
+    exact = ", ".join(f"k={s.k} {float(s.algbw):.1f}" for s, _plain in fits)
     said = said + [f"the file so far runs below {ROUTED_BELOW:.0%} of the bound at {format_size(size)} and the "
                    f"optimal k={optimal.k}'s trees pass PCIe switches or CPUs where a runtime does not send them "
-                   f"({misrouted(topology, optimal)} edges): packed as the runtime routes the fabric, their plain "
-                   f"files raced it (exact -> simulated at {format_size(size)}, GB/s: {', '.join(rated)}; the bound "
-                   f"{float(optimal.bound_algbw):.1f} counts routes no runtime takes): "
+                   f"({misrouted(topology, optimal)} edges): packed as the runtime routes the fabric ({exact} GB/s "
+                   f"exact; the bound {float(optimal.bound_algbw):.1f} counts routes no runtime takes), their files "
+                   f"competed by the same rule ({tally[0]} simulated, {tally[1]} not): "
                    + (f"k={chosen.k}'s, {float(chosen.algbw / optimal.bound_algbw):.1%} of the bound, is taken"
-                      if taken else "none is faster")]
-    if taken:
-        result, why = written_variant(chosen, result, options, file_rate, size)
-        said += [why] if why else []
+                      if chosen is not before else "none is faster at one size and slower at neither")]
     return chosen, result, said
 
 
@@ -382,7 +376,7 @@ def _challenge(who: str, sched: Schedule, mine: list[tuple[str, int, ExportResul
                bound: Callable[[Algo, int], float] | None, size: int, tally: list[int], raced: bool = True,
                ranked: Callable[[Algo, int], float] | None = None) -> tuple[Schedule, ExportResult, list[str]]:
     """``sched``'s files ``mine`` (kind, s, file), in order, each replacing ``result`` (``chosen``'s file, the one
-    chosen so far) when it beats it by :func:`_replaces`' rule (:func:`_beats`); a note, naming ``sched``'s files by
+    chosen so far) when it beats it by :func:`replaces`' rule (:func:`_beats`); a note, naming ``sched``'s files by
     ``who`` (a possessive: "k=4's"), says which.  ``tally``: [files simulated, files not] grows.
 
     Pruned, soundly: a file whose ``bound(algo, size)`` (an upper bound on ``file_rate``: the busiest link's) or,
@@ -405,9 +399,11 @@ def _challenge(who: str, sched: Schedule, mine: list[tuple[str, int, ExportResul
     return chosen, result, said
 
 
-def _replaces(file_rate: Callable[[Algo, int], float], new: Algo, old: Algo, sizes: list[int],
-              new_rates: dict[int, float], old_rates: dict[int, float]) -> bool:
-    """The variants' rule: ``new`` replaces ``old`` when it is faster at one of ``sizes`` and slower at none.  Sizes
+def replaces(file_rate: Callable[[T, int], float], new: T, old: T, sizes: list[int],
+             new_rates: dict[int, float], old_rates: dict[int, float]) -> bool:
+    """The variants' rule: ``new`` replaces ``old`` (MSCCL files, or MSCCL++ plans: every candidate that must serve
+    every size, :mod:`forestcoll.mscclpp.offcpu`'s routed race too) when it is faster at one of ``sizes`` and slower
+    at none.  Sizes
     are asked in order and a loss ends the comparison (the mid size first: cheaper, and a loss there settles it);
     the rates asked are kept in ``new_rates`` / ``old_rates`` (``old``'s only where not there already)."""
     gains = False
@@ -423,13 +419,13 @@ def _replaces(file_rate: Callable[[Algo, int], float], new: Algo, old: Algo, siz
 
 def _beats(algo: Algo, other: Algo, file_rate: Callable[[Algo, int], float], size: int) -> str | None:
     """The sizes (:data:`MID_SIZE` and ``size``, as "16MiB (a against b)") at which ``algo`` is faster than ``other``
-    when it replaces it by :func:`_replaces`' rule; else None."""
+    when it replaces it by :func:`replaces`' rule; else None."""
     from forestcoll.units import format_size
 
     sizes = list(dict.fromkeys((min(MID_SIZE, size), size)))
     mine: dict[int, float] = {}
     theirs: dict[int, float] = {}
-    if not _replaces(file_rate, algo, other, sizes, mine, theirs):
+    if not replaces(file_rate, algo, other, sizes, mine, theirs):
         return None
     return " and ".join(f"{format_size(x)} ({mine[x]:.1f} against {theirs[x]:.1f} GB/s)"
                         for x in sizes if mine[x] > theirs[x])
@@ -546,7 +542,7 @@ def written_variant(sched: Schedule, result: ExportResult, options: ExportOption
     rates: list[dict[int, float]] = [{} for _ in found]
     chosen = 0
     for i in range(1, len(found)):
-        if _replaces(file_rate, found[i][2].algo, found[chosen][2].algo, sizes, rates[i], rates[chosen]):
+        if replaces(file_rate, found[i][2].algo, found[chosen][2].algo, sizes, rates[i], rates[chosen]):
             chosen = i
     kind, s, written = found[chosen]
     what = {"plain": "plain (as exported)", "split": f"split, every chunk cut into {s} MSCCL chunks, one per step",

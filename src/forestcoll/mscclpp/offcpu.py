@@ -137,52 +137,68 @@ def race_routed(topology: Topology, optimal: Schedule, chosen: Schedule, mine: E
     :data:`ROUTED_BELOW` of ``optimal``'s bound and ``optimal``'s trees pass PCIe switches or CPUs where the executor
     does not send them (:func:`forestcoll.msccl.routed.misrouted`): the packings of the fabric as the runtime routes
     it (:func:`~forestcoll.msccl.routed.routed_schedules`), highest exact rate first, race it by their plans (those
-    that fit; one whose bound shows it cannot win is not simulated): the fastest, when faster, with its plan and
-    rate, and a phrase for the note ("" when nothing was raced)."""
+    that fit), each replacing the plan so far when faster at the mid size (16 MiB) or the design size and slower at
+    neither (:func:`forestcoll.msccl.generated.replaces`, the MSCCL files' rule: one plan serves every size; a plan
+    whose bound shows it slower at the design size is not simulated): the plan kept, with its rate at the design
+    size, and a phrase for the note ("" when nothing was raced)."""
+    from forestcoll.msccl.generated import MID_SIZE, replaces
     from forestcoll.msccl.routed import misrouted, routed_schedules
-    from forestcoll.mscclpp.layouts import BOUND, cannot_beat
+    from forestcoll.mscclpp.layouts import BOUND, below, ceiling
     from forestcoll.units import format_size
 
     if rate >= ROUTED_BELOW * float(optimal.bound_algbw) or not misrouted(topology, optimal):
         return chosen, mine, rate, ""
     size = design_size(opts)
+    sizes = list(dict.fromkeys((min(MID_SIZE, size), size)))  # the mid size first, as the files' rule asks
     tried: list[str] = []
-    best = (chosen, mine, rate)
+    best, rates = (chosen, mine), {size: rate}
     for sched in sorted(routed_schedules(topology, optimal, **generate_kwargs), key=lambda s: (-s.algbw, -s.k)):
         alt, _why = unchecked_plan(topology, sched, opts)
         if alt is None:
             continue
-        top = cannot_beat(plan_rate, alt.plan, size, best[2])
-        there = None if top is not None else plan_rate(alt.plan, size)
-        tried.append(f"k={sched.k} {float(sched.algbw):.1f} -> " + (f"{BOUND} {top:.1f}" if there is None
-                                                                    else f"{there:.1f}"))
-        if there is not None and there > best[2]:
-            best = (sched, alt, there)
+        top = ceiling(plan_rate, alt.plan, size)
+        head = f"k={sched.k} {float(sched.algbw):.1f} -> "
+        if below(top, rates[size], strict=True):  # slower at the design size: it cannot replace the plan so far
+            tried.append(head + f"{BOUND} {top:.1f}")
+            continue
+        theirs: dict[int, float] = {}
+        if replaces(plan_rate, alt.plan, best[1].plan, sizes, theirs, rates):
+            best, rates = (sched, alt), theirs
+        tried.append(head + " / ".join(f"{theirs[x]:.1f}" if x in theirs else "-" for x in reversed(sizes)))
     if not tried:
         return chosen, mine, rate, ""
+    at = " / ".join(format_size(x) for x in reversed(sizes))
     phrase = (f"the plan runs below {ROUTED_BELOW:.0%} of the bound and the optimal k={optimal.k}'s trees pass PCIe "
               f"switches or CPUs where the executor does not send them ({misrouted(topology, optimal)} edges): "
-              f"packed as the runtime routes the fabric (exact -> plan at {format_size(size)}, GB/s: "
-              f"{', '.join(tried)}; the bound {float(optimal.bound_algbw):.1f} counts routes no runtime takes), ")
+              f"packed as the runtime routes the fabric (exact -> plans at {at}, GB/s: {', '.join(tried)}; the "
+              f"bound {float(optimal.bound_algbw):.1f} counts routes no runtime takes), each replacing the plan so "
+              f"far when faster at one size and slower at neither: ")
     if best[0] is chosen:
-        return chosen, mine, rate, phrase + "none is faster"
-    return (*best, phrase + f"k={best[0].k}'s taken, {float(best[0].algbw / optimal.bound_algbw):.1%} of the bound")
+        return chosen, mine, rate, phrase + "none is"
+    return (*best, rates[size], phrase + f"k={best[0].k}'s taken, {float(best[0].algbw / optimal.bound_algbw):.1%} "
+            "of the bound")
 
 
 def routed_laid_out(topology: Topology, optimal: Schedule, chosen: Schedule, result: ExportResult, said: str,
                     opts: ExportOptions, plan_rate: Callable[[Plan, int], float], kwargs: dict[str, Any]
                     ) -> tuple[Schedule, ExportResult, str]:
     """The plan laid out so far (``result``, ``chosen``'s) against the fabric packed as the runtime routes it
-    (:func:`race_routed`); a packing taken is laid out in turn; ``said`` grows."""
+    (:func:`race_routed`); a packing taken is laid out in turn (:func:`~forestcoll.mscclpp.layouts.laid_out`, at
+    the design size), that layout kept only when it too is slower than ``result`` at neither size; ``said`` grows."""
+    from forestcoll.msccl.generated import MID_SIZE, replaces
     from forestcoll.msccl.routed import misrouted
     from forestcoll.mscclpp.layouts import laid_out
 
     if not misrouted(topology, optimal):  # (no simulation asked: most fabrics stop here)
         return chosen, result, said
-    new, plan, at, routed = race_routed(topology, optimal, chosen, result, plan_rate(result.plan, design_size(opts)),
-                                        opts, plan_rate, **kwargs)
+    size = design_size(opts)
+    new, plan, at, routed = race_routed(topology, optimal, chosen, result, plan_rate(result.plan, size), opts,
+                                        plan_rate, **kwargs)
     said += f"; {routed}" if routed else ""
     if new is chosen:
         return chosen, result, said
-    plan, laid = laid_out(topology, new, plan, at, opts, plan_rate)
-    return new, plan, said + laid
+    laid, how = laid_out(topology, new, plan, at, opts, plan_rate)
+    if laid is not plan and not replaces(plan_rate, laid.plan, result.plan,
+                                         list(dict.fromkeys((min(MID_SIZE, size), size))), {}, {}):
+        return new, plan, said + how + "; that layout is slower than the plan so far at a size: the packing's own kept"
+    return new, laid, said + how
